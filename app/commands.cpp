@@ -1,0 +1,171 @@
+#include "app/commands.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <ostream>
+
+#include "app/verify.hpp"
+#include "core/error.hpp"
+#include "golden/golden.hpp"
+
+#ifndef TANDEM_SOURCE_DIR
+#define TANDEM_SOURCE_DIR "."
+#endif
+
+namespace tandem::app {
+namespace {
+
+struct BackendFlags {
+  std::string backend = "auto";
+  std::string schedule = "in-order";
+  int block_threads = 128;
+
+  void add_to(CLI::App& cmd) {
+    cmd.add_option("--backend", backend, "auto (cuda if a GPU is found, else emu), emu or cuda")
+        ->check(CLI::IsMember({"auto", "emu", "cuda"}));
+    cmd.add_option("--schedule", schedule, "emu resume order: in-order, reversed, shuffled:SEED");
+    cmd.add_option("--block-threads", block_threads, "threads per block (multiple of 32)");
+  }
+  RunOptions resolve() const {
+    RunOptions o;
+    o.backend = backend == "auto" ? best_backend() : backend == "cuda" ? Backend::cuda : Backend::emu;
+    if (o.backend == Backend::cuda && !cuda_status().available)
+      throw_bad_input("--backend cuda: {}", cuda_status().detail);
+    o.schedule = emu::parse_schedule(schedule);
+    o.block_threads = block_threads;
+    return o;
+  }
+};
+
+int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
+               const BackendFlags& flags, std::ostream& out) {
+  const ModelConfig model =
+      config_path.empty() ? builtin_model(model_name) : load_model_config(config_path);
+  const RunOptions opt = flags.resolve();
+  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO));
+  const auto j = to_json(rows, model);
+  if (json) {
+    out << j.dump(2) << "\n";
+  } else {
+    out << fmt::format("tandem verify: model {} on {}\n", model.name, backend_name(opt.backend))
+        << render_table(rows)
+        << (j["pass"].get<bool>() ? "all cases PASS\n" : "FAILED\n");
+  }
+  return j["pass"].get<bool>() ? 0 : 1;
+}
+
+int cmd_golden_list(const std::string& dir, std::ostream& out) {
+  for (const auto& p : golden::list_cases(dir)) out << p.stem().string() << "\n";
+  return 0;
+}
+
+int cmd_golden_check(const std::string& dir, const std::vector<std::string>& only,
+                     const BackendFlags& flags, std::ostream& out) {
+  const RunOptions opt = flags.resolve();
+  bool all = true;
+  int checked = 0;
+  for (const auto& p : golden::list_cases(dir)) {
+    if (!only.empty() && std::find(only.begin(), only.end(), p.stem().string()) == only.end())
+      continue;
+    const golden::CaseReport r = golden::check_case(p, opt);
+    ++checked;
+    out << fmt::format("{:<24} {} ({} tensors, {})\n", r.name, r.pass() ? "PASS" : "FAIL",
+                       r.tensors.size(), backend_name(opt.backend));
+    for (const auto& t : r.tensors)
+      if (!t.pass) out << fmt::format("  {} [{}]: {}\n", t.name, t.rule, t.detail);
+    all &= r.pass();
+  }
+  if (checked == 0) throw_bad_input("{}: no golden cases matched", dir);
+  return all ? 0 : 1;
+}
+
+int cmd_golden_regen(const std::string& dir, bool accept, std::ostream& out) {
+  bool refused = false;
+  for (const auto& r : golden::regen_cases(dir, accept)) {
+    const char* what = r.written ? (r.changed ? "REPLACED" : "written")
+                                 : (r.changed ? "REFUSED (expectations changed; --accept)" : "unchanged");
+    out << fmt::format("{:<24} {}\n", r.name, what);
+    for (const auto& d : r.deltas) out << "  " << d << "\n";
+    refused |= r.changed && !r.written;
+  }
+  return refused ? 1 : 0;
+}
+
+int cmd_info(std::ostream& out) {
+  const BackendStatus cuda = cuda_status();
+  out << fmt::format("tandem {} (commit {})\n", TANDEM_VERSION, TANDEM_GIT_COMMIT);
+#if defined(TANDEM_WITH_CUDA)
+  out << "build: CUDA backend compiled (sm_90) + emulator\n";
+#else
+  out << "build: CPU-only (emulator)\n";
+#endif
+  out << fmt::format("backends: emu available; cuda {}: {}\n",
+                     cuda.available ? "available" : "unavailable", cuda.detail);
+  out << fmt::format("best backend: {}\n", backend_name(best_backend()));
+  out << "models: tiny (built in)\n";
+  return 0;
+}
+
+}  // namespace
+
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"tandem: reference vs optimized verification harness for DeepSeek-V4.1-class "
+               "serving kernels"};
+  app.require_subcommand(1);
+  int code = 0;
+
+  auto* verify = app.add_subcommand("verify", "run every component of a model, reference vs optimized");
+  std::string model = "tiny", config;
+  bool json = false;
+  BackendFlags vflags;
+  verify->add_option("--model", model, "built-in model name");
+  verify->add_option("--config", config, "model config JSON file (instead of --model)");
+  verify->add_flag("--json", json, "print JSON instead of a table");
+  vflags.add_to(*verify);
+  verify->callback([&] { code = cmd_verify(model, config, json, vflags, out); });
+
+  auto* golden = app.add_subcommand("golden", "golden cases: list, check, regen");
+  golden->require_subcommand(1);
+  std::string dir = std::string(TANDEM_SOURCE_DIR) + "/golden/cases";
+  golden->add_option("--dir", dir, "directory of case manifests")->capture_default_str();
+  auto* list = golden->add_subcommand("list", "list the cases");
+  list->callback([&] { code = cmd_golden_list(dir, out); });
+  auto* check = golden->add_subcommand("check", "check reference and optimized against the cases");
+  std::vector<std::string> only;
+  BackendFlags gflags;
+  check->add_option("cases", only, "case names (default: all)");
+  gflags.add_to(*check);
+  check->callback([&] { code = cmd_golden_check(dir, only, gflags, out); });
+  auto* regen = golden->add_subcommand("regen", "regenerate the cases (atomically)");
+  bool accept = false;
+  regen->add_flag("--accept", accept, "replace cases whose expectations changed");
+  regen->callback([&] { code = cmd_golden_regen(dir, accept, out); });
+
+  auto* info = app.add_subcommand("info", "build, backends and device");
+  info->callback([&] { code = cmd_info(out); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      app.exit(e, out, err);
+      return 0;
+    }
+    err << "tandem: " << e.what() << "\n" << "run 'tandem --help' for usage\n";
+    return static_cast<int>(ExitCode::bad_input);
+  } catch (const BadInput& e) {
+    err << "tandem: error: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::bad_input);
+  } catch (const std::exception& e) {
+    err << "tandem: internal error: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::internal);
+  }
+  return code;
+}
+
+}  // namespace tandem::app

@@ -1,0 +1,117 @@
+#include "app/verify.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "golden/residual_case.hpp"
+
+namespace tandem::app {
+namespace {
+
+bool same_outputs(const ResidualStackOutputs& a, const ResidualStackOutputs& b) {
+  auto eq = [](const Tensor<float>& x, const Tensor<float>& y) {
+    return compare_exact<float>(x.span(), y.span()).pass;
+  };
+  bool same = eq(a.x_out, b.x_out) && eq(a.y_out, b.y_out);
+  for (size_t l = 0; l < a.taps_y.size(); ++l) same = same && eq(a.taps_y[l], b.taps_y[l]);
+  return same;
+}
+
+VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType act,
+                          const RunOptions& opt) {
+  const ResidualConfig& cfg = model.residual;
+  VerifyRow row;
+  row.component = "residual";
+  row.name = fmt::format("{}/{} T={} d={} sites={}", residual_path_name(path),
+                         act_dtype_name(act), cfg.tokens, cfg.d, cfg.sites);
+  row.backend = backend_name(opt.backend);
+  const ResidualStackInputs in = make_residual_inputs(cfg, cfg.tokens, act, model.seed);
+  const auto truth = reference::run_truth(in, path);
+  const auto baseline = reference::run_baseline(in, path);
+  const ResidualStackOutputs out = run_residual_stack(in, path, opt);
+  const auto checks = compare_residual(truth, baseline, out, act);
+  row.pass = true;
+  row.margin = 1;
+  for (const TensorCheck& c : checks) {
+    if (!c.result.pass && row.first_divergence.empty()) {
+      row.first_divergence = c.name;
+      row.detail = c.result.summary();
+      row.pass = false;
+    }
+    if (c.result.margin() < row.margin || row.worst_tensor.empty()) {
+      row.worst_tensor = c.name, row.margin = c.result.margin();
+      row.worst_err = c.result.worst_err, row.budget = c.result.worst_budget;
+    }
+  }
+  if (opt.backend != Backend::emu) return row;
+
+  // Under the emulator: bit-identical under every schedule, and the designed byte counts.
+  int identical = 0;
+  for (const emu::Schedule& s : emu::test_schedules()) {
+    RunOptions o = opt;
+    o.schedule = s;
+    if (same_outputs(run_residual_stack(in, path, o), out)) ++identical;
+    else if (row.schedules.empty()) row.schedules = "differs under " + s.name();
+  }
+  if (row.schedules.empty()) row.schedules = fmt::format("{} identical", identical);
+  else row.pass = false;
+  const uint64_t designed = residual_activation_bytes_per_site(path, cfg.d, act) * cfg.tokens;
+  bool bytes_ok = true;
+  for (uint64_t b : counted_activation_bytes_per_site(out.launches, path)) bytes_ok &= b == designed;
+  row.bytes = fmt::format("{} B/token/site {}", designed / cfg.tokens,
+                          bytes_ok ? "== counted" : "!= counted");
+  if (!bytes_ok) row.pass = false, row.detail += " counted activation bytes differ from design";
+  return row;
+}
+
+}  // namespace
+
+std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
+                                    bool progress) {
+  std::vector<VerifyRow> rows;
+  const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
+  const ActDType acts[] = {ActDType::f32, ActDType::bf16};
+  const size_t total = std::size(paths) * std::size(acts);
+  for (ResidualPath p : paths) {
+    for (ActDType a : acts) {
+      if (progress)
+        std::fprintf(stderr, "\r[%zu/%zu] residual %s/%s ...", rows.size() + 1, total,
+                     residual_path_name(p), act_dtype_name(a));
+      rows.push_back(verify_residual(model, p, a, opt));
+    }
+  }
+  if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  return rows;
+}
+
+std::string render_table(const std::vector<VerifyRow>& rows) {
+  std::string out = fmt::format("{:<9} {:<42} {:<5} {:<9} {:>10} {:>10} {:>7}  {:<13} {:<28} {}\n",
+                                "component", "case", "backend", "worst", "err", "budget",
+                                "margin", "schedules", "bytes", "verdict");
+  for (const VerifyRow& r : rows) {
+    out += fmt::format("{:<9} {:<42} {:<5} {:<9} {:>10.3e} {:>10.3e} {:>6.1f}%  {:<13} {:<28} {}\n",
+                       r.component, r.name, r.backend, r.worst_tensor, r.worst_err, r.budget,
+                       100 * r.margin, r.schedules.empty() ? "-" : r.schedules,
+                       r.bytes.empty() ? "-" : r.bytes,
+                       r.pass ? "PASS" : "FAIL (first divergence: " + r.first_divergence + ")");
+    if (!r.pass && !r.detail.empty()) out += "  " + r.detail + "\n";
+  }
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& model) {
+  nlohmann::json cases = nlohmann::json::array();
+  bool pass = true;
+  for (const VerifyRow& r : rows) {
+    pass &= r.pass;
+    cases.push_back({{"component", r.component}, {"case", r.name}, {"backend", r.backend},
+                     {"pass", r.pass}, {"worst_tensor", r.worst_tensor},
+                     {"worst_err", r.worst_err}, {"budget", r.budget}, {"margin", r.margin},
+                     {"first_divergence", r.first_divergence}, {"schedules", r.schedules},
+                     {"bytes", r.bytes}, {"detail", r.detail}});
+  }
+  return {{"model", model.name}, {"pass", pass}, {"cases", cases}};
+}
+
+}  // namespace tandem::app

@@ -1,0 +1,29 @@
+#pragma once
+// `tandem verify`: every component of a model, reference vs optimized, side by side.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/model_config.hpp"
+#include "optimized/backend.hpp"
+
+namespace tandem::app {
+
+struct VerifyRow {
+  std::string component, name, backend;
+  bool pass = false;
+  std::string worst_tensor;      // the tensor with the smallest margin
+  double worst_err = 0, budget = 0, margin = 0;
+  std::string first_divergence;  // first failing tensor in execution order, or empty
+  std::string schedules;         // emu: "3 identical" or the differing schedule
+  std::string bytes;             // emu: counted vs designed activation bytes per site
+  std::string detail;            // the failure, if any
+};
+
+std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
+                                    bool progress);
+std::string render_table(const std::vector<VerifyRow>& rows);
+nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& model);
+
+}  // namespace tandem::app

@@ -1,0 +1,127 @@
+#include "core/compare.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace tandem {
+
+std::string_view out_dtype_name(OutDType d) {
+  switch (d) {
+    case OutDType::F64: return "f64";
+    case OutDType::F32: return "f32";
+    case OutDType::BF16: return "bf16";
+  }
+  return "?";
+}
+
+double ulp_out(OutDType d, double x) {
+  x = std::fabs(x);
+  switch (d) {
+    case OutDType::F64:
+      return std::nextafter(x, std::numeric_limits<double>::infinity()) - x;
+    case OutDType::F32: {
+      const float f = static_cast<float>(x);
+      return static_cast<double>(std::nextafter(f, std::numeric_limits<float>::infinity())) - f;
+    }
+    case OutDType::BF16: {
+      // bf16 keeps 8 significant bits; below 2^-126 its spacing is fixed at 2^-133.
+      if (x < 0x1p-126) return 0x1p-133;
+      int e;
+      std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
+      return std::ldexp(1.0, e - 8);
+    }
+  }
+  return 0;
+}
+
+namespace {
+
+bool special(double v) { return !std::isfinite(v); }
+
+// NaN matches NaN; an infinity matches the same infinity.
+bool same_special(double truth, double opt) {
+  return std::isnan(truth) ? std::isnan(opt) : truth == opt;
+}
+
+// The largest finite baseline error in each row of `row` elements.
+std::vector<double> row_baseline_error(std::span<const double> truth,
+                                       std::span<const double> baseline, int64_t row) {
+  std::vector<double> scale((truth.size() + row - 1) / row, 0.0);
+  for (size_t i = 0; i < truth.size(); ++i)
+    if (std::isfinite(truth[i]) && std::isfinite(baseline[i]))
+      scale[i / row] = std::max(scale[i / row], std::fabs(baseline[i] - truth[i]));
+  return scale;
+}
+
+}  // namespace
+
+CompareResult compare_to_truth(std::span<const double> truth, std::span<const double> baseline,
+                               std::span<const double> optimized, OutDType out, int64_t row) {
+  CompareResult r;
+  r.n = static_cast<int64_t>(truth.size());
+  if (baseline.size() != truth.size() || optimized.size() != truth.size()) {
+    r.pass = false;
+    r.failure = fmt::format("size mismatch: truth {}, baseline {}, optimized {}", truth.size(),
+                            baseline.size(), optimized.size());
+    return r;
+  }
+  if (row < 1) row = 1;
+  const std::vector<double> row_err_b = row_baseline_error(truth, baseline, row);
+  double sq_opt = 0, sq_base = 0, sq_ulp = 0, sq_truth = 0;
+  int64_t passed = 0;
+  for (int64_t i = 0; i < r.n; ++i) {
+    const double t = truth[i], b = baseline[i], o = optimized[i];
+    if (special(t) || special(o)) {
+      if (same_special(t, o)) {
+        ++passed;
+      } else if (r.failure.empty()) {
+        r.failure = fmt::format("special value mismatch at {}: truth {}, optimized {}", i, t, o);
+        r.worst_index = i, r.worst_truth = t, r.worst_baseline = b, r.worst_optimized = o;
+        r.worst_ratio = std::numeric_limits<double>::infinity();
+      }
+      continue;
+    }
+    const double err = std::fabs(o - t), err_b = std::fabs(b - t);
+    const double two_ulp = 2 * ulp_out(out, t);
+    const double budget = 2 * row_err_b[i / row] + two_ulp;
+    sq_opt += err * err, sq_base += err_b * err_b, sq_ulp += two_ulp * two_ulp, sq_truth += t * t;
+    if (err <= budget) ++passed;
+    const double ratio = err / budget;
+    if (r.failure.empty() && ratio > r.worst_ratio) {
+      r.worst_index = i, r.worst_truth = t, r.worst_baseline = b, r.worst_optimized = o;
+      r.worst_err = err, r.worst_budget = budget, r.worst_ratio = ratio;
+    }
+  }
+  r.pass_fraction = r.n ? static_cast<double>(passed) / r.n : 1.0;
+  if (sq_truth > 0) {
+    r.nmse_optimized = sq_opt / sq_truth;
+    r.nmse_baseline = sq_base / sq_truth;
+    r.nmse_budget = 2 * r.nmse_baseline + sq_ulp / sq_truth;
+  }
+  if (r.failure.empty() && r.worst_ratio > 1)
+    r.failure = fmt::format("element {}: |opt - truth| = {:.3e} > budget {:.3e}", r.worst_index,
+                            r.worst_err, r.worst_budget);
+  if (r.failure.empty() && r.nmse_optimized > r.nmse_budget)
+    r.failure = fmt::format("NMSE {:.3e} > budget {:.3e}", r.nmse_optimized, r.nmse_budget);
+  r.pass = r.failure.empty();
+  return r;
+}
+
+std::string CompareResult::summary() const {
+  return fmt::format(
+      "{} n={} worst[{}] truth={:.9g} opt={:.9g} base={:.9g} err={:.3e} budget={:.3e} "
+      "margin={:.1f}% pass={:.4f} nmse={:.3e}/{:.3e}{}{}",
+      pass ? "PASS" : "FAIL", n, worst_index, worst_truth, worst_optimized, worst_baseline,
+      worst_err, worst_budget, 100 * margin(), pass_fraction, nmse_optimized, nmse_budget,
+      failure.empty() ? "" : ": ", failure);
+}
+
+std::string ExactResult::summary() const {
+  return pass ? fmt::format("PASS n={} bit-exact", n)
+              : fmt::format("FAIL n={} mismatches={} first at {}", n, mismatches, first_mismatch);
+}
+
+}  // namespace tandem

@@ -1,0 +1,87 @@
+#include "core/json_fields.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace tandem {
+
+nlohmann::json parse_json(std::string_view text, const std::string& source) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_bad_input("{}: invalid JSON at byte {}: {}", source, e.byte, e.what());
+  }
+}
+
+JsonFields::JsonFields(const nlohmann::json& j, std::string source, std::string path)
+    : j_(j), source_(std::move(source)), path_(std::move(path)) {
+  if (!j_.is_object())
+    throw_bad_input("{}: {} must be a JSON object", source_,
+                    path_.empty() ? std::string("top level") : fmt::format("field '{}'", path_));
+}
+
+std::string JsonFields::where(std::string_view key) const {
+  return fmt::format("{}: field '{}{}{}'", source_, path_, path_.empty() ? "" : ".", key);
+}
+
+const nlohmann::json& JsonFields::at(const char* key) const {
+  const auto it = j_.find(key);
+  if (it == j_.end()) throw_bad_input("{}: missing", where(key));
+  return *it;
+}
+
+int64_t JsonFields::integer(const char* key, int64_t lo, int64_t hi) const {
+  const auto& v = at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    throw_bad_input("{}: expected an integer in [{}, {}], got {}", where(key), lo, hi, v.dump());
+  return v.get<int64_t>();
+}
+
+int64_t JsonFields::integer_or(const char* key, int64_t fallback, int64_t lo, int64_t hi) const {
+  return has(key) ? integer(key, lo, hi) : fallback;
+}
+
+uint64_t JsonFields::unsigned_integer(const char* key) const {
+  const auto& v = at(key);
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+    throw_bad_input("{}: expected a non-negative integer, got {}", where(key), v.dump());
+  return v.get<uint64_t>();
+}
+
+double JsonFields::number(const char* key, double lo, double hi) const {
+  const auto& v = at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
+      v.get<double>() > hi)
+    throw_bad_input("{}: expected a finite number in [{}, {}], got {}", where(key), lo, hi,
+                    v.dump());
+  return v.get<double>();
+}
+
+double JsonFields::number_or(const char* key, double fallback, double lo, double hi) const {
+  return has(key) ? number(key, lo, hi) : fallback;
+}
+
+std::string JsonFields::string(const char* key) const {
+  const auto& v = at(key);
+  if (!v.is_string()) throw_bad_input("{}: expected a string, got {}", where(key), v.dump());
+  return v.get<std::string>();
+}
+
+std::string JsonFields::string_or(const char* key, std::string fallback) const {
+  return has(key) ? string(key) : fallback;
+}
+
+JsonFields JsonFields::object(const char* key) const {
+  return JsonFields(at(key), source_, path_.empty() ? key : path_ + "." + key);
+}
+
+void JsonFields::reject_unknown(std::initializer_list<std::string_view> known) const {
+  for (const auto& [k, v] : j_.items())
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      throw_bad_input("{}: unknown field", where(k));
+}
+
+}  // namespace tandem

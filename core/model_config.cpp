@@ -1,0 +1,58 @@
+#include "core/model_config.hpp"
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+
+namespace tandem {
+namespace {
+
+// The embedded default model (DESIGN section 8): small enough for the emulator in CI.
+constexpr std::string_view kTiny = R"({
+  "name": "tiny",
+  "seed": 20261202,
+  "residual": {"hc_mult": 4, "d": 64, "sinkhorn_iters": 20, "hc_eps": 1e-6, "norm_eps": 1e-6,
+               "sites": 4, "tokens": 8}
+})";
+
+}  // namespace
+
+ResidualConfig parse_residual_config(const JsonFields& f) {
+  f.reject_unknown({"hc_mult", "d", "sinkhorn_iters", "hc_eps", "norm_eps", "sites", "tokens"});
+  ResidualConfig c;
+  c.hc_mult = static_cast<int>(f.integer("hc_mult", 4, 4));
+  c.d = static_cast<int>(f.integer("d", 8, 1 << 16));
+  if (c.d % 8 != 0) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
+  c.sinkhorn_iters = static_cast<int>(f.integer("sinkhorn_iters", 1, 1000));
+  c.hc_eps = f.number("hc_eps", 0.0, 1e-2);
+  c.norm_eps = f.number("norm_eps", 0.0, 1e-2);
+  c.sites = static_cast<int>(f.integer("sites", 1, 1024));
+  c.tokens = static_cast<int>(f.integer("tokens", 1, 1 << 20));
+  return c;
+}
+
+nlohmann::json to_json(const ResidualConfig& c) {
+  return {{"hc_mult", c.hc_mult}, {"d", c.d},           {"sinkhorn_iters", c.sinkhorn_iters},
+          {"hc_eps", c.hc_eps},   {"norm_eps", c.norm_eps}, {"sites", c.sites},
+          {"tokens", c.tokens}};
+}
+
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
+  const JsonFields f(j, source);
+  f.reject_unknown({"name", "seed", "residual"});
+  ModelConfig m;
+  m.name = f.string("name");
+  m.seed = f.unsigned_integer("seed");
+  m.residual = parse_residual_config(f.object("residual"));
+  return m;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& path) {
+  return parse_model_config(parse_json(read_file(path), path.string()), path.string());
+}
+
+ModelConfig builtin_model(std::string_view name) {
+  if (name == "tiny") return parse_model_config(parse_json(kTiny, "builtin:tiny"), "builtin:tiny");
+  throw_bad_input("--model: unknown built-in model '{}' (known: tiny)", name);
+}
+
+}  // namespace tandem

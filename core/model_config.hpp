@@ -1,0 +1,28 @@
+#pragma once
+// Model configuration: loaded from JSON, validated field by field (errors name the field).
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "core/json_fields.hpp"
+#include "core/residual_config.hpp"
+
+namespace tandem {
+
+struct ModelConfig {
+  std::string name;
+  uint64_t seed = 0;
+  ResidualConfig residual;
+};
+
+ResidualConfig parse_residual_config(const JsonFields& f);
+nlohmann::json to_json(const ResidualConfig& c);
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
+ModelConfig load_model_config(const std::filesystem::path& path);
+// Built-in presets ("tiny"); BadInput for an unknown name.
+ModelConfig builtin_model(std::string_view name);
+
+}  // namespace tandem

@@ -1,0 +1,139 @@
+#include "golden/residual_case.hpp"
+
+#include <cmath>
+
+#include "core/philox.hpp"
+
+namespace tandem {
+namespace {
+
+// Uniform values in [lo, hi) keyed by (seed, tensor, element): the same numbers everywhere.
+Tensor<float> uniform(Shape shape, uint64_t seed, uint32_t tensor_id, float lo, float hi) {
+  Tensor<float> t(std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i) {
+    const Philox4 r = philox_draw(seed, tensor_id, static_cast<uint32_t>(i));
+    t.data[i] = lo + (hi - lo) * philox_uniform(r.v[0]);
+  }
+  return t;
+}
+
+ResidualSiteWeights make_site(const ResidualConfig& c, uint64_t seed, uint32_t id, float gain) {
+  const int64_t d = c.d;
+  const float fn_range = 2.0f / std::sqrt(4.0f * d), w_range = gain * 1.5f / std::sqrt(float(d));
+  ResidualSiteWeights w{uniform({24, 4 * d}, seed, id + 0, -fn_range, fn_range),
+                        uniform({24}, seed, id + 1, -1.0f, 1.0f),
+                        uniform({3}, seed, id + 2, 0.5f, 1.5f),
+                        uniform({d}, seed, id + 3, 0.75f, 1.25f),
+                        uniform({d, d}, seed, id + 4, -w_range, w_range)};
+  return w;
+}
+
+const char* kSiteFields[] = {"fn", "base", "scale", "norm_w", "w_sub"};
+Tensor<float>* site_field(ResidualSiteWeights& w, int i) {
+  Tensor<float>* f[] = {&w.fn, &w.base, &w.scale, &w.norm_w, &w.w_sub};
+  return f[i];
+}
+
+}  // namespace
+
+ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t tokens, ActDType act,
+                                         uint64_t seed, float sublayer_gain) {
+  ResidualStackInputs in;
+  in.cfg = cfg;
+  in.act = act;
+  in.x0 = uniform({tokens, 4, cfg.d}, seed, 0, -2.0f, 2.0f);
+  for (float& v : in.x0.data)
+    v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  for (int l = 0; l < cfg.sites; ++l) in.sites.push_back(make_site(cfg, seed, 16 + 8 * l, sublayer_gain));
+  in.head = make_site(cfg, seed, 8, 0.0f);
+  in.head.w_sub = {};
+  return in;
+}
+
+void put_residual_inputs(Safetensors& st, const ResidualStackInputs& in) {
+  st.put("x0", in.x0);
+  auto put_site = [&](ResidualSiteWeights w, const std::string& prefix, int fields) {
+    for (int i = 0; i < fields; ++i) st.put(prefix + "." + kSiteFields[i], *site_field(w, i));
+  };
+  for (size_t l = 0; l < in.sites.size(); ++l) put_site(in.sites[l], fmt::format("site{}", l), 5);
+  put_site(in.head, "head", 4);
+}
+
+ResidualStackInputs get_residual_inputs(const Safetensors& st, const ResidualConfig& cfg,
+                                        ActDType act, const std::string& source) {
+  ResidualStackInputs in;
+  in.cfg = cfg;
+  in.act = act;
+  in.x0 = st.get_as<float>("x0", source);
+  auto get_site = [&](const std::string& prefix, int fields) {
+    ResidualSiteWeights w;
+    for (int i = 0; i < fields; ++i)
+      *site_field(w, i) = st.get_as<float>(prefix + "." + kSiteFields[i], source);
+    return w;
+  };
+  for (int l = 0; l < cfg.sites; ++l) in.sites.push_back(get_site(fmt::format("site{}", l), 5));
+  in.head = get_site("head", 4);
+  try {
+    validate_residual_inputs(in);
+  } catch (const BadInput& e) {
+    throw_bad_input("{}: {}", source, e.what());
+  }
+  return in;
+}
+
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+std::vector<double> as_double(const Tensor<float>& t) { return {t.data.begin(), t.data.end()}; }
+
+}  // namespace
+
+std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& truth,
+                                          const reference::ResidualRefOutputs& baseline,
+                                          const ResidualStackOutputs& optimized, ActDType act) {
+  const OutDType out = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  std::vector<TensorCheck> checks;
+  auto check = [&](std::string name, const Tensor<double>& t, const Tensor<double>& b,
+                   const Tensor<float>& o) {
+    // A row is one token's stream of d values (they share the token's norm and coefficients).
+    checks.push_back({std::move(name), compare_to_truth(t.span(), b.span(), as_double(o), out,
+                                                        t.shape.back())});
+  };
+  if (optimized.taps_y.size() != truth.taps_y.size() || optimized.taps_x.size() != truth.taps_x.size())
+    throw std::runtime_error("residual: optimized and reference ran different numbers of sites");
+  for (size_t l = 0; l < truth.taps_y.size(); ++l) {
+    check(fmt::format("site{}.y", l), truth.taps_y[l], baseline.taps_y[l], optimized.taps_y[l]);
+    check(fmt::format("site{}.x", l), truth.taps_x[l], baseline.taps_x[l], optimized.taps_x[l]);
+  }
+  check("y_out", truth.y_out, baseline.y_out, optimized.y_out);
+  check("x_out", truth.x_out, baseline.x_out, optimized.x_out);
+  return checks;
+}
+
+uint64_t residual_activation_bytes_per_site(ResidualPath path, int d, ActDType act) {
+  const uint64_t elements = path == ResidualPath::v4_unfused ? 20 * uint64_t(d) : 10 * uint64_t(d);
+  return elements * act_bytes(act);
+}
+
+std::vector<uint64_t> counted_activation_bytes_per_site(const LaunchLog& launches,
+                                                        ResidualPath path) {
+  // V4: a site is mixes, collapse, rmsnorm (+ sublayer) and post; the head repeats the first
+  // three. V4.1: a site is the boundary kernel after it; the first-site prologue is not a site.
+  std::vector<uint64_t> per_site;
+  uint64_t running = 0;
+  for (const LaunchCounts& l : launches) {
+    const bool sublayer = l.kernel.rfind("sublayer_", 0) == 0;
+    const bool prologue = l.kernel.find(",first>") != std::string::npos;
+    if (sublayer || prologue) continue;
+    running += l.bytes(Traffic::activation);
+    const bool site_end = path == ResidualPath::v4_unfused
+                              ? l.kernel.rfind("residual_post", 0) == 0
+                              : l.kernel.rfind("residual_single_pass", 0) == 0;
+    if (site_end) per_site.push_back(running), running = 0;
+  }
+  return per_site;
+}
+
+}  // namespace tandem

@@ -1,0 +1,46 @@
+#pragma once
+// Residual cases: seeded input generation and (de)serialisation to safetensors, shared by the
+// golden files, `tandem verify`, the property tests and the benchmarks.
+#include <cstdint>
+
+#include "core/compare.hpp"
+#include "core/safetensors.hpp"
+#include "optimized/residual.hpp"
+#include "reference/residual.hpp"
+
+namespace tandem {
+
+// Seeded, never all-zero inputs; activations are rounded to `act` so the reference and kernels
+// start from the same values. `sublayer_gain` scales W_sub (0 gives f = 0).
+ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t tokens, ActDType act,
+                                         uint64_t seed, float sublayer_gain = 1.0f);
+
+void put_residual_inputs(Safetensors& st, const ResidualStackInputs& in);
+ResidualStackInputs get_residual_inputs(const Safetensors& st, const ResidualConfig& cfg,
+                                        ActDType act, const std::string& source);
+
+}  // namespace tandem
+
+namespace tandem {
+
+// One compared tensor: its name and the tolerance-policy result.
+struct TensorCheck {
+  std::string name;
+  CompareResult result;
+};
+
+// Compares every tap in execution order (site0.y, site0.x, site1.y, ...), then y_out and x_out.
+// The first failing entry is where the optimized model diverged.
+std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& truth,
+                                          const reference::ResidualRefOutputs& baseline,
+                                          const ResidualStackOutputs& optimized, ActDType act);
+
+// Activation bytes per token per site that each path moves by design (DESIGN 5.1):
+// V4 unfused 20d, V4.1 single pass 10d, times the element size.
+uint64_t residual_activation_bytes_per_site(ResidualPath path, int d, ActDType act);
+// The activation bytes the emulator counted in `launches` for each site's residual kernels
+// (all tokens; the sublayer stand-in and the V4.1 first-site prologue excluded).
+std::vector<uint64_t> counted_activation_bytes_per_site(const LaunchLog& launches,
+                                                        ResidualPath path);
+
+}  // namespace tandem

@@ -1,0 +1,79 @@
+#include "optimized/backend.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "optimized/residual.hpp"
+
+#if defined(TANDEM_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace tandem {
+
+const char* backend_name(Backend b) { return b == Backend::cuda ? "cuda" : "emu"; }
+
+BackendStatus cuda_status() {
+#if defined(TANDEM_WITH_CUDA)
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) return {false, fmt::format("no CUDA device: {}", cudaGetErrorString(err))};
+  if (count == 0) return {false, "no CUDA device: cudaGetDeviceCount found 0"};
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return {false, "cudaGetDeviceProperties failed"};
+  return {true, fmt::format("{} (sm_{}{}, {} GiB)", prop.name, prop.major, prop.minor,
+                            prop.totalGlobalMem >> 30)};
+#else
+  return {false, "built without CUDA (CPU-only build)"};
+#endif
+}
+
+Backend best_backend() { return cuda_status().available ? Backend::cuda : Backend::emu; }
+
+const char* residual_path_name(ResidualPath p) {
+  return p == ResidualPath::v4_unfused ? "v4-unfused" : "v41-single-pass";
+}
+const char* act_dtype_name(ActDType a) { return a == ActDType::f32 ? "f32" : "bf16"; }
+size_t act_bytes(ActDType a) { return a == ActDType::f32 ? 4 : 2; }
+
+void validate_residual_inputs(const ResidualStackInputs& in) {
+  const ResidualConfig& c = in.cfg;
+  const int64_t d = c.d, nd = int64_t{c.hc_mult} * d;
+  auto expect = [](const Tensor<float>& t, const Shape& s, const std::string& what) {
+    if (t.shape != s)
+      throw_bad_input("residual input '{}': shape [{}] where [{}] is expected", what,
+                      fmt::join(t.shape, ", "), fmt::join(s, ", "));
+  };
+  if (c.hc_mult != 4) throw_bad_input("residual.hc_mult: the kernels need 4, got {}", c.hc_mult);
+  if (d <= 0 || d % 8) throw_bad_input("residual.d: a positive multiple of 8, got {}", d);
+  if (in.x0.shape.size() != 3 || in.x0.dim(0) < 1)
+    throw_bad_input("residual input 'x0': expected [T, 4, d] with T >= 1");
+  expect(in.x0, {in.x0.dim(0), c.hc_mult, d}, "x0");
+  if (in.sites.size() != static_cast<size_t>(c.sites) || in.sites.empty())
+    throw_bad_input("residual inputs: {} sites where residual.sites = {}", in.sites.size(), c.sites);
+  auto check_site = [&](const ResidualSiteWeights& w, const std::string& name, bool with_sub) {
+    expect(w.fn, {24, nd}, name + ".fn");
+    expect(w.base, {24}, name + ".base");
+    expect(w.scale, {3}, name + ".scale");
+    expect(w.norm_w, {d}, name + ".norm_w");
+    if (with_sub) expect(w.w_sub, {d, d}, name + ".w_sub");
+  };
+  for (size_t l = 0; l < in.sites.size(); ++l) check_site(in.sites[l], fmt::format("site{}", l), true);
+  check_site(in.head, "head", false);
+}
+
+ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
+                                        const RunOptions& opt) {
+  validate_residual_inputs(in);
+  if (opt.block_threads < 32 || opt.block_threads > 1024 || opt.block_threads % 32)
+    throw_bad_input("--block-threads: a multiple of 32 in [32, 1024], got {}", opt.block_threads);
+  if (opt.backend == Backend::emu) return emu_backend::run_residual_stack(in, path, opt);
+#if defined(TANDEM_WITH_CUDA)
+  return cuda_backend::run_residual_stack(in, path, opt);
+#else
+  throw_bad_input("backend cuda: {}", cuda_status().detail);
+#endif
+}
+
+}  // namespace tandem

@@ -1,0 +1,28 @@
+#pragma once
+// Which backend runs the optimized model: real CUDA on a GPU, or the kernel source under the
+// emulator (DESIGN section 3).
+#include <string>
+
+#include "optimized/emu/schedule.hpp"
+
+namespace tandem {
+
+enum class Backend { emu, cuda };
+const char* backend_name(Backend b);
+
+struct BackendStatus {
+  bool available;
+  std::string detail;  // the device, or why it is not available
+};
+// Whether this build has CUDA and cudaGetDeviceCount finds a device.
+BackendStatus cuda_status();
+// cuda when available, else emu.
+Backend best_backend();
+
+struct RunOptions {
+  Backend backend = Backend::emu;
+  emu::Schedule schedule;   // emu only
+  int block_threads = 128;  // threads per block, a multiple of 32
+};
+
+}  // namespace tandem

@@ -1,0 +1,75 @@
+#pragma once
+// Global memory for one backend: cudaMalloc on a GPU, host memory under the emulator. New
+// arrays are poisoned (all-ones bytes = NaN) so an element a kernel forgets to write shows.
+#include <utility>
+#include <vector>
+
+#include "optimized/kernel.cuh"
+
+namespace tandem::TANDEM_BACKEND_NS {
+
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+#if defined(TANDEM_EMU)
+    host_.resize(n);
+    ptr_ = host_.data();
+#else
+    CUDA_CHECK(cudaMalloc(&ptr_, bytes()));
+#endif
+    poison();
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() {
+#if !defined(TANDEM_EMU)
+    cudaFree(ptr_);
+#endif
+  }
+
+  friend void swap(DeviceArray& a, DeviceArray& b) noexcept {
+    std::swap(a.n_, b.n_);
+    std::swap(a.ptr_, b.ptr_);
+#if defined(TANDEM_EMU)
+    a.host_.swap(b.host_);
+#endif
+  }
+
+  T* data() { return ptr_; }
+  const T* data() const { return ptr_; }
+  size_t bytes() const { return n_ * sizeof(T); }
+
+  void poison() {
+#if defined(TANDEM_EMU)
+    memset(static_cast<void*>(ptr_), 0xff, bytes());
+#else
+    CUDA_CHECK(cudaMemset(ptr_, 0xff, bytes()));
+#endif
+  }
+  void upload(const std::vector<T>& src) {
+#if defined(TANDEM_EMU)
+    memcpy(static_cast<void*>(ptr_), src.data(), bytes());
+#else
+    CUDA_CHECK(cudaMemcpy(ptr_, src.data(), bytes(), cudaMemcpyHostToDevice));
+#endif
+  }
+  std::vector<T> download() const {
+    std::vector<T> out(n_);
+#if defined(TANDEM_EMU)
+    memcpy(static_cast<void*>(out.data()), ptr_, bytes());
+#else
+    CUDA_CHECK(cudaMemcpy(out.data(), ptr_, bytes(), cudaMemcpyDeviceToHost));
+#endif
+    return out;
+  }
+
+ private:
+  size_t n_;
+  T* ptr_ = nullptr;
+#if defined(TANDEM_EMU)
+  std::vector<T> host_;
+#endif
+};
+
+}  // namespace tandem::TANDEM_BACKEND_NS

@@ -1,0 +1,248 @@
+// The emulator's scheduler: one Boost.Context fiber per CUDA thread of a block; blocks run one
+// after another. A fiber runs until it reaches a barrier (__syncthreads, or the warp barrier
+// inside a shuffle) or ends; when every thread is parked, the barrier whose participants have all
+// arrived is released and the parked threads resume in the schedule's order.
+#include "optimized/emu/emu.hpp"
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/pooled_fixedsize_stack.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace tandem::emu {
+namespace ctx = boost::context;
+
+std::string Schedule::name() const {
+  switch (order) {
+    case Order::in_order: return "in-order";
+    case Order::reversed: return "reversed";
+    case Order::shuffled: return fmt::format("shuffled:{}", seed);
+  }
+  return "?";
+}
+
+std::vector<Schedule> test_schedules() {
+  return {{Order::in_order, 0}, {Order::reversed, 0}, {Order::shuffled, 0x5eed}};
+}
+
+Schedule parse_schedule(const std::string& text) {
+  if (text == "in-order") return {Order::in_order, 0};
+  if (text == "reversed") return {Order::reversed, 0};
+  if (text.rfind("shuffled:", 0) == 0) {
+    try {
+      size_t used = 0;
+      const uint64_t seed = std::stoull(text.substr(9), &used);
+      if (used == text.size() - 9) return {Order::shuffled, seed};
+    } catch (const std::exception&) {
+    }
+  }
+  throw_bad_input("--schedule: expected in-order, reversed or shuffled:SEED, got '{}'", text);
+}
+
+namespace {
+
+enum class Park { running, block_barrier, warp_barrier, done };
+
+struct Thread {
+  ctx::fiber fiber;  // resumes this thread
+  ctx::fiber back;   // resumes the scheduler
+  Park park = Park::running;
+  Builtins builtins{};
+};
+
+struct Block {
+  const char* kernel;
+  std::vector<Thread> threads;
+  std::vector<uint64_t> exchange;  // one word per lane for warp shuffles
+  std::vector<uint64_t> dyn_smem;  // 8-byte aligned; CUDA guarantees 16, uint4 copies are memcpy
+};
+
+struct LaunchState {
+  Block* block = nullptr;
+  Thread* thread = nullptr;
+  LaunchCounts* counts = nullptr;
+  LaunchLog log;
+  Schedule schedule;
+};
+thread_local LaunchState g;
+
+// NOTE: the pool keeps stacks between blocks; 256 KiB leaves room for sanitizer frames.
+ctx::pooled_fixedsize_stack& stack_pool() {
+  thread_local ctx::pooled_fixedsize_stack pool(256 * 1024);
+  return pool;
+}
+
+[[noreturn]] void kernel_fault(const std::string& what) {
+  // A fault inside a fiber cannot unwind through the scheduler: report it like a device trap.
+  std::fprintf(stderr, "emu: kernel %s: %s\n", g.block ? g.block->kernel : "?", what.c_str());
+  std::abort();
+}
+
+Thread& current() {
+  if (!g.thread) kernel_fault("CUDA builtin used outside a kernel");
+  return *g.thread;
+}
+
+void park(Park p) {
+  Thread& t = current();
+  t.park = p;
+  t.back = std::move(t.back).resume();
+}
+
+class Orderer {
+ public:
+  explicit Orderer(const Schedule& s) : s_(s), rng_(s.seed) {}
+  void fill(std::vector<unsigned>& order) {
+    std::iota(order.begin(), order.end(), 0u);
+    if (s_.order == Order::reversed) std::reverse(order.begin(), order.end());
+    if (s_.order == Order::shuffled) std::shuffle(order.begin(), order.end(), rng_);
+  }
+
+ private:
+  Schedule s_;
+  std::mt19937_64 rng_;
+};
+
+// Releases every warp whose live lanes all wait at the warp barrier. Returns whether any was.
+bool release_warps(Block& b) {
+  bool released = false;
+  const size_t n = b.threads.size();
+  for (size_t w = 0; w < n; w += 32) {
+    const size_t end = std::min(n, w + 32);
+    bool all_parked = true, any_waiting = false;
+    for (size_t i = w; i < end; ++i) {
+      all_parked &= b.threads[i].park == Park::warp_barrier || b.threads[i].park == Park::done;
+      any_waiting |= b.threads[i].park == Park::warp_barrier;
+    }
+    if (!all_parked || !any_waiting) continue;
+    for (size_t i = w; i < end; ++i) {
+      if (b.threads[i].park == Park::done)
+        throw std::runtime_error(fmt::format(
+            "emu: kernel {}: a full-warp shuffle in warp {} while lane {} has exited", b.kernel,
+            w / 32, i % 32));
+      b.threads[i].park = Park::running;
+    }
+    released = true;
+  }
+  return released;
+}
+
+bool release_block_barrier(Block& b) {
+  const bool all_parked = std::all_of(b.threads.begin(), b.threads.end(), [](const Thread& t) {
+    return t.park == Park::block_barrier || t.park == Park::done;
+  });
+  if (!all_parked) return false;
+  bool any = false;
+  for (Thread& t : b.threads)
+    if (t.park == Park::block_barrier) t.park = Park::running, any = true;
+  return any;
+}
+
+void run_block(Block& b, const std::function<void()>& body, Orderer& orderer) {
+  for (Thread& t : b.threads) {
+    t.fiber = ctx::fiber(std::allocator_arg, stack_pool(), [&t, &body](ctx::fiber&& back) {
+      t.back = std::move(back);
+      body();
+      t.park = Park::done;
+      return std::move(t.back);
+    });
+  }
+  std::vector<unsigned> order(b.threads.size());
+  for (;;) {
+    orderer.fill(order);
+    for (unsigned i : order) {
+      Thread& t = b.threads[i];
+      if (t.park != Park::running) continue;
+      g.thread = &t;
+      t.fiber = std::move(t.fiber).resume();
+      g.thread = nullptr;
+    }
+    if (release_warps(b) || release_block_barrier(b)) continue;
+    if (std::all_of(b.threads.begin(), b.threads.end(),
+                    [](const Thread& t) { return t.park == Park::done; }))
+      return;
+    throw std::runtime_error(fmt::format(
+        "emu: kernel {}: deadlock: threads wait at different barriers (divergent __syncthreads "
+        "or shuffle)",
+        b.kernel));
+  }
+}
+
+}  // namespace
+
+const Builtins& builtins() { return current().builtins; }
+
+void syncthreads() { park(Park::block_barrier); }
+
+uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
+  if (mask != 0xffffffffu) kernel_fault(fmt::format("shuffle mask {:#x}: only full warps", mask));
+  const Builtins& bi = current().builtins;
+  const unsigned tid = bi.thread_idx.x + bi.block_dim.x * (bi.thread_idx.y + bi.block_dim.y * bi.thread_idx.z);
+  const unsigned warp_base = tid & ~31u;
+  if (warp_base + 32 > g.block->threads.size())
+    kernel_fault("shuffle in a partial warp (block size not a multiple of 32)");
+  auto& slots = g.block->exchange;
+  slots[tid] = word;
+  park(Park::warp_barrier);  // every lane has written
+  const uint64_t got = slots[warp_base + (src & 31u)];
+  park(Park::warp_barrier);  // every lane has read before the next exchange overwrites
+  return got;
+}
+
+void* dynamic_shared() {
+  if (!g.block) kernel_fault("dynamic shared memory outside a kernel");
+  return g.block->dyn_smem.data();
+}
+
+void count_bytes(Traffic c, bool write, uint64_t bytes) {
+  if (!g.counts) kernel_fault("global memory access outside a kernel");
+  (write ? g.counts->written : g.counts->read)[static_cast<int>(c)] += bytes;
+}
+
+void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
+            const std::function<void()>& body) {
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  if (threads == 0 || threads > 1024 || blocks == 0 || dynamic_smem > (227u << 10))
+    throw std::runtime_error(fmt::format(
+        "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem", kernel,
+        grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem));
+  LaunchCounts counts{kernel};
+  g.counts = &counts;
+  Orderer orderer(g.schedule);
+  std::vector<unsigned> block_order(blocks);
+  orderer.fill(block_order);
+  for (unsigned linear : block_order) {
+    Block b{kernel, std::vector<Thread>(threads), std::vector<uint64_t>(threads, 0),
+            std::vector<uint64_t>((dynamic_smem + 7) / 8, ~uint64_t{0})};  // poisoned: NaN
+    const uint3 bidx{linear % grid.x, linear / grid.x % grid.y, linear / (grid.x * grid.y)};
+    for (unsigned i = 0; i < threads; ++i)
+      b.threads[i].builtins = {{i % block.x, i / block.x % block.y, i / (block.x * block.y)},
+                               bidx, block, grid};
+    g.block = &b;
+    try {
+      run_block(b, body, orderer);
+    } catch (...) {
+      g.block = nullptr, g.counts = nullptr;
+      throw;
+    }
+    g.block = nullptr;
+  }
+  g.counts = nullptr;
+  g.log.push_back(std::move(counts));
+}
+
+LaunchLog take_launch_log() { return std::exchange(g.log, {}); }
+
+void set_schedule(const Schedule& s) { g.schedule = s; }
+
+}  // namespace tandem::emu

@@ -1,0 +1,105 @@
+#pragma once
+// CUDA-semantics layer for running kernel source on the CPU (DESIGN section 3). Included by
+// optimized/kernel.cuh when TANDEM_EMU is defined; never by host code. A block's threads are
+// fibers (Boost.Context) scheduled cooperatively: they switch only at __syncthreads and warp
+// shuffles, in the order the current emu::Schedule gives.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+#include "optimized/emu/schedule.hpp"
+#include "optimized/traffic.hpp"
+
+#if defined(TANDEM_HAVE_CUDA_HEADERS)
+#include <vector_types.h>  // CUDA's own host-usable uint3/uint4/dim3
+#else
+struct uint3 { unsigned x, y, z; };
+struct uint4 { unsigned x, y, z, w; };
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+#endif
+
+// CUDA's host_defines.h gives these other meanings for host compilers: replace them.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __shared__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static  // one instance per kernel; blocks run one after another
+#define __launch_bounds__(...)
+
+namespace tandem::emu {
+
+struct Builtins {
+  uint3 thread_idx, block_idx;
+  dim3 block_dim, grid_dim;
+};
+
+const Builtins& builtins();
+void syncthreads();
+// Exchanges one 64-bit word per lane across the calling thread's full warp; returns the word
+// lane `src` contributed. All 32 lanes must take part (DESIGN: full-warp shuffles only).
+uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask);
+void* dynamic_shared();
+void count_bytes(Traffic c, bool write, uint64_t bytes);
+
+// The schedule for launches from this host thread.
+void set_schedule(const Schedule& s);
+
+void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
+            const std::function<void()>& body);
+// The byte counts of every launch since the last call (per host thread).
+LaunchLog take_launch_log();
+
+template <class T>
+T shuffle(unsigned mask, T v, unsigned src) {
+  static_assert(sizeof(T) <= 8, "emu shuffles move at most 64 bits");
+  uint64_t w = 0;
+  std::memcpy(&w, &v, sizeof(T));
+  w = warp_exchange(w, src, mask);
+  std::memcpy(&v, &w, sizeof(T));
+  return v;
+}
+inline unsigned lane_id() { return builtins().thread_idx.x % 32; }
+
+}  // namespace tandem::emu
+
+#define threadIdx (::tandem::emu::builtins().thread_idx)
+#define blockIdx (::tandem::emu::builtins().block_idx)
+#define blockDim (::tandem::emu::builtins().block_dim)
+#define gridDim (::tandem::emu::builtins().grid_dim)
+
+inline void __syncthreads() { ::tandem::emu::syncthreads(); }
+template <class T>
+T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  const unsigned lane = ::tandem::emu::lane_id();
+  return ::tandem::emu::shuffle(mask, v, (lane & ~unsigned(width - 1)) + (unsigned(src) % width));
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  const unsigned lane = ::tandem::emu::lane_id();
+  const unsigned src = lane ^ unsigned(lane_mask);
+  return ::tandem::emu::shuffle(mask, v, src / width == lane / width ? src : lane);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const unsigned lane = ::tandem::emu::lane_id();
+  const unsigned src = lane + delta;
+  return ::tandem::emu::shuffle(mask, v, src / width == lane / width ? src : lane);
+}
+// Fibers never preempt each other, so a read-modify-write is atomic here.
+template <class T>
+T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }

@@ -1,0 +1,2 @@
+// The residual kernels and launchers, built by the host compiler under the emulator.
+#include "optimized/residual.cu"

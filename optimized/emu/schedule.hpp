@@ -1,0 +1,23 @@
+#pragma once
+// The order in which the emulator resumes a block's threads after every barrier, and the order
+// of blocks in a grid (DESIGN section 3). A race-free kernel is bit-identical under all of them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::emu {
+
+enum class Order { in_order, reversed, shuffled };
+
+struct Schedule {
+  Order order = Order::in_order;
+  uint64_t seed = 0;  // for Order::shuffled
+  std::string name() const;
+};
+
+// The schedules every kernel test runs under (at least three, DESIGN section 3).
+std::vector<Schedule> test_schedules();
+// Parses "in-order", "reversed" or "shuffled:SEED"; BadInput otherwise.
+Schedule parse_schedule(const std::string& text);
+
+}  // namespace tandem::emu

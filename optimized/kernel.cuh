@@ -1,0 +1,149 @@
+#pragma once
+// What every kernel source includes: the backend (real CUDA under nvcc, optimized/emu under the
+// host compiler with TANDEM_EMU), the launch macro, tagged global loads/stores and reductions.
+#include "core/dtype.hpp"
+#include "optimized/traffic.hpp"
+
+#if defined(TANDEM_EMU)
+#include "optimized/emu/emu.hpp"
+#define TANDEM_BACKEND_NS emu_backend
+// Launches `kernel` (a function or function pointer) named `name` under the emulator.
+#define TANDEM_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::tandem::emu::dynamic_shared())
+#define TANDEM_LAUNCH(name, kernel, grid, block, smem, ...) \
+  ::tandem::emu::launch(name, grid, block, smem, [&] { kernel(__VA_ARGS__); })
+#else
+#include <cuda_runtime.h>
+
+#include "optimized/cuda_check.hpp"
+#define TANDEM_BACKEND_NS cuda_backend
+#define TANDEM_DYNAMIC_SHARED(T, name)                          \
+  extern __shared__ __align__(16) unsigned char tandem_smem_[]; \
+  T* name = reinterpret_cast<T*>(tandem_smem_)
+#define TANDEM_LAUNCH(name, kernel, grid, block, smem, ...) \
+  do {                                                      \
+    (void)(name);                                           \
+    kernel<<<grid, block, smem>>>(__VA_ARGS__);             \
+    CUDA_CHECK(cudaGetLastError());                         \
+  } while (0)
+#endif
+
+namespace tandem {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr int kMaxWarps = 32;  // 1024 threads per block
+
+// ---- global memory, tagged by traffic class. On a GPU a plain (vectorised for uint4) access;
+// under emu the bytes are added to the launch's counts.
+template <class T>
+__device__ __forceinline__ T ld(const T* p, Traffic c) {
+#if defined(TANDEM_EMU)
+  emu::count_bytes(c, false, sizeof(T));
+  T v;
+  memcpy(static_cast<void*>(&v), p, sizeof(T));  // no aliasing assumptions on the host
+  return v;
+#else
+  return *p;
+#endif
+}
+template <class T>
+__device__ __forceinline__ void st(T* p, const T& v, Traffic c) {
+#if defined(TANDEM_EMU)
+  emu::count_bytes(c, true, sizeof(T));
+  memcpy(static_cast<void*>(p), &v, sizeof(T));
+#else
+  *p = v;
+#endif
+}
+
+// ---- storage dtypes: float or bf16 in memory, float in registers.
+template <class Act>
+__device__ __forceinline__ float to_float(Act v);
+template <>
+__device__ __forceinline__ float to_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_float<bf16>(bf16 v) { return bf16_decode(v.bits); }
+
+template <class Act>
+__device__ __forceinline__ Act from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float v) {
+  bf16 r;
+  r.bits = bf16_encode(v);
+  return r;
+}
+
+// One 16-byte vector of storage elements (4 floats or 8 bf16) per load/store.
+template <class Act>
+struct Pack {
+  static_assert(16 % sizeof(Act) == 0, "a pack is one 16-byte vector access");
+  static constexpr int N = 16 / sizeof(Act);
+
+  __device__ __forceinline__ static void load(const Act* p, float (&out)[N], Traffic c) {
+    const uint4 v = ld(reinterpret_cast<const uint4*>(p), c);
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    if constexpr (sizeof(Act) == 4) {
+      for (int i = 0; i < 4; ++i) out[i] = bits_float(w[i]);
+    } else {
+      for (int i = 0; i < 4; ++i) {
+        out[2 * i] = bf16_decode(static_cast<uint16_t>(w[i] & 0xffffu));
+        out[2 * i + 1] = bf16_decode(static_cast<uint16_t>(w[i] >> 16));
+      }
+    }
+  }
+  // Rounds `in` to the storage dtype in place (so callers keep computing with what is stored),
+  // then writes it.
+  __device__ __forceinline__ static void store(Act* p, float (&in)[N], Traffic c) {
+    unsigned w[4];
+    if constexpr (sizeof(Act) == 4) {
+      for (int i = 0; i < 4; ++i) w[i] = float_bits(in[i]);
+    } else {
+      for (int i = 0; i < 4; ++i) {
+        const uint16_t lo = bf16_encode(in[2 * i]), hi = bf16_encode(in[2 * i + 1]);
+        in[2 * i] = bf16_decode(lo), in[2 * i + 1] = bf16_decode(hi);
+        w[i] = unsigned(lo) | unsigned(hi) << 16;
+      }
+    }
+    st(reinterpret_cast<uint4*>(p), uint4{w[0], w[1], w[2], w[3]}, c);
+  }
+};
+
+// Loads N consecutive floats (N a multiple of 4) with 16-byte vector loads.
+template <int N>
+__device__ __forceinline__ void load_floats(const float* p, float (&out)[N], Traffic c) {
+  static_assert(N % 4 == 0, "float loads are 16-byte vectors");
+  for (int v = 0; v < N / 4; ++v) {
+    float part[4];
+    Pack<float>::load(p + 4 * v, part, c);
+    for (int i = 0; i < 4; ++i) out[4 * v + i] = part[i];
+  }
+}
+
+// ---- reductions
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sums K values over the block; every thread gets the totals. Fixed order: warp butterfly, then
+// the warps' partials in warp order, so the result does not depend on scheduling.
+// `scratch` is shared memory of kMaxWarps * K floats. blockDim.x must be a multiple of 32.
+template <int K>
+__device__ __forceinline__ void block_sum(float (&v)[K], float* scratch) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  for (int k = 0; k < K; ++k) v[k] = warp_sum(v[k]);
+  if (lane == 0)
+    for (int k = 0; k < K; ++k) scratch[warp * K + k] = v[k];
+  __syncthreads();
+  for (int k = 0; k < K; ++k) {
+    float total = 0.0f;
+    for (int w = 0; w < warps; ++w) total += scratch[w * K + k];
+    v[k] = total;
+  }
+  __syncthreads();  // scratch may be reused after this
+}
+
+}  // namespace tandem
