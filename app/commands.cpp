@@ -129,18 +129,23 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   auto* golden = app.add_subcommand("golden", "golden cases: list, check, regen");
   golden->require_subcommand(1);
   std::string dir = std::string(TANDEM_SOURCE_DIR) + "/golden/cases";
-  golden->add_option("--dir", dir, "directory of case manifests")->capture_default_str();
+  auto add_dir = [&](CLI::App* cmd) {
+    cmd->add_option("--dir", dir, "directory of case manifests")->capture_default_str();
+  };
   auto* list = golden->add_subcommand("list", "list the cases");
+  add_dir(list);
   list->callback([&] { code = cmd_golden_list(dir, out); });
   auto* check = golden->add_subcommand("check", "check reference and optimized against the cases");
   std::vector<std::string> only;
   BackendFlags gflags;
   check->add_option("cases", only, "case names (default: all)");
   gflags.add_to(*check);
+  add_dir(check);
   check->callback([&] { code = cmd_golden_check(dir, only, gflags, out); });
   auto* regen = golden->add_subcommand("regen", "regenerate the cases (atomically)");
   bool accept = false;
   regen->add_flag("--accept", accept, "replace cases whose expectations changed");
+  add_dir(regen);
   regen->callback([&] { code = cmd_golden_regen(dir, accept, out); });
 
   auto* info = app.add_subcommand("info", "build, backends and device");

@@ -46,13 +46,24 @@ bool same_special(double truth, double opt) {
   return std::isnan(truth) ? std::isnan(opt) : truth == opt;
 }
 
-// The largest finite baseline error in each row of `row` elements.
-std::vector<double> row_baseline_error(std::span<const double> truth,
-                                       std::span<const double> baseline, int64_t row) {
-  std::vector<double> scale((truth.size() + row - 1) / row, 0.0);
-  for (size_t i = 0; i < truth.size(); ++i)
-    if (std::isfinite(truth[i]) && std::isfinite(baseline[i]))
-      scale[i / row] = std::max(scale[i / row], std::fabs(baseline[i] - truth[i]));
+struct RowScale {
+  double baseline_err = 0;  // the largest finite baseline error in the row
+  double magnitude = 0;     // the RMS of the row's finite truth values
+};
+
+std::vector<RowScale> row_scales(std::span<const double> truth, std::span<const double> baseline,
+                                 int64_t row) {
+  std::vector<RowScale> scale((truth.size() + row - 1) / row);
+  std::vector<int64_t> finite(scale.size(), 0);
+  for (size_t i = 0; i < truth.size(); ++i) {
+    if (!std::isfinite(truth[i])) continue;
+    RowScale& s = scale[i / row];
+    if (std::isfinite(baseline[i])) s.baseline_err = std::max(s.baseline_err, std::fabs(baseline[i] - truth[i]));
+    s.magnitude += truth[i] * truth[i];
+    ++finite[i / row];
+  }
+  for (size_t r = 0; r < scale.size(); ++r)
+    if (finite[r]) scale[r].magnitude = std::sqrt(scale[r].magnitude / finite[r]);
   return scale;
 }
 
@@ -69,7 +80,7 @@ CompareResult compare_to_truth(std::span<const double> truth, std::span<const do
     return r;
   }
   if (row < 1) row = 1;
-  const std::vector<double> row_err_b = row_baseline_error(truth, baseline, row);
+  const std::vector<RowScale> rows = row_scales(truth, baseline, row);
   double sq_opt = 0, sq_base = 0, sq_ulp = 0, sq_truth = 0;
   int64_t passed = 0;
   for (int64_t i = 0; i < r.n; ++i) {
@@ -85,8 +96,9 @@ CompareResult compare_to_truth(std::span<const double> truth, std::span<const do
       continue;
     }
     const double err = std::fabs(o - t), err_b = std::fabs(b - t);
-    const double two_ulp = 2 * ulp_out(out, t);
-    const double budget = 2 * row_err_b[i / row] + two_ulp;
+    const RowScale& rs = rows[i / row];
+    const double two_ulp = 2 * ulp_out(out, std::max(std::fabs(t), rs.magnitude));
+    const double budget = 2 * rs.baseline_err + two_ulp;
     sq_opt += err * err, sq_base += err_b * err_b, sq_ulp += two_ulp * two_ulp, sq_truth += t * t;
     if (err <= budget) ++passed;
     const double ratio = err / budget;

@@ -2,8 +2,9 @@
 // The comparison library (DESIGN section 4).
 //  * discrete outputs: bit-exact (compare_exact);
 //  * floating outputs: err(opt, truth) <= 2 * err(baseline, truth) + 2 * ulp_out(|truth|) per
-//    element, and NMSE(opt) <= 2 * NMSE(baseline) + the same 2-ulp term globally, where truth is
-//    the double reference and baseline the naive same-precision reference;
+//    element (with row scales, below), and NMSE(opt) <= 2 * NMSE(baseline) + the same 2-ulp
+//    term globally, where truth is the double reference and baseline the naive same-precision
+//    reference;
 //  * NaN and +-Inf positions and signs must match truth exactly.
 #include <cstdint>
 #include <algorithm>
@@ -34,10 +35,11 @@ struct CompareResult {
   std::string summary() const;
 };
 
-// `row`: consecutive elements that share one baseline error scale (the largest baseline error
-// among them). Errors that enter through per-row scalars (a norm, mixing coefficients, a
-// reduction) are correlated along a row, so one element's baseline error is a single noisy draw
-// of that scale; row = 1 compares element by element.
+// `row`: consecutive elements that share error scales. Errors that enter through per-row scalars
+// (a norm, mixing coefficients, a reduction) are correlated along a row and sized by the row's
+// operands, so (1) the baseline error is the largest in the row: one element's is a single noisy
+// draw of that scale; (2) ulp_out is taken at max(|truth|, RMS of the row's truth): an element
+// made small by cancellation keeps the absolute error of its operands. row = 1: element-wise.
 CompareResult compare_to_truth(std::span<const double> truth, std::span<const double> baseline,
                                std::span<const double> optimized, OutDType out, int64_t row = 1);
 

@@ -23,6 +23,15 @@ ResidualStackInputs get_residual_inputs(const Safetensors& st, const ResidualCon
 
 namespace tandem {
 
+// The baseline's error scale from several draws: the float baseline runs on the problem as given
+// and with its hidden dimension reversed and rotated (every d-reduction in another order, the
+// outputs mapped back); per element the run farthest from truth is kept. One naive run is a
+// single draw of the same-precision error; with few independent error sources (tiny d, where
+// the per-token coefficients dominate) a single draw is often far below its typical size.
+reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in,
+                                                   ResidualPath path,
+                                                   const reference::ResidualRefOutputs& truth);
+
 // One compared tensor: its name and the tolerance-policy result.
 struct TensorCheck {
   std::string name;

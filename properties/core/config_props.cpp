@@ -1,0 +1,79 @@
+// core/json_fields.hpp + core/model_config.hpp: validation errors name the file and field.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "core/model_config.hpp"
+
+namespace tandem {
+namespace {
+
+nlohmann::json tiny_json() {
+  return {{"name", "t"},
+          {"seed", 1},
+          {"residual",
+           {{"hc_mult", 4}, {"d", 64}, {"sinkhorn_iters", 20}, {"hc_eps", 1e-6},
+            {"norm_eps", 1e-6}, {"sites", 2}, {"tokens", 3}}}};
+}
+
+// Parsing `j` fails with BadInput whose message contains every string in `parts`.
+void expect_bad(const nlohmann::json& j, std::initializer_list<const char*> parts) {
+  try {
+    parse_model_config(j, "cfg.json");
+    FAIL() << "accepted: " << j.dump();
+  } catch (const BadInput& e) {
+    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelConfig, BuiltinTinyParses) {
+  const ModelConfig m = builtin_model("tiny");
+  EXPECT_EQ(m.name, "tiny");
+  EXPECT_EQ(m.residual.hc_mult, 4);
+  EXPECT_EQ(m.residual.sinkhorn_iters, 20);
+  EXPECT_THROW(builtin_model("huge"), BadInput);
+}
+
+TEST(ModelConfig, ValidConfigRoundTrips) {
+  const ModelConfig m = parse_model_config(tiny_json(), "cfg.json");
+  EXPECT_EQ(m.residual.d, 64);
+  EXPECT_EQ(m.residual.tokens, 3);
+  EXPECT_EQ(parse_residual_config(JsonFields(to_json(m.residual), "x")).d, 64);
+}
+
+TEST(ModelConfig, ErrorsNameTheField) {
+  auto j = tiny_json();
+  j["residual"].erase("d");
+  expect_bad(j, {"cfg.json", "residual.d", "missing"});
+  j = tiny_json();
+  j["residual"]["d"] = -3;
+  expect_bad(j, {"residual.d", "-3"});
+  j = tiny_json();
+  j["residual"]["d"] = 12;
+  expect_bad(j, {"residual.d", "multiple of 8"});
+  j = tiny_json();
+  j["residual"]["hc_eps"] = "small";
+  expect_bad(j, {"residual.hc_eps", "number"});
+  j = tiny_json();
+  j["residual"]["hc_mult"] = 8;
+  expect_bad(j, {"residual.hc_mult"});
+  j = tiny_json();
+  j["residual"]["sinkhorn_itres"] = 20;
+  expect_bad(j, {"residual.sinkhorn_itres", "unknown"});
+  j = tiny_json();
+  j["seed"] = -1;
+  expect_bad(j, {"seed"});
+  expect_bad(nlohmann::json::array(), {"cfg.json", "object"});
+}
+
+TEST(ModelConfig, InvalidJsonNamesTheFile) {
+  try {
+    parse_json("{\"name\": ", "broken.json");
+    FAIL();
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json"), std::string::npos);
+  }
+  EXPECT_THROW(load_model_config("/nonexistent/cfg.json"), BadInput);
+}
+
+}  // namespace
+}  // namespace tandem

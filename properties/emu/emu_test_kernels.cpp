@@ -1,0 +1,139 @@
+// Test kernels for the emulator: CUDA source compiled by the host compiler (TANDEM_EMU).
+#include "emu_test_kernels.hpp"
+
+#include "optimized/kernel.cuh"
+
+namespace tandem::emu_test {
+namespace {
+
+constexpr int kMaxBlock = 256;
+
+__global__ void racy_neighbour_sum_kernel(const float* in, float* out, int n) {
+  __shared__ float s[kMaxBlock];
+  const int i = threadIdx.x;
+  s[i] = ld(in + i, Traffic::activation);
+  // BUG (deliberate): no __syncthreads() here.
+  st(out + i, s[i] + s[(i + 1) % n], Traffic::activation);
+}
+
+__global__ void neighbour_sum_kernel(const float* in, float* out, int n) {
+  __shared__ float s[kMaxBlock];
+  const int i = threadIdx.x;
+  s[i] = ld(in + i, Traffic::activation);
+  __syncthreads();
+  st(out + i, s[i] + s[(i + 1) % n], Traffic::activation);
+}
+
+__global__ void warp_shuffle_kernel(const int* in, int* xor_sum, int* broadcast, int* down) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int v = ld(in + i, Traffic::activation);
+  int s = v;
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  st(xor_sum + i, s, Traffic::activation);
+  st(broadcast + i, __shfl_sync(0xffffffffu, v, 3), Traffic::activation);
+  st(down + i, __shfl_down_sync(0xffffffffu, v, 1), Traffic::activation);
+}
+
+__global__ void atomic_count_kernel(int* counter) { atomicAdd(counter, 1); }
+
+__global__ void dynamic_shared_kernel(const int* in, int* out) {
+  TANDEM_DYNAMIC_SHARED(int, s);
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  s[threadIdx.x] = ld(in + i, Traffic::activation);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int sum = 0;
+    for (unsigned k = 0; k < blockDim.x; ++k) sum += s[k];
+    st(out + blockIdx.x, sum, Traffic::activation);
+  }
+}
+
+__global__ void thread_id_kernel(int* out) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  st(out + y * (gridDim.x * blockDim.x) + x, y * int(gridDim.x * blockDim.x) + x, Traffic::activation);
+}
+
+__global__ void vector_copy_kernel(const float* in, float* out, int n) {
+  const int i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    float v[4];
+    Pack<float>::load(in + i, v, Traffic::activation);
+    Pack<float>::store(out + i, v, Traffic::activation);
+  }
+}
+
+__global__ void divergent_barrier_kernel() {
+  if (threadIdx.x < 16) __syncthreads();
+  else (void)__shfl_sync(0xffffffffu, 1, 0);
+}
+
+std::vector<float> neighbour(const std::vector<float>& in, const emu::Schedule& s, bool racy) {
+  emu::set_schedule(s);
+  std::vector<float> out(in.size(), NAN);
+  const int n = static_cast<int>(in.size());
+  auto kernel = racy ? racy_neighbour_sum_kernel : neighbour_sum_kernel;
+  TANDEM_LAUNCH("neighbour_sum", kernel, dim3(1), dim3(n), 0, in.data(), out.data(), n);
+  emu::take_launch_log();
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> racy_neighbour_sum(const std::vector<float>& in, const emu::Schedule& s) {
+  return neighbour(in, s, true);
+}
+std::vector<float> neighbour_sum(const std::vector<float>& in, const emu::Schedule& s) {
+  return neighbour(in, s, false);
+}
+
+WarpResults warp_shuffles(const std::vector<int>& in, int block, const emu::Schedule& s) {
+  emu::set_schedule(s);
+  const size_t n = in.size();
+  WarpResults r{std::vector<int>(n), std::vector<int>(n), std::vector<int>(n)};
+  TANDEM_LAUNCH("warp_shuffle", warp_shuffle_kernel, dim3(unsigned(n) / block), dim3(block), 0,
+                in.data(), r.xor_sum.data(), r.broadcast.data(), r.down.data());
+  emu::take_launch_log();
+  return r;
+}
+
+int atomic_count(int grid, int block, const emu::Schedule& s) {
+  emu::set_schedule(s);
+  int counter = 0;
+  TANDEM_LAUNCH("atomic_count", atomic_count_kernel, dim3(grid), dim3(block), 0, &counter);
+  emu::take_launch_log();
+  return counter;
+}
+
+std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block, const emu::Schedule& s) {
+  emu::set_schedule(s);
+  std::vector<int> out(in.size() / block, -1);
+  TANDEM_LAUNCH("dynamic_shared", dynamic_shared_kernel, dim3(unsigned(out.size())), dim3(block),
+                block * sizeof(int), in.data(), out.data());
+  emu::take_launch_log();
+  return out;
+}
+
+std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by, const emu::Schedule& s) {
+  emu::set_schedule(s);
+  std::vector<int> out(gx * gy * bx * by, -1);
+  TANDEM_LAUNCH("thread_ids", thread_id_kernel, dim3(gx, gy), dim3(bx, by), 0, out.data());
+  emu::take_launch_log();
+  return out;
+}
+
+LaunchCounts vector_copy_counts(int n) {
+  emu::set_schedule({});
+  std::vector<float> in(n, 1.0f), out(n);
+  const int threads = 64, blocks = (n / 4 + threads - 1) / threads;
+  TANDEM_LAUNCH("vector_copy", vector_copy_kernel, dim3(blocks), dim3(threads), 0, in.data(),
+                out.data(), n);
+  return emu::take_launch_log().at(0);
+}
+
+void divergent_barrier() {
+  emu::set_schedule({});
+  TANDEM_LAUNCH("divergent_barrier", divergent_barrier_kernel, dim3(1), dim3(32), 0);
+}
+
+}  // namespace tandem::emu_test

@@ -1,0 +1,223 @@
+// The residual path (DESIGN 5.1): optimized kernels (emu and, with a GPU, cuda) against the
+// reference, the V4.1 recipe shift's algebra, Sinkhorn invariants, convexity, schedules and
+// counted bytes. Case names print their parameters; a failing differential case dumps inputs,
+// reference and result to residual_<case>.safetensors (in $TANDEM_DUMP_DIR or the cwd).
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cstdlib>
+
+#include "golden/residual_case.hpp"
+
+namespace tandem {
+namespace {
+
+struct ResidualCase {
+  int tokens, d, sites, block;
+  ResidualPath path;
+  ActDType act;
+  uint64_t seed;
+
+  ResidualConfig cfg() const {
+    ResidualConfig c;
+    c.d = d, c.sites = sites, c.tokens = tokens;
+    return c;
+  }
+  std::string name() const {
+    return fmt::format("{}_{}_T{}_d{}_sites{}_block{}_seed{}", residual_path_name(path),
+                       act_dtype_name(act), tokens, d, sites, block, seed);
+  }
+};
+
+rc::Gen<ResidualCase> gen_case() {
+  return rc::gen::build<ResidualCase>(
+      rc::gen::set(&ResidualCase::tokens, rc::gen::inRange(1, 5)),
+      rc::gen::set(&ResidualCase::d, rc::gen::map(rc::gen::inRange(1, 13), [](int k) { return 8 * k; })),
+      rc::gen::set(&ResidualCase::sites, rc::gen::inRange(1, 4)),
+      rc::gen::set(&ResidualCase::block, rc::gen::element(32, 64, 128)),
+      rc::gen::set(&ResidualCase::path, rc::gen::element(ResidualPath::v4_unfused, ResidualPath::v41_single_pass)),
+      rc::gen::set(&ResidualCase::act, rc::gen::element(ActDType::f32, ActDType::bf16)),
+      rc::gen::set(&ResidualCase::seed, rc::gen::arbitrary<uint64_t>()));
+}
+
+void dump_failure(const ResidualCase& c, const ResidualStackInputs& in,
+                  const reference::ResidualRefOutputs& truth, const ResidualStackOutputs& out) {
+  Safetensors st;
+  put_residual_inputs(st, in);
+  st.put("truth.y_out", truth.y_out);
+  st.put("truth.x_out", truth.x_out);
+  st.put("optimized.y_out", out.y_out);
+  st.put("optimized.x_out", out.x_out);
+  const char* dir = std::getenv("TANDEM_DUMP_DIR");
+  write_safetensors(std::string(dir ? dir : ".") + "/residual_" + c.name() + ".safetensors", st);
+}
+
+// The optimized stack on `backend` against the reference under the tolerance policy: empty when
+// it passes, else the first diverging tensor (and the case is dumped).
+std::string check_against_reference(const ResidualCase& c, Backend backend) {
+  const ResidualStackInputs in = make_residual_inputs(c.cfg(), c.tokens, c.act, c.seed);
+  const auto truth = reference::run_truth(in, c.path);
+  const auto baseline = baseline_error_draws(in, c.path, truth);
+  const ResidualStackOutputs out = run_residual_stack(in, c.path, {backend, {}, c.block});
+  for (const TensorCheck& t : compare_residual(truth, baseline, out, c.act)) {
+    if (t.result.pass) continue;
+    dump_failure(c, in, truth, out);
+    return c.name() + ": first divergence " + t.name + ": " + t.result.summary();
+  }
+  return {};
+}
+
+RC_GTEST_PROP(ResidualEmu, OptimizedMatchesReference, ()) {
+  const ResidualCase c = *gen_case();
+  RC_TAG(residual_path_name(c.path), act_dtype_name(c.act));
+  const std::string failure = check_against_reference(c, Backend::emu);
+  RC_LOG() << failure;
+  RC_ASSERT(failure.empty());
+}
+
+TEST(ResidualCuda, OptimizedMatchesReference) {
+  const BackendStatus cuda = cuda_status();
+  if (!cuda.available) GTEST_SKIP() << cuda.detail;
+  for (ResidualPath path : {ResidualPath::v4_unfused, ResidualPath::v41_single_pass})
+    for (ActDType act : {ActDType::f32, ActDType::bf16})
+      for (int d : {8, 64, 1024})
+        EXPECT_EQ(check_against_reference({16, d, 3, 128, path, act, 7}, Backend::cuda), "");
+}
+
+// Shifted block fed its own current pre == the V4 block, exactly (same precision).
+template <class S, class Act>
+void shifted_with_own_pre_is_v4(const ResidualCase& c) {
+  const ResidualStackInputs in = make_residual_inputs(c.cfg(), 1, c.act, c.seed);
+  const auto site = reference::to_site<S>(in.sites[0], c.d);
+  const auto X = reference::token_state<S>(in.x0, 0, c.d);
+  const auto own = reference::hc_mixes<S>(X, site, c.cfg()).pre;
+  const auto v4 = reference::v4_site<S, Act>(X, site, c.cfg());
+  const auto shifted = reference::shifted_site<S, Act>(X, own, site, c.cfg());
+  RC_ASSERT(shifted.x_next == v4.x_next);
+  RC_ASSERT(shifted.y == v4.y);
+  RC_ASSERT(shifted.pre == v4.pre);
+}
+
+RC_GTEST_PROP(ResidualReference, ShiftedSiteFedItsOwnPreIsV4, ()) {
+  const ResidualCase c = *gen_case();
+  shifted_with_own_pre_is_v4<double, double>(c);
+  shifted_with_own_pre_is_v4<float, float>(c);
+}
+
+// ... and fed the previous site's pre it differs (the shift is real, not a no-op).
+RC_GTEST_PROP(ResidualReference, ShiftChangesTheCollapse, ()) {
+  ResidualCase c = *gen_case();
+  c.sites = 2;
+  const ResidualStackInputs in = make_residual_inputs(c.cfg(), 1, ActDType::f32, c.seed);
+  const auto v4 = reference::run_truth(in, ResidualPath::v4_unfused);
+  const auto v41 = reference::run_truth(in, ResidualPath::v41_single_pass);
+  RC_ASSERT(v4.taps_y[0].data != v41.taps_y[0].data);
+  RC_ASSERT(v4.taps_y[1].data != v41.taps_y[1].data);
+}
+
+// Sinkhorn: non-negative, every column sums to 1 (up to the +eps in its normaliser), rows
+// approximately (bound measured below for logits in [-L, L]).
+RC_GTEST_PROP(ResidualReference, SinkhornColumnsSumToOneRowsNearly, ()) {
+  const double L = *rc::gen::inRange(1, 9);
+  reference::Mat4<double> logits;
+  for (int i = 0; i < 16; ++i) logits.data()[i] = L * (*rc::gen::inRange(-1000, 1001)) / 1000.0;
+  const double eps = 1e-6;
+  const auto c = reference::sinkhorn<double>(logits, 20, eps);
+  RC_ASSERT(c.minCoeff() >= 0.0);
+  for (int k = 0; k < 4; ++k) {
+    // Columns end as s / (s + eps) with s >= 1 - 4 eps: within 2 eps of 1 (+ double rounding).
+    RC_ASSERT(std::fabs(c.col(k).sum() - 1.0) <= 2 * eps + 1e-14);
+  }
+  // Row sums after 20 iterations, measured over 10^5 uniform draws per L: max |row - 1| was
+  // 1e-6 (L=1), 1e-3 (L=2), 0.029 (L=4), 0.076 (L=8). Bounds: twice the measured maximum.
+  const double row_bound = L <= 1 ? 2e-6 + 2 * eps : L <= 2 ? 2e-3 : L <= 4 ? 0.06 : 0.15;
+  for (int j = 0; j < 4; ++j) RC_ASSERT(std::fabs(c.row(j).sum() - 1.0) <= row_bound);
+}
+
+// With f = 0 every output stream is a (column-sum <= 1) convex combination of the inputs:
+// elementwise within [min_j X_j, max_j X_j], widened by the column sums' eps and float rounding.
+RC_GTEST_PROP(ResidualEmu, WithZeroBranchOutputsStayInTheInputHull, ()) {
+  const ResidualCase c = *gen_case();
+  const ResidualStackInputs in = make_residual_inputs(c.cfg(), c.tokens, c.act, c.seed, 0.0f);
+  const ResidualStackOutputs out = run_residual_stack(in, c.path, {Backend::emu, {}, c.block});
+  const auto truth = reference::run_truth(in, c.path);
+  const Tensor<float>* before = &in.x0;
+  for (int l = 0; l < c.sites; ++l) {
+    const Tensor<float>& after = out.taps_x[l];
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      for (int i = 0; i < c.d; ++i) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int j = 0; j < 4; ++j) {
+          lo = std::min<double>(lo, before->data[(t * 4 + j) * c.d + i]);
+          hi = std::max<double>(hi, before->data[(t * 4 + j) * c.d + i]);
+        }
+        // 2 eps: column sums are >= 1 - 2 hc_eps; 8 float ulps: four products summed in f32.
+        const double slack = (2 * 1e-6 + 8 * 0x1p-24) * std::max(std::fabs(lo), std::fabs(hi));
+        for (int k = 0; k < 4; ++k) {
+          const double v = after.data[(t * 4 + k) * c.d + i];
+          const double r = truth.taps_x[l].data[(t * 4 + k) * c.d + i];
+          RC_ASSERT(v >= lo - slack && v <= hi + slack);
+          RC_ASSERT(r >= lo - slack && r <= hi + slack);
+        }
+      }
+    }
+    before = &after;
+  }
+}
+
+RC_GTEST_PROP(ResidualEmu, BitIdenticalUnderEverySchedule, ()) {
+  const ResidualCase c = *gen_case();
+  const ResidualStackInputs in = make_residual_inputs(c.cfg(), c.tokens, c.act, c.seed);
+  const auto schedules = emu::test_schedules();
+  const ResidualStackOutputs first = run_residual_stack(in, c.path, {Backend::emu, schedules[0], c.block});
+  for (size_t s = 1; s < schedules.size(); ++s) {
+    const ResidualStackOutputs other = run_residual_stack(in, c.path, {Backend::emu, schedules[s], c.block});
+    RC_ASSERT(compare_exact<float>(first.x_out.span(), other.x_out.span()).pass);
+    RC_ASSERT(compare_exact<float>(first.y_out.span(), other.y_out.span()).pass);
+  }
+}
+
+// Counted activation bytes per token per site: 20d (V4 unfused) and 10d (V4.1) elements, exactly;
+// coefficient traffic: 24 floats in and out per token per boundary.
+RC_GTEST_PROP(ResidualEmu, CountedBytesMatchTheDesign, ()) {
+  const ResidualCase c = *gen_case();
+  const ResidualStackInputs in = make_residual_inputs(c.cfg(), c.tokens, c.act, c.seed);
+  const ResidualStackOutputs out = run_residual_stack(in, c.path, {Backend::emu, {}, c.block});
+  const uint64_t elem = act_bytes(c.act);
+  const uint64_t per_site = (c.path == ResidualPath::v4_unfused ? 20 : 10) * uint64_t(c.d) * elem;
+  const auto counted = counted_activation_bytes_per_site(out.launches, c.path);
+  RC_ASSERT(counted.size() == static_cast<size_t>(c.sites));
+  for (uint64_t b : counted) RC_ASSERT(b == per_site * c.tokens);
+  for (const LaunchCounts& l : out.launches) {
+    if (l.kernel.find("residual_single_pass") == 0 && l.kernel.find("boundary") != std::string::npos) {
+      RC_ASSERT(l.read_bytes(Traffic::coefficient) == 96u * c.tokens);
+      RC_ASSERT(l.written_bytes(Traffic::coefficient) == 96u * c.tokens);
+    }
+  }
+}
+
+TEST(ResidualInputs, AreSeededAndNeverAllZero) {
+  ResidualConfig cfg;
+  const auto a = make_residual_inputs(cfg, 2, ActDType::bf16, 5);
+  const auto b = make_residual_inputs(cfg, 2, ActDType::bf16, 5);
+  const auto c = make_residual_inputs(cfg, 2, ActDType::bf16, 6);
+  EXPECT_EQ(a.x0.data, b.x0.data);
+  EXPECT_NE(a.x0.data, c.x0.data);
+  EXPECT_TRUE(std::any_of(a.x0.data.begin(), a.x0.data.end(), [](float v) { return v != 0; }));
+  for (float v : a.x0.data) EXPECT_EQ(v, reference::store<bf16>(v));  // rounded to storage
+}
+
+TEST(ResidualInputs, BadShapesAreRejected) {
+  ResidualConfig cfg;
+  auto in = make_residual_inputs(cfg, 2, ActDType::f32, 5);
+  in.sites[1].fn = Tensor<float>({24, 7});
+  try {
+    run_residual_stack(in, ResidualPath::v4_unfused, {});
+    FAIL();
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("site1.fn"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem
