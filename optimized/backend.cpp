@@ -66,8 +66,9 @@ void validate_residual_inputs(const ResidualStackInputs& in) {
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt) {
   validate_residual_inputs(in);
-  if (opt.block_threads < 32 || opt.block_threads > 1024 || opt.block_threads % 32)
-    throw_bad_input("--block-threads: a multiple of 32 in [32, 1024], got {}", opt.block_threads);
+  if (opt.block_threads < 32 || opt.block_threads > 256 || opt.block_threads % 32)
+    throw_bad_input("--block-threads: a multiple of 32 in [32, 256] (residual kernels use ~200 "
+                    "registers per thread), got {}", opt.block_threads);
   if (opt.backend == Backend::emu) return emu_backend::run_residual_stack(in, path, opt);
 #if defined(TANDEM_WITH_CUDA)
   return cuda_backend::run_residual_stack(in, path, opt);

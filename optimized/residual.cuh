@@ -12,9 +12,14 @@
 namespace tandem {
 
 inline constexpr int kHc = 4;        // streams (hc_mult); the kernels are written for 4
+// Blocks of at most 256 threads: the single-pass kernel needs ~200 registers per thread (24 mix
+// accumulators + 4 streams of packs), 256 x 204 fits the 64K register file. NOTE: no
+// __launch_bounds__: with it ptxas trades registers for spills (see ci/ptxas-report).
+inline constexpr int kResidualMaxThreads = 256;
 inline constexpr int kMixes = 24;    // (2 + kHc) * kHc
 inline constexpr int kPreAt = 0, kPostAt = 4, kCombAt = 8;
 static_assert(kMixes == (2 + kHc) * kHc, "mix layout is pre, post, comb");
+static_assert(kResidualMaxThreads <= kMaxWarps * kWarpSize, "block_sum scratch holds kMaxWarps");
 
 struct SinkhornParams {
   int iters;       // sinkhorn_iters
@@ -26,25 +31,35 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 
 // Row softmax + eps, a column pass, then (iters - 1) row/column passes; ends on columns.
 __device__ __forceinline__ void sinkhorn4(float (&c)[kHc][kHc], const SinkhornParams& p) {
+  #pragma unroll
   for (int j = 0; j < kHc; ++j) {
     float mx = c[j][0];
+    #pragma unroll
     for (int k = 1; k < kHc; ++k) mx = fmaxf(mx, c[j][k]);
     float sum = 0.0f;
+    #pragma unroll
     for (int k = 0; k < kHc; ++k) sum += (c[j][k] = expf(c[j][k] - mx));
+    #pragma unroll
     for (int k = 0; k < kHc; ++k) c[j][k] = c[j][k] / sum + p.hc_eps;
   }
   auto normalise_columns = [&] {
+    #pragma unroll
     for (int k = 0; k < kHc; ++k) {
       float s = 0.0f;
+      #pragma unroll
       for (int j = 0; j < kHc; ++j) s += c[j][k];
+      #pragma unroll
       for (int j = 0; j < kHc; ++j) c[j][k] /= s + p.hc_eps;
     }
   };
   normalise_columns();
   for (int it = 1; it < p.iters; ++it) {
+    #pragma unroll
     for (int j = 0; j < kHc; ++j) {
       float s = 0.0f;
+      #pragma unroll
       for (int k = 0; k < kHc; ++k) s += c[j][k];
+      #pragma unroll
       for (int k = 0; k < kHc; ++k) c[j][k] /= s + p.hc_eps;
     }
     normalise_columns();
@@ -60,20 +75,28 @@ __device__ __forceinline__ void store_coefficients(const float* dots /* [24] */,
                                                    float* __restrict__ coef_out /* [24] */) {
   const float rs = rsqrtf(sum_sq / flat_dim + p.norm_eps);
   float b[kMixes], s[3];
+  #pragma unroll
   for (int m = 0; m < kMixes; ++m) b[m] = ld(base + m, Traffic::weight);
+  #pragma unroll
   for (int i = 0; i < 3; ++i) s[i] = ld(scale + i, Traffic::weight);
   float out[kMixes];
+  #pragma unroll
   for (int i = 0; i < kHc; ++i) {
     out[kPreAt + i] = sigmoid(dots[kPreAt + i] * rs * s[0] + b[kPreAt + i]) + p.hc_eps;
     out[kPostAt + i] = 2.0f * sigmoid(dots[kPostAt + i] * rs * s[1] + b[kPostAt + i]);
   }
   float comb[kHc][kHc];
+  #pragma unroll
   for (int j = 0; j < kHc; ++j)
+    #pragma unroll
     for (int k = 0; k < kHc; ++k)
       comb[j][k] = dots[kCombAt + 4 * j + k] * rs * s[2] + b[kCombAt + 4 * j + k];
   sinkhorn4(comb, p);
+  #pragma unroll
   for (int j = 0; j < kHc; ++j)
+    #pragma unroll
     for (int k = 0; k < kHc; ++k) out[kCombAt + 4 * j + k] = comb[j][k];
+  #pragma unroll
   for (int m = 0; m < kMixes; m += 4) {
     float v[4] = {out[m], out[m + 1], out[m + 2], out[m + 3]};
     Pack<float>::store(coef_out + m, v, Traffic::coefficient);
@@ -85,6 +108,7 @@ __device__ __forceinline__ void load_coefficients(const float* __restrict__ coef
   if (threadIdx.x < kMixes / 4) {
     float v[4];
     Pack<float>::load(coef + 4 * threadIdx.x, v, Traffic::coefficient);
+    #pragma unroll
     for (int i = 0; i < 4; ++i) smem[4 * threadIdx.x + i] = v[i];
   }
   __syncthreads();
@@ -95,9 +119,11 @@ template <int N>
 __device__ __forceinline__ void accumulate_mixes(float* acc /* [24] */, const float (&x)[N],
                                                  const float* __restrict__ fn, int flat_dim,
                                                  int flat_index) {
+  #pragma unroll
   for (int m = 0; m < kMixes; ++m) {
     float w[N];
     load_floats<N>(fn + static_cast<size_t>(m) * flat_dim + flat_index, w, Traffic::weight);
+    #pragma unroll
     for (int e = 0; e < N; ++e) acc[m] += w[e] * x[e];
   }
 }
@@ -112,10 +138,12 @@ __global__ void residual_mixes(const Act* __restrict__ x, const float* __restric
   __shared__ float scratch[kMaxWarps * (kMixes + 1)];
   const size_t t = blockIdx.x;
   float acc[kMixes + 1] = {};  // 24 dots, then sum of squares
+  #pragma unroll
   for (int k = 0; k < kHc; ++k) {
     for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
       float xv[P::N];
       P::load(x + (t * kHc + k) * d + i, xv, Traffic::activation);
+      #pragma unroll
       for (int e = 0; e < P::N; ++e) acc[kMixes] += xv[e] * xv[e];
       accumulate_mixes<P::N>(acc, xv, fn, kHc * d, k * d + i);
     }
@@ -135,9 +163,11 @@ __global__ void residual_collapse(const Act* __restrict__ x, const float* __rest
   load_coefficients(coef + t * kMixes, c);
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float out[P::N] = {};
+    #pragma unroll
     for (int j = 0; j < kHc; ++j) {
       float xv[P::N];
       P::load(x + (t * kHc + j) * d + i, xv, Traffic::activation);
+      #pragma unroll
       for (int e = 0; e < P::N; ++e) out[e] += c[kPreAt + j] * xv[e];
     }
     P::store(u + t * d + i, out, Traffic::activation);
@@ -157,6 +187,7 @@ __global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restr
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float v[P::N];
     P::load(u + t * d + i, v, Traffic::activation);
+    #pragma unroll
     for (int e = 0; e < P::N; ++e) staged[i + e] = v[e], sum_sq[0] += v[e] * v[e];
   }
   block_sum(sum_sq, scratch);
@@ -164,6 +195,7 @@ __global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restr
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float wv[P::N], out[P::N];
     load_floats<P::N>(w + i, wv, Traffic::weight);
+    #pragma unroll
     for (int e = 0; e < P::N; ++e) out[e] = staged[i + e] * rs * wv[e];
     P::store(y + t * d + i, out, Traffic::activation);
   }
@@ -179,12 +211,16 @@ __global__ void residual_post(const Act* __restrict__ x, const Act* __restrict__
   load_coefficients(coef + t * kMixes, c);
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float xv[kHc][P::N], fv[P::N];
+    #pragma unroll
     for (int j = 0; j < kHc; ++j) P::load(x + (t * kHc + j) * d + i, xv[j], Traffic::activation);
     P::load(f + t * d + i, fv, Traffic::activation);
+    #pragma unroll
     for (int k = 0; k < kHc; ++k) {
       float out[P::N];
+      #pragma unroll
       for (int e = 0; e < P::N; ++e) {
         out[e] = c[kPostAt + k] * fv[e];
+        #pragma unroll
         for (int j = 0; j < kHc; ++j) out[e] += c[kCombAt + 4 * j + k] * xv[j][e];
       }
       P::store(x_next + (t * kHc + k) * d + i, out, Traffic::activation);
@@ -222,28 +258,38 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
   float acc[kSums] = {};
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float xv[kHc][P::N];
+    #pragma unroll
     for (int j = 0; j < kHc; ++j) P::load(x + (t * kHc + j) * d + i, xv[j], Traffic::activation);
     if (kUpdate) {
       float fv[P::N], xn[kHc][P::N];
       P::load(f + t * d + i, fv, Traffic::activation);
+      #pragma unroll
       for (int k = 0; k < kHc; ++k) {
+        #pragma unroll
         for (int e = 0; e < P::N; ++e) {
           xn[k][e] = c[kPostAt + k] * fv[e];
+          #pragma unroll
           for (int j = 0; j < kHc; ++j) xn[k][e] += c[kCombAt + 4 * j + k] * xv[j][e];
         }
         P::store(x_next + (t * kHc + k) * d + i, xn[k], Traffic::activation);  // rounds xn
       }
+      #pragma unroll
       for (int k = 0; k < kHc; ++k)
+        #pragma unroll
         for (int e = 0; e < P::N; ++e) xv[k][e] = xn[k][e];
     }
+    #pragma unroll
     for (int e = 0; e < P::N; ++e) {
       float u = 0.0f;
+      #pragma unroll
       for (int j = 0; j < kHc; ++j) u += c[kPreAt + j] * xv[j][e];
       collapse[i + e] = u;
       acc[kMixes + 1] += u * u;
     }
     if (kWithMixes) {
+      #pragma unroll
       for (int k = 0; k < kHc; ++k) {
+        #pragma unroll
         for (int e = 0; e < P::N; ++e) acc[kMixes] += xv[k][e] * xv[k][e];
         accumulate_mixes<P::N>(acc, xv[k], fn, kHc * d, k * d + i);
       }
@@ -254,6 +300,7 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float wv[P::N], out[P::N];
     load_floats<P::N>(w + i, wv, Traffic::weight);
+    #pragma unroll
     for (int e = 0; e < P::N; ++e) out[e] = collapse[i + e] * rs * wv[e];
     P::store(y + t * d + i, out, Traffic::activation);
   }
@@ -273,6 +320,7 @@ __global__ void sublayer_linear(const Act* __restrict__ y, const float* __restri
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float v[P::N];
     P::load(y + t * d + i, v, Traffic::activation);
+    #pragma unroll
     for (int e = 0; e < P::N; ++e) staged[i + e] = v[e];
   }
   __syncthreads();
@@ -282,6 +330,7 @@ __global__ void sublayer_linear(const Act* __restrict__ y, const float* __restri
     for (int i = lane * 4; i < d; i += kWarpSize * 4) {
       float wv[4];
       load_floats<4>(w_sub + static_cast<size_t>(r) * d + i, wv, Traffic::weight);
+      #pragma unroll
       for (int e = 0; e < 4; ++e) sum += wv[e] * staged[i + e];
     }
     sum = warp_sum(sum);
