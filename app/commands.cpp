@@ -1,9 +1,9 @@
 #include "app/commands.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <ostream>
 
 #include "app/verify.hpp"
@@ -30,7 +30,9 @@ struct BackendFlags {
   }
   RunOptions resolve() const {
     RunOptions o;
-    o.backend = backend == "auto" ? best_backend() : backend == "cuda" ? Backend::cuda : Backend::emu;
+    o.backend = backend == "auto"   ? best_backend()
+                : backend == "cuda" ? Backend::cuda
+                                    : Backend::emu;
     if (o.backend == Backend::cuda && !cuda_status().available)
       throw_bad_input("--backend cuda: {}", cuda_status().detail);
     o.schedule = emu::parse_schedule(schedule);
@@ -50,8 +52,7 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
     out << j.dump(2) << "\n";
   } else {
     out << fmt::format("tandem verify: model {} on {}\n", model.name, backend_name(opt.backend))
-        << render_table(rows)
-        << (j["pass"].get<bool>() ? "all cases PASS\n" : "FAILED\n");
+        << render_table(rows) << (j["pass"].get<bool>() ? "all cases PASS\n" : "FAILED\n");
   }
   return j["pass"].get<bool>() ? 0 : 1;
 }
@@ -84,8 +85,9 @@ int cmd_golden_check(const std::string& dir, const std::vector<std::string>& onl
 int cmd_golden_regen(const std::string& dir, bool accept, std::ostream& out) {
   bool refused = false;
   for (const auto& r : golden::regen_cases(dir, accept)) {
-    const char* what = r.written ? (r.changed ? "REPLACED" : "written")
-                                 : (r.changed ? "REFUSED (expectations changed; --accept)" : "unchanged");
+    const char* what = r.written
+                           ? (r.changed ? "REPLACED" : "written")
+                           : (r.changed ? "REFUSED (expectations changed; --accept)" : "unchanged");
     out << fmt::format("{:<24} {}\n", r.name, what);
     for (const auto& d : r.deltas) out << "  " << d << "\n";
     refused |= r.changed && !r.written;
@@ -111,12 +113,14 @@ int cmd_info(std::ostream& out) {
 }  // namespace
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"tandem: reference vs optimized verification harness for DeepSeek-V4.1-class "
-               "serving kernels"};
+  CLI::App app{
+      "tandem: reference vs optimized verification harness for DeepSeek-V4.1-class "
+      "serving kernels"};
   app.require_subcommand(1);
   int code = 0;
 
-  auto* verify = app.add_subcommand("verify", "run every component of a model, reference vs optimized");
+  auto* verify =
+      app.add_subcommand("verify", "run every component of a model, reference vs optimized");
   std::string model = "tiny", config;
   bool json = false;
   BackendFlags vflags;
@@ -161,7 +165,8 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       app.exit(e, out, err);
       return 0;
     }
-    err << "tandem: " << e.what() << "\n" << "run 'tandem --help' for usage\n";
+    err << "tandem: " << e.what() << "\n"
+        << "run 'tandem --help' for usage\n";
     return static_cast<int>(ExitCode::bad_input);
   } catch (const BadInput& e) {
     err << "tandem: error: " << e.what() << "\n";

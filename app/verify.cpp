@@ -23,8 +23,8 @@ VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType 
   const ResidualConfig& cfg = model.residual;
   VerifyRow row;
   row.component = "residual";
-  row.name = fmt::format("{}/{} T={} d={} sites={}", residual_path_name(path),
-                         act_dtype_name(act), cfg.tokens, cfg.d, cfg.sites);
+  row.name = fmt::format("{}/{} T={} d={} sites={}", residual_path_name(path), act_dtype_name(act),
+                         cfg.tokens, cfg.d, cfg.sites);
   row.backend = backend_name(opt.backend);
   const ResidualStackInputs in = make_residual_inputs(cfg, cfg.tokens, act, model.seed);
   const auto truth = reference::run_truth(in, path);
@@ -51,14 +51,19 @@ VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType 
   for (const emu::Schedule& s : emu::test_schedules()) {
     RunOptions o = opt;
     o.schedule = s;
-    if (same_outputs(run_residual_stack(in, path, o), out)) ++identical;
-    else if (row.schedules.empty()) row.schedules = "differs under " + s.name();
+    if (same_outputs(run_residual_stack(in, path, o), out))
+      ++identical;
+    else if (row.schedules.empty())
+      row.schedules = "differs under " + s.name();
   }
-  if (row.schedules.empty()) row.schedules = fmt::format("{} identical", identical);
-  else row.pass = false;
+  if (row.schedules.empty())
+    row.schedules = fmt::format("{} identical", identical);
+  else
+    row.pass = false;
   const uint64_t designed = residual_activation_bytes_per_site(path, cfg.d, act) * cfg.tokens;
   bool bytes_ok = true;
-  for (uint64_t b : counted_activation_bytes_per_site(out.launches, path)) bytes_ok &= b == designed;
+  for (uint64_t b : counted_activation_bytes_per_site(out.launches, path))
+    bytes_ok &= b == designed;
   row.bytes = fmt::format("{} B/token/site {}", designed / cfg.tokens,
                           bytes_ok ? "== counted" : "!= counted");
   if (!bytes_ok) row.pass = false, row.detail += " counted activation bytes differ from design";
@@ -87,8 +92,8 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
 
 std::string render_table(const std::vector<VerifyRow>& rows) {
   std::string out = fmt::format("{:<9} {:<42} {:<5} {:<9} {:>10} {:>10} {:>7}  {:<13} {:<28} {}\n",
-                                "component", "case", "backend", "worst", "err", "budget",
-                                "margin", "schedules", "bytes", "verdict");
+                                "component", "case", "backend", "worst", "err", "budget", "margin",
+                                "schedules", "bytes", "verdict");
   for (const VerifyRow& r : rows) {
     out += fmt::format("{:<9} {:<42} {:<5} {:<9} {:>10.3e} {:>10.3e} {:>6.1f}%  {:<13} {:<28} {}\n",
                        r.component, r.name, r.backend, r.worst_tensor, r.worst_err, r.budget,
@@ -105,11 +110,18 @@ nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& mo
   bool pass = true;
   for (const VerifyRow& r : rows) {
     pass &= r.pass;
-    cases.push_back({{"component", r.component}, {"case", r.name}, {"backend", r.backend},
-                     {"pass", r.pass}, {"worst_tensor", r.worst_tensor},
-                     {"worst_err", r.worst_err}, {"budget", r.budget}, {"margin", r.margin},
-                     {"first_divergence", r.first_divergence}, {"schedules", r.schedules},
-                     {"bytes", r.bytes}, {"detail", r.detail}});
+    cases.push_back({{"component", r.component},
+                     {"case", r.name},
+                     {"backend", r.backend},
+                     {"pass", r.pass},
+                     {"worst_tensor", r.worst_tensor},
+                     {"worst_err", r.worst_err},
+                     {"budget", r.budget},
+                     {"margin", r.margin},
+                     {"first_divergence", r.first_divergence},
+                     {"schedules", r.schedules},
+                     {"bytes", r.bytes},
+                     {"detail", r.detail}});
   }
   return {{"model", model.name}, {"pass", pass}, {"cases", cases}};
 }

@@ -1,7 +1,6 @@
 #pragma once
 // `tandem verify`: every component of a model, reference vs optimized, side by side.
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -13,7 +12,7 @@ namespace tandem::app {
 struct VerifyRow {
   std::string component, name, backend;
   bool pass = false;
-  std::string worst_tensor;      // the tensor with the smallest margin
+  std::string worst_tensor;  // the tensor with the smallest margin
   double worst_err = 0, budget = 0, margin = 0;
   std::string first_divergence;  // first failing tensor in execution order, or empty
   std::string schedules;         // emu: "3 identical" or the differing schedule
@@ -21,8 +20,7 @@ struct VerifyRow {
   std::string detail;            // the failure, if any
 };
 
-std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
-                                    bool progress);
+std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress);
 std::string render_table(const std::vector<VerifyRow>& rows);
 nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& model);
 

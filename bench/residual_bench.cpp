@@ -31,19 +31,22 @@ void BM_ResidualOptimized(benchmark::State& st, Backend backend) {
   }
   const auto in = bench_inputs(st);
   ResidualStackOutputs out;
-  for (auto _ : st) benchmark::DoNotOptimize(out = run_residual_stack(in, path_of(st), {backend, {}, 128}));
+  for (auto _ : st)
+    benchmark::DoNotOptimize(out = run_residual_stack(in, path_of(st), {backend, {}, 128}));
   if (backend == Backend::emu) {
     const auto sites = counted_activation_bytes_per_site(out.launches, path_of(st));
     st.counters["act_B_per_token_site"] = static_cast<double>(sites.at(0)) / in.x0.dim(0);
   }
-  st.counters["tokens"] = benchmark::Counter(static_cast<double>(in.x0.dim(0)), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["tokens"] = benchmark::Counter(static_cast<double>(in.x0.dim(0)),
+                                             benchmark::Counter::kIsIterationInvariantRate);
   set_label(st);
 }
 
 void BM_ResidualReference(benchmark::State& st) {
   const auto in = bench_inputs(st);
   for (auto _ : st) benchmark::DoNotOptimize(reference::run_truth(in, path_of(st)));
-  st.counters["tokens"] = benchmark::Counter(static_cast<double>(in.x0.dim(0)), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["tokens"] = benchmark::Counter(static_cast<double>(in.x0.dim(0)),
+                                             benchmark::Counter::kIsIterationInvariantRate);
   set_label(st);
 }
 
@@ -56,8 +59,12 @@ void gpu_args(benchmark::internal::Benchmark* b) {
   for (int v41 : {0, 1}) b->Args({4096, 4096, 1, v41});
 }
 
-BENCHMARK_CAPTURE(BM_ResidualOptimized, emu, Backend::emu)->Apply(residual_args)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_ResidualOptimized, cuda, Backend::cuda)->Apply(gpu_args)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ResidualOptimized, emu, Backend::emu)
+    ->Apply(residual_args)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ResidualOptimized, cuda, Backend::cuda)
+    ->Apply(gpu_args)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ResidualReference)->Apply(residual_args)->Unit(benchmark::kMillisecond);
 
 }  // namespace

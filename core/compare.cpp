@@ -10,9 +10,12 @@ namespace tandem {
 
 std::string_view out_dtype_name(OutDType d) {
   switch (d) {
-    case OutDType::F64: return "f64";
-    case OutDType::F32: return "f32";
-    case OutDType::BF16: return "bf16";
+    case OutDType::F64:
+      return "f64";
+    case OutDType::F32:
+      return "f32";
+    case OutDType::BF16:
+      return "bf16";
   }
   return "?";
 }
@@ -58,7 +61,8 @@ std::vector<RowScale> row_scales(std::span<const double> truth, std::span<const 
   for (size_t i = 0; i < truth.size(); ++i) {
     if (!std::isfinite(truth[i])) continue;
     RowScale& s = scale[i / row];
-    if (std::isfinite(baseline[i])) s.baseline_err = std::max(s.baseline_err, std::fabs(baseline[i] - truth[i]));
+    if (std::isfinite(baseline[i]))
+      s.baseline_err = std::max(s.baseline_err, std::fabs(baseline[i] - truth[i]));
     s.magnitude += truth[i] * truth[i];
     ++finite[i / row];
   }

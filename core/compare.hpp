@@ -6,8 +6,8 @@
 //    term globally, where truth is the double reference and baseline the naive same-precision
 //    reference;
 //  * NaN and +-Inf positions and signs must match truth exactly.
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>

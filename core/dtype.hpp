@@ -1,8 +1,8 @@
 #pragma once
 // Storage dtypes and their codecs, bit-exact with CUDA's conversions (cuda_bf16.h, cuda_fp8.h,
 // cuda_fp4.h; checked exhaustively in properties/core/dtype_props.cpp). Usable in kernels.
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/hd.hpp"
@@ -29,7 +29,9 @@ TANDEM_HD inline uint16_t bf16_encode(float x) {
   if (rest > 0x80000000u || (rest == 0x80000000u && (r & 1u))) ++r;
   return r;
 }
-TANDEM_HD inline float bf16_decode(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+TANDEM_HD inline float bf16_decode(uint16_t b) {
+  return bits_float(static_cast<uint32_t>(b) << 16);
+}
 
 struct bf16 {
   uint16_t bits;
@@ -47,13 +49,16 @@ TANDEM_HD inline uint8_t e4m3_encode(float x) {
   const float a = bits_float(u & 0x7fffffffu);
   if (a > 448.0f) return sign | 0x7e;
   const float min_normal = 0.015625f;  // 2^-6
-  if (a < min_normal) {                  // subnormal grid: multiples of 2^-9 (exact scaling)
+  if (a < min_normal) {                // subnormal grid: multiples of 2^-9 (exact scaling)
     return sign | static_cast<uint8_t>(rintf(a * 512.0f));  // 8 rounds up to min normal 0x08
   }
   int exp = static_cast<int>((float_bits(a) >> 23) & 0xff) - 127;  // floor(log2 a), in [-6, 8]
   const float mant = bits_float((float_bits(a) & 0x807fffffu) | 0x3f800000u);  // a / 2^exp in [1,2)
   int m = static_cast<int>(rintf((mant - 1.0f) * 8.0f));
-  if (m == 8) { m = 0; ++exp; }
+  if (m == 8) {
+    m = 0;
+    ++exp;
+  }
   return sign | static_cast<uint8_t>(((exp + 7) << 3) | m);
 }
 TANDEM_HD inline float e4m3_decode(uint8_t c) {
@@ -70,9 +75,12 @@ TANDEM_HD inline float e4m3_decode(uint8_t c) {
 TANDEM_HD inline uint8_t ue8m0_encode(float x) {
   const uint32_t ux = float_bits(x) & 0x7fffffffu;
   uint16_t b;
-  if (ux > 0x7f800000u) b = 0x7fff;
-  else if (ux < 0x7f800000u && (ux & 0xffffu)) b = static_cast<uint16_t>((ux >> 16) + 1);
-  else b = static_cast<uint16_t>(ux >> 16);
+  if (ux > 0x7f800000u)
+    b = 0x7fff;
+  else if (ux < 0x7f800000u && (ux & 0xffffu))
+    b = static_cast<uint16_t>((ux >> 16) + 1);
+  else
+    b = static_cast<uint16_t>(ux >> 16);
   uint8_t r = static_cast<uint8_t>(b >> 7);
   const uint16_t mag = b & 0x7fff;
   if ((b & 0x7f) && mag > 0x40 && mag < 0x7f80) ++r;

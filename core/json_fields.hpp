@@ -1,10 +1,9 @@
 #pragma once
 // Typed, validated access to JSON objects. Every error names the source file and the dotted
 // field path, e.g. "tiny.json: field 'residual.d': expected an integer in [8, 65536], got -3".
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -20,7 +20,8 @@ ResidualConfig parse_residual_config(const JsonFields& f) {
   f.reject_unknown({"hc_mult", "d", "sinkhorn_iters", "hc_eps", "norm_eps", "sites", "tokens"});
   ResidualConfig c;
   c.hc_mult = static_cast<int>(f.integer("hc_mult", 4, 4));
-  c.d = static_cast<int>(f.integer("d", 8, 1 << 16));
+  // <= 12288: the kernels stage a [d] float row in shared memory within CUDA's default 48 KiB.
+  c.d = static_cast<int>(f.integer("d", 8, 12288));
   if (c.d % 8 != 0) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
   c.sinkhorn_iters = static_cast<int>(f.integer("sinkhorn_iters", 1, 1000));
   c.hc_eps = f.number("hc_eps", 0.0, 1e-2);
@@ -31,8 +32,12 @@ ResidualConfig parse_residual_config(const JsonFields& f) {
 }
 
 nlohmann::json to_json(const ResidualConfig& c) {
-  return {{"hc_mult", c.hc_mult}, {"d", c.d},           {"sinkhorn_iters", c.sinkhorn_iters},
-          {"hc_eps", c.hc_eps},   {"norm_eps", c.norm_eps}, {"sites", c.sites},
+  return {{"hc_mult", c.hc_mult},
+          {"d", c.d},
+          {"sinkhorn_iters", c.sinkhorn_iters},
+          {"hc_eps", c.hc_eps},
+          {"norm_eps", c.norm_eps},
+          {"sites", c.sites},
           {"tokens", c.tokens}};
 }
 

@@ -1,9 +1,8 @@
 #pragma once
 // Model configuration: loaded from JSON, validated field by field (errors name the field).
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

@@ -4,13 +4,13 @@
 namespace tandem {
 
 struct ResidualConfig {
-  int hc_mult = 4;          // streams n; the kernels are written for 4
-  int d = 64;               // hidden width per stream; a multiple of 8 (16-byte bf16 packs)
+  int hc_mult = 4;  // streams n; the kernels are written for 4
+  int d = 64;       // hidden width per stream; a multiple of 8 (16-byte bf16 packs)
   int sinkhorn_iters = 20;
   double hc_eps = 1e-6;
   double norm_eps = 1e-6;
-  int sites = 4;            // residual sites in a stack (two per block: attention, FFN)
-  int tokens = 8;           // tokens per verification case
+  int sites = 4;   // residual sites in a stack (two per block: attention, FFN)
+  int tokens = 8;  // tokens per verification case
 };
 
 }  // namespace tandem

@@ -15,10 +15,10 @@ struct DTypeInfo {
   std::string_view name;
   size_t size;
 };
-constexpr DTypeInfo kDTypes[] = {
-    {DType::F64, "F64", 8}, {DType::F32, "F32", 4},     {DType::BF16, "BF16", 2},
-    {DType::F8_E4M3, "F8_E4M3", 1}, {DType::U8, "U8", 1}, {DType::I32, "I32", 4},
-    {DType::I64, "I64", 8}};
+constexpr DTypeInfo kDTypes[] = {{DType::F64, "F64", 8},   {DType::F32, "F32", 4},
+                                 {DType::BF16, "BF16", 2}, {DType::F8_E4M3, "F8_E4M3", 1},
+                                 {DType::U8, "U8", 1},     {DType::I32, "I32", 4},
+                                 {DType::I64, "I64", 8}};
 
 const DTypeInfo& info(DType d) {
   return *std::find_if(std::begin(kDTypes), std::end(kDTypes),
@@ -28,12 +28,30 @@ const DTypeInfo& info(DType d) {
 // The storage dtype for each C++ element type tandem exchanges.
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<bf16>() { return DType::BF16; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::BF16;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::U8;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // 100 MB, as the reference implementation
 
@@ -67,17 +85,16 @@ void Safetensors::put(const std::string& name, const Tensor<T>& t) {
 }
 
 #define TANDEM_ST_TYPES(X) X(double) X(float) X(bf16) X(uint8_t) X(int32_t) X(int64_t)
-#define TANDEM_ST_INSTANTIATE(T)                                                   \
-  template Tensor<T> Safetensors::get_as<T>(const std::string&, const std::string&) \
-      const;                                                                       \
+#define TANDEM_ST_INSTANTIATE(T)                                                           \
+  template Tensor<T> Safetensors::get_as<T>(const std::string&, const std::string&) const; \
   template void Safetensors::put<T>(const std::string&, const Tensor<T>&);
 TANDEM_ST_TYPES(TANDEM_ST_INSTANTIATE)
 #undef TANDEM_ST_INSTANTIATE
 #undef TANDEM_ST_TYPES
 
 Safetensors parse_safetensors(std::string_view bytes, const std::string& source) {
-  if (bytes.size() < 8) throw_bad_input("{}: truncated: {} bytes, no header length", source,
-                                        bytes.size());
+  if (bytes.size() < 8)
+    throw_bad_input("{}: truncated: {} bytes, no header length", source, bytes.size());
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(bytes[i]);
   if (header_len > kMaxHeader || header_len > bytes.size() - 8)
@@ -93,8 +110,7 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
     if (name == "__metadata__") {
       if (!entry.is_object()) throw_bad_input("{}: '__metadata__' must be an object", source);
       for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string())
-          throw_bad_input("{}: '__metadata__.{}' must be a string", source, k);
+        if (!v.is_string()) throw_bad_input("{}: '__metadata__.{}' must be a string", source, k);
         st.metadata[k] = v.get<std::string>();
       }
       continue;
@@ -105,7 +121,8 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
     const std::string dt = f.string("dtype");
     const auto di = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                  [&](const DTypeInfo& i) { return i.name == dt; });
-    if (di == std::end(kDTypes)) throw_bad_input("{}: unsupported dtype '{}'", f.where("dtype"), dt);
+    if (di == std::end(kDTypes))
+      throw_bad_input("{}: unsupported dtype '{}'", f.where("dtype"), dt);
     t.dtype = di->dtype;
     const auto& shape = entry.at("shape");
     if (!shape.is_array()) throw_bad_input("{}: expected an array", f.where("shape"));
@@ -127,8 +144,8 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     uint64_t need = 0;
     if (__builtin_mul_overflow(elements, di->size, &need) || need != e - b)
-      throw_bad_input("{}: {} bytes, but shape {} of {} needs {}", f.where("data_offsets"),
-                      e - b, shape.dump(), dt, elements * di->size);
+      throw_bad_input("{}: {} bytes, but shape {} of {} needs {}", f.where("data_offsets"), e - b,
+                      shape.dump(), dt, elements * di->size);
     t.bytes.assign(data.substr(b, e - b));
     spans.emplace_back(b, e);
     st.tensors.emplace(name, std::move(t));

@@ -35,8 +35,10 @@ ResidualConfig residual_cfg(int d, int sites, int tokens) {
 const std::vector<CaseSpec>& specs() {
   static const std::vector<CaseSpec> s = {
       {"residual_v4_f32", residual_cfg(64, 3, 4), ResidualPath::v4_unfused, ActDType::f32, 101},
-      {"residual_v41_f32", residual_cfg(64, 3, 4), ResidualPath::v41_single_pass, ActDType::f32, 102},
-      {"residual_v41_bf16", residual_cfg(128, 4, 3), ResidualPath::v41_single_pass, ActDType::bf16, 103},
+      {"residual_v41_f32", residual_cfg(64, 3, 4), ResidualPath::v41_single_pass, ActDType::f32,
+       102},
+      {"residual_v41_bf16", residual_cfg(128, 4, 3), ResidualPath::v41_single_pass, ActDType::bf16,
+       103},
       {"residual_v4_bf16_d8", residual_cfg(8, 2, 2), ResidualPath::v4_unfused, ActDType::bf16, 104},
   };
   return s;
@@ -88,7 +90,8 @@ reference::ResidualRefOutputs get_expected(const Safetensors& st, int sites,
   o.taps_y.resize(sites), o.taps_x.resize(sites);
   const auto names = output_names(sites);
   const auto tensors = output_tensors(o);
-  for (size_t i = 0; i < names.size(); ++i) *tensors[i] = st.get_as<double>("expected." + names[i], source);
+  for (size_t i = 0; i < names.size(); ++i)
+    *tensors[i] = st.get_as<double>("expected." + names[i], source);
   return o;
 }
 
@@ -156,7 +159,6 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   c.blob = parse_safetensors(bytes, c.blob_source);
   return c;
 }
-
 
 // Compares a regenerated case with the one on disk, appending a per-tensor delta report.
 bool same_as_on_disk(const std::filesystem::path& manifest_path, const Safetensors& fresh,
@@ -238,7 +240,8 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
   std::vector<RegenReport> reports;
   for (const CaseSpec& spec : specs()) {
     RegenReport r{spec.name, {}, false, false};
-    const ResidualStackInputs in = make_residual_inputs(spec.cfg, spec.cfg.tokens, spec.act, spec.seed);
+    const ResidualStackInputs in =
+        make_residual_inputs(spec.cfg, spec.cfg.tokens, spec.act, spec.seed);
     reference::ResidualRefOutputs truth = reference::run_truth(in, spec.path);
     Safetensors st;
     st.metadata = {{"component", "residual"}, {"case", spec.name}};
@@ -260,17 +263,18 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
     const std::string bytes = serialize_safetensors(st);
     nlohmann::json outputs = nlohmann::json::object();
     for (const auto& n : output_names(spec.cfg.sites)) outputs[n] = {{"rule", "tolerance"}};
-    const nlohmann::json manifest = {
-        {"format_version", kFormatVersion},
-        {"component", "residual"},
-        {"name", spec.name},
-        {"config", {{"residual", to_json(spec.cfg)}, {"path", residual_path_name(spec.path)},
-                    {"act", act_dtype_name(spec.act)}}},
-        {"seed", spec.seed},
-        {"generator_commit", TANDEM_GIT_COMMIT},
-        {"blob", blob_name},
-        {"blob_sha256", sha256_hex(bytes)},
-        {"outputs", outputs}};
+    const nlohmann::json manifest = {{"format_version", kFormatVersion},
+                                     {"component", "residual"},
+                                     {"name", spec.name},
+                                     {"config",
+                                      {{"residual", to_json(spec.cfg)},
+                                       {"path", residual_path_name(spec.path)},
+                                       {"act", act_dtype_name(spec.act)}}},
+                                     {"seed", spec.seed},
+                                     {"generator_commit", TANDEM_GIT_COMMIT},
+                                     {"blob", blob_name},
+                                     {"blob_sha256", sha256_hex(bytes)},
+                                     {"outputs", outputs}};
     write_file_atomic(dir / blob_name, std::string_view(bytes));
     write_file_atomic(manifest_path, std::string_view(manifest.dump(2) + "\n"));
     r.written = true;

@@ -16,7 +16,7 @@ struct CaseSpec;  // a generator entry (golden.cpp)
 
 struct CheckedTensor {
   std::string name;
-  std::string rule;       // "tolerance" (section 4) or "ref-1e-12" (double reference)
+  std::string rule;  // "tolerance" (section 4) or "ref-1e-12" (double reference)
   bool pass = false;
   std::string detail;
 };

@@ -20,11 +20,10 @@ Tensor<float> uniform(Shape shape, uint64_t seed, uint32_t tensor_id, float lo, 
 ResidualSiteWeights make_site(const ResidualConfig& c, uint64_t seed, uint32_t id, float gain) {
   const int64_t d = c.d;
   const float fn_range = 2.0f / std::sqrt(4.0f * d), w_range = gain * 1.5f / std::sqrt(float(d));
-  ResidualSiteWeights w{uniform({24, 4 * d}, seed, id + 0, -fn_range, fn_range),
-                        uniform({24}, seed, id + 1, -1.0f, 1.0f),
-                        uniform({3}, seed, id + 2, 0.5f, 1.5f),
-                        uniform({d}, seed, id + 3, 0.75f, 1.25f),
-                        uniform({d, d}, seed, id + 4, -w_range, w_range)};
+  ResidualSiteWeights w{
+      uniform({24, 4 * d}, seed, id + 0, -fn_range, fn_range),
+      uniform({24}, seed, id + 1, -1.0f, 1.0f), uniform({3}, seed, id + 2, 0.5f, 1.5f),
+      uniform({d}, seed, id + 3, 0.75f, 1.25f), uniform({d, d}, seed, id + 4, -w_range, w_range)};
   return w;
 }
 
@@ -42,9 +41,9 @@ ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t toke
   in.cfg = cfg;
   in.act = act;
   in.x0 = uniform({tokens, 4, cfg.d}, seed, 0, -2.0f, 2.0f);
-  for (float& v : in.x0.data)
-    v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
-  for (int l = 0; l < cfg.sites; ++l) in.sites.push_back(make_site(cfg, seed, 16 + 8 * l, sublayer_gain));
+  for (float& v : in.x0.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  for (int l = 0; l < cfg.sites; ++l)
+    in.sites.push_back(make_site(cfg, seed, 16 + 8 * l, sublayer_gain));
   in.head = make_site(cfg, seed, 8, 0.0f);
   in.head.w_sub = {};
   return in;
@@ -144,8 +143,7 @@ void keep_farthest(Tensor<double>& kept, const Tensor<double>& other, const Tens
 
 }  // namespace
 
-reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in,
-                                                   ResidualPath path,
+reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in, ResidualPath path,
                                                    const reference::ResidualRefOutputs& truth) {
   const int64_t d = in.cfg.d;
   Perm reversed(d), rotated(d);
@@ -175,7 +173,8 @@ std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& t
     checks.push_back({std::move(name), compare_to_truth(t.span(), b.span(), as_double(o), out,
                                                         t.size() / t.dim(0))});
   };
-  if (optimized.taps_y.size() != truth.taps_y.size() || optimized.taps_x.size() != truth.taps_x.size())
+  if (optimized.taps_y.size() != truth.taps_y.size() ||
+      optimized.taps_x.size() != truth.taps_x.size())
     throw std::runtime_error("residual: optimized and reference ran different numbers of sites");
   for (size_t l = 0; l < truth.taps_y.size(); ++l) {
     check(fmt::format("site{}.y", l), truth.taps_y[l], baseline.taps_y[l], optimized.taps_y[l]);

@@ -28,8 +28,7 @@ namespace tandem {
 // outputs mapped back); per element the run farthest from truth is kept. One naive run is a
 // single draw of the same-precision error; with few independent error sources (tiny d, where
 // the per-token coefficients dominate) a single draw is often far below its typical size.
-reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in,
-                                                   ResidualPath path,
+reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in, ResidualPath path,
                                                    const reference::ResidualRefOutputs& truth);
 
 // One compared tensor: its name and the tolerance-policy result.

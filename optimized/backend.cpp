@@ -18,10 +18,12 @@ BackendStatus cuda_status() {
 #if defined(TANDEM_WITH_CUDA)
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) return {false, fmt::format("no CUDA device: {}", cudaGetErrorString(err))};
+  if (err != cudaSuccess)
+    return {false, fmt::format("no CUDA device: {}", cudaGetErrorString(err))};
   if (count == 0) return {false, "no CUDA device: cudaGetDeviceCount found 0"};
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return {false, "cudaGetDeviceProperties failed"};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+    return {false, "cudaGetDeviceProperties failed"};
   return {true, fmt::format("{} (sm_{}{}, {} GiB)", prop.name, prop.major, prop.minor,
                             prop.totalGlobalMem >> 30)};
 #else
@@ -46,12 +48,14 @@ void validate_residual_inputs(const ResidualStackInputs& in) {
                       fmt::join(t.shape, ", "), fmt::join(s, ", "));
   };
   if (c.hc_mult != 4) throw_bad_input("residual.hc_mult: the kernels need 4, got {}", c.hc_mult);
-  if (d <= 0 || d % 8) throw_bad_input("residual.d: a positive multiple of 8, got {}", d);
+  if (d <= 0 || d % 8 || d > 12288)
+    throw_bad_input("residual.d: a multiple of 8 in [8, 12288], got {}", d);
   if (in.x0.shape.size() != 3 || in.x0.dim(0) < 1)
     throw_bad_input("residual input 'x0': expected [T, 4, d] with T >= 1");
   expect(in.x0, {in.x0.dim(0), c.hc_mult, d}, "x0");
   if (in.sites.size() != static_cast<size_t>(c.sites) || in.sites.empty())
-    throw_bad_input("residual inputs: {} sites where residual.sites = {}", in.sites.size(), c.sites);
+    throw_bad_input("residual inputs: {} sites where residual.sites = {}", in.sites.size(),
+                    c.sites);
   auto check_site = [&](const ResidualSiteWeights& w, const std::string& name, bool with_sub) {
     expect(w.fn, {24, nd}, name + ".fn");
     expect(w.base, {24}, name + ".base");
@@ -59,7 +63,8 @@ void validate_residual_inputs(const ResidualStackInputs& in) {
     expect(w.norm_w, {d}, name + ".norm_w");
     if (with_sub) expect(w.w_sub, {d, d}, name + ".w_sub");
   };
-  for (size_t l = 0; l < in.sites.size(); ++l) check_site(in.sites[l], fmt::format("site{}", l), true);
+  for (size_t l = 0; l < in.sites.size(); ++l)
+    check_site(in.sites[l], fmt::format("site{}", l), true);
   check_site(in.head, "head", false);
 }
 
@@ -67,8 +72,10 @@ ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualP
                                         const RunOptions& opt) {
   validate_residual_inputs(in);
   if (opt.block_threads < 32 || opt.block_threads > 256 || opt.block_threads % 32)
-    throw_bad_input("--block-threads: a multiple of 32 in [32, 256] (residual kernels use ~200 "
-                    "registers per thread), got {}", opt.block_threads);
+    throw_bad_input(
+        "--block-threads: a multiple of 32 in [32, 256] (residual kernels use ~200 "
+        "registers per thread), got {}",
+        opt.block_threads);
   if (opt.backend == Backend::emu) return emu_backend::run_residual_stack(in, path, opt);
 #if defined(TANDEM_WITH_CUDA)
   return cuda_backend::run_residual_stack(in, path, opt);

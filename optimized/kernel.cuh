@@ -59,14 +59,20 @@ __device__ __forceinline__ void st(T* p, const T& v, Traffic c) {
 template <class Act>
 __device__ __forceinline__ float to_float(Act v);
 template <>
-__device__ __forceinline__ float to_float<float>(float v) { return v; }
+__device__ __forceinline__ float to_float<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float to_float<bf16>(bf16 v) { return bf16_decode(v.bits); }
+__device__ __forceinline__ float to_float<bf16>(bf16 v) {
+  return bf16_decode(v.bits);
+}
 
 template <class Act>
 __device__ __forceinline__ Act from_float(float v);
 template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float v) {
   bf16 r;
@@ -84,10 +90,10 @@ struct Pack {
     const uint4 v = ld(reinterpret_cast<const uint4*>(p), c);
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
     if constexpr (sizeof(Act) == 4) {
-      #pragma unroll
+#pragma unroll
       for (int i = 0; i < 4; ++i) out[i] = bits_float(w[i]);
     } else {
-      #pragma unroll
+#pragma unroll
       for (int i = 0; i < 4; ++i) {
         out[2 * i] = bf16_decode(static_cast<uint16_t>(w[i] & 0xffffu));
         out[2 * i + 1] = bf16_decode(static_cast<uint16_t>(w[i] >> 16));
@@ -99,10 +105,10 @@ struct Pack {
   __device__ __forceinline__ static void store(Act* p, float (&in)[N], Traffic c) {
     unsigned w[4];
     if constexpr (sizeof(Act) == 4) {
-      #pragma unroll
+#pragma unroll
       for (int i = 0; i < 4; ++i) w[i] = float_bits(in[i]);
     } else {
-      #pragma unroll
+#pragma unroll
       for (int i = 0; i < 4; ++i) {
         const uint16_t lo = bf16_encode(in[2 * i]), hi = bf16_encode(in[2 * i + 1]);
         in[2 * i] = bf16_decode(lo), in[2 * i + 1] = bf16_decode(hi);
@@ -117,11 +123,11 @@ struct Pack {
 template <int N>
 __device__ __forceinline__ void load_floats(const float* p, float (&out)[N], Traffic c) {
   static_assert(N % 4 == 0, "float loads are 16-byte vectors");
-  #pragma unroll
+#pragma unroll
   for (int v = 0; v < N / 4; ++v) {
     float part[4];
     Pack<float>::load(p + 4 * v, part, c);
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < 4; ++i) out[4 * v + i] = part[i];
   }
 }
@@ -140,13 +146,13 @@ template <int K>
 __device__ __forceinline__ void block_sum(float (&v)[K], float* scratch) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int warps = blockDim.x / kWarpSize;
-  #pragma unroll
+#pragma unroll
   for (int k = 0; k < K; ++k) v[k] = warp_sum(v[k]);
   if (lane == 0)
-    #pragma unroll
+#pragma unroll
     for (int k = 0; k < K; ++k) scratch[warp * K + k] = v[k];
   __syncthreads();
-  #pragma unroll
+#pragma unroll
   for (int k = 0; k < K; ++k) {
     float total = 0.0f;
     for (int w = 0; w < warps; ++w) total += scratch[w * K + k];

@@ -3,9 +3,9 @@
 #include <memory>
 #include <string>
 
-#include "optimized/residual.hpp"  // host headers first: the emulator's macros come after
 #include "optimized/device_array.cuh"
 #include "optimized/residual.cuh"
+#include "optimized/residual.hpp"  // host headers first: the emulator's macros come after
 
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
@@ -14,8 +14,10 @@ template <class Act>
 std::vector<Act> to_act(const Tensor<float>& t) {
   std::vector<Act> out(t.data.size());
   for (size_t i = 0; i < out.size(); ++i) {
-    if constexpr (sizeof(Act) == 4) out[i] = t.data[i];
-    else out[i].bits = bf16_encode(t.data[i]);
+    if constexpr (sizeof(Act) == 4)
+      out[i] = t.data[i];
+    else
+      out[i].bits = bf16_encode(t.data[i]);
   }
   return out;
 }
@@ -25,8 +27,10 @@ Tensor<float> from_act(const DeviceArray<Act>& a, Shape shape) {
   const std::vector<Act> v = a.download();
   Tensor<float> t(std::move(shape));
   for (size_t i = 0; i < v.size(); ++i) {
-    if constexpr (sizeof(Act) == 4) t.data[i] = v[i];
-    else t.data[i] = bf16_decode(v[i].bits);
+    if constexpr (sizeof(Act) == 4)
+      t.data[i] = v[i];
+    else
+      t.data[i] = bf16_decode(v[i].bits);
   }
   return t;
 }
@@ -34,7 +38,10 @@ Tensor<float> from_act(const DeviceArray<Act>& a, Shape shape) {
 struct SiteOnDevice {
   DeviceArray<float> fn, base, scale, norm_w, w_sub;
   explicit SiteOnDevice(const ResidualSiteWeights& w)
-      : fn(w.fn.data.size()), base(24), scale(3), norm_w(w.norm_w.data.size()),
+      : fn(w.fn.data.size()),
+        base(24),
+        scale(3),
+        norm_w(w.norm_w.data.size()),
         w_sub(std::max<size_t>(1, w.w_sub.data.size())) {
     fn.upload(w.fn.data), base.upload(w.base.data), scale.upload(w.scale.data);
     norm_w.upload(w.norm_w.data);
@@ -46,20 +53,31 @@ template <class Act>
 class StackRunner {
  public:
   StackRunner(const ResidualStackInputs& in, const RunOptions& opt)
-      : in_(in), T_(static_cast<int>(in.x0.dim(0))), d_(in.cfg.d),
+      : in_(in),
+        T_(static_cast<int>(in.x0.dim(0))),
+        d_(in.cfg.d),
         p_{in.cfg.sinkhorn_iters, static_cast<float>(in.cfg.hc_eps),
            static_cast<float>(in.cfg.norm_eps)},
-        grid_(T_), block_(opt.block_threads), smem_(sizeof(float) * d_),
-        x_(size_t(T_) * kHc * d_), x_next_(x_.bytes() / sizeof(Act)), y_(size_t(T_) * d_),
-        u_(size_t(T_) * d_), f_(size_t(T_) * d_), coef_(size_t(T_) * kMixes),
-        coef_next_(size_t(T_) * kMixes), head_(in.head) {
+        grid_(T_),
+        block_(opt.block_threads),
+        smem_(sizeof(float) * d_),
+        x_(size_t(T_) * kHc * d_),
+        x_next_(x_.bytes() / sizeof(Act)),
+        y_(size_t(T_) * d_),
+        u_(size_t(T_) * d_),
+        f_(size_t(T_) * d_),
+        coef_(size_t(T_) * kMixes),
+        coef_next_(size_t(T_) * kMixes),
+        head_(in.head) {
     for (const auto& s : in.sites) sites_.emplace_back(std::make_unique<SiteOnDevice>(s));
     x_.upload(to_act<Act>(in.x0));
   }
 
   ResidualStackOutputs run(ResidualPath path) {
-    if (path == ResidualPath::v4_unfused) run_v4();
-    else run_v41();
+    if (path == ResidualPath::v4_unfused)
+      run_v4();
+    else
+      run_v41();
     out_.x_out = from_act(x_, {T_, kHc, d_});
     out_.y_out = from_act(y_, {T_, d_});
     return std::move(out_);
@@ -67,17 +85,17 @@ class StackRunner {
 
  private:
   void sublayer(const SiteOnDevice& s) {
-    TANDEM_LAUNCH((std::string("sublayer_linear<") + name() + ">").c_str(), sublayer_linear<Act>, grid_,
-                  block_, smem_, y_.data(), s.w_sub.data(), d_, f_.data());
+    TANDEM_LAUNCH((std::string("sublayer_linear<") + name() + ">").c_str(), sublayer_linear<Act>,
+                  grid_, block_, smem_, y_.data(), s.w_sub.data(), d_, f_.data());
   }
   void mixes(const SiteOnDevice& s) {
-    TANDEM_LAUNCH((std::string("residual_mixes<") + name() + ">").c_str(), residual_mixes<Act>, grid_,
-                  block_, 0, x_.data(), s.fn.data(), s.base.data(), s.scale.data(), p_, d_,
+    TANDEM_LAUNCH((std::string("residual_mixes<") + name() + ">").c_str(), residual_mixes<Act>,
+                  grid_, block_, 0, x_.data(), s.fn.data(), s.base.data(), s.scale.data(), p_, d_,
                   coef_.data());
   }
   void collapse_and_norm(const SiteOnDevice& s) {
-    TANDEM_LAUNCH((std::string("residual_collapse<") + name() + ">").c_str(), residual_collapse<Act>,
-                  grid_, block_, 0, x_.data(), coef_.data(), d_, u_.data());
+    TANDEM_LAUNCH((std::string("residual_collapse<") + name() + ">").c_str(),
+                  residual_collapse<Act>, grid_, block_, 0, x_.data(), coef_.data(), d_, u_.data());
     TANDEM_LAUNCH((std::string("residual_rmsnorm<") + name() + ">").c_str(), residual_rmsnorm<Act>,
                   grid_, block_, smem_, u_.data(), s.norm_w.data(), p_.norm_eps, d_, y_.data());
   }
@@ -106,21 +124,22 @@ class StackRunner {
     const auto& first = *sites_.front();
     auto first_kernel = residual_single_pass<Act, false, true>;
     TANDEM_LAUNCH((std::string("residual_single_pass<") + name() + ",first>").c_str(), first_kernel,
-                  grid_, block_, smem_, x_.data(),
-                  nullptr, nullptr, first.fn.data(), first.base.data(), first.scale.data(), p_,
-                  first.norm_w.data(), d_, nullptr, y_.data(), coef_.data());
+                  grid_, block_, smem_, x_.data(), nullptr, nullptr, first.fn.data(),
+                  first.base.data(), first.scale.data(), p_, first.norm_w.data(), d_, nullptr,
+                  y_.data(), coef_.data());
     for (size_t l = 0; l < sites_.size(); ++l) {
       tap_y();
       sublayer(*sites_[l]);
       const bool last = l + 1 == sites_.size();
       const SiteOnDevice& next = last ? head_ : *sites_[l + 1];
-      auto kernel = last ? residual_single_pass<Act, true, false>
-                         : residual_single_pass<Act, true, true>;
-      TANDEM_LAUNCH((std::string("residual_single_pass<") + name() + (last ? ",last>" : ",boundary>"))
-                        .c_str(),
-                    kernel, grid_, block_, smem_, x_.data(), f_.data(), coef_.data(),
-                    next.fn.data(), next.base.data(), next.scale.data(), p_, next.norm_w.data(),
-                    d_, x_next_.data(), y_.data(), coef_next_.data());
+      auto kernel =
+          last ? residual_single_pass<Act, true, false> : residual_single_pass<Act, true, true>;
+      TANDEM_LAUNCH(
+          (std::string("residual_single_pass<") + name() + (last ? ",last>" : ",boundary>"))
+              .c_str(),
+          kernel, grid_, block_, smem_, x_.data(), f_.data(), coef_.data(), next.fn.data(),
+          next.base.data(), next.scale.data(), p_, next.norm_w.data(), d_, x_next_.data(),
+          y_.data(), coef_next_.data());
       swap(x_, x_next_);
       swap(coef_, coef_next_);
       tap_x();

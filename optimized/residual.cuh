@@ -4,19 +4,20 @@
 // pre[0:4], post[4:8], comb[8:24] with comb[j][k] at 8 + 4j + k (input stream j -> output k).
 //
 // V4 unfused (four passes per site, 20d elements per token):
-//   residual_mixes (4d) -> residual_collapse (5d) -> residual_rmsnorm (2d) -> F -> residual_post (9d)
+//   residual_mixes (4d) -> residual_collapse (5d) -> residual_rmsnorm (2d) -> F -> residual_post
+//   (9d)
 // V4.1 single pass (10d): residual_single_pass reads X_l and f_l once, writes X_{l+1} and the
 // normalised collapse with the already-known pre, and forms X_{l+1}'s mixes on the fly.
 #include "optimized/kernel.cuh"
 
 namespace tandem {
 
-inline constexpr int kHc = 4;        // streams (hc_mult); the kernels are written for 4
+inline constexpr int kHc = 4;  // streams (hc_mult); the kernels are written for 4
 // Blocks of at most 256 threads: the single-pass kernel needs ~200 registers per thread (24 mix
 // accumulators + 4 streams of packs), 256 x 204 fits the 64K register file. NOTE: no
 // __launch_bounds__: with it ptxas trades registers for spills (see ci/ptxas-report).
 inline constexpr int kResidualMaxThreads = 256;
-inline constexpr int kMixes = 24;    // (2 + kHc) * kHc
+inline constexpr int kMixes = 24;  // (2 + kHc) * kHc
 inline constexpr int kPreAt = 0, kPostAt = 4, kCombAt = 8;
 static_assert(kMixes == (2 + kHc) * kHc, "mix layout is pre, post, comb");
 static_assert(kResidualMaxThreads <= kMaxWarps * kWarpSize, "block_sum scratch holds kMaxWarps");
@@ -29,40 +30,36 @@ struct SinkhornParams {
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// Divides every row (kColumns = false) or every column of c by its sum + eps.
+template <bool kColumns>
+__device__ __forceinline__ void normalise(float (&c)[kHc][kHc], float eps) {
+#pragma unroll
+  for (int a = 0; a < kHc; ++a) {
+    float s = 0.0f;
+#pragma unroll
+    for (int b = 0; b < kHc; ++b) s += kColumns ? c[b][a] : c[a][b];
+#pragma unroll
+    for (int b = 0; b < kHc; ++b) (kColumns ? c[b][a] : c[a][b]) /= s + eps;
+  }
+}
+
 // Row softmax + eps, a column pass, then (iters - 1) row/column passes; ends on columns.
 __device__ __forceinline__ void sinkhorn4(float (&c)[kHc][kHc], const SinkhornParams& p) {
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < kHc; ++j) {
     float mx = c[j][0];
-    #pragma unroll
+#pragma unroll
     for (int k = 1; k < kHc; ++k) mx = fmaxf(mx, c[j][k]);
     float sum = 0.0f;
-    #pragma unroll
+#pragma unroll
     for (int k = 0; k < kHc; ++k) sum += (c[j][k] = expf(c[j][k] - mx));
-    #pragma unroll
+#pragma unroll
     for (int k = 0; k < kHc; ++k) c[j][k] = c[j][k] / sum + p.hc_eps;
   }
-  auto normalise_columns = [&] {
-    #pragma unroll
-    for (int k = 0; k < kHc; ++k) {
-      float s = 0.0f;
-      #pragma unroll
-      for (int j = 0; j < kHc; ++j) s += c[j][k];
-      #pragma unroll
-      for (int j = 0; j < kHc; ++j) c[j][k] /= s + p.hc_eps;
-    }
-  };
-  normalise_columns();
+  normalise<true>(c, p.hc_eps);
   for (int it = 1; it < p.iters; ++it) {
-    #pragma unroll
-    for (int j = 0; j < kHc; ++j) {
-      float s = 0.0f;
-      #pragma unroll
-      for (int k = 0; k < kHc; ++k) s += c[j][k];
-      #pragma unroll
-      for (int k = 0; k < kHc; ++k) c[j][k] /= s + p.hc_eps;
-    }
-    normalise_columns();
+    normalise<false>(c, p.hc_eps);
+    normalise<true>(c, p.hc_eps);
   }
 }
 
@@ -75,28 +72,28 @@ __device__ __forceinline__ void store_coefficients(const float* dots /* [24] */,
                                                    float* __restrict__ coef_out /* [24] */) {
   const float rs = rsqrtf(sum_sq / flat_dim + p.norm_eps);
   float b[kMixes], s[3];
-  #pragma unroll
+#pragma unroll
   for (int m = 0; m < kMixes; ++m) b[m] = ld(base + m, Traffic::weight);
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < 3; ++i) s[i] = ld(scale + i, Traffic::weight);
   float out[kMixes];
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < kHc; ++i) {
     out[kPreAt + i] = sigmoid(dots[kPreAt + i] * rs * s[0] + b[kPreAt + i]) + p.hc_eps;
     out[kPostAt + i] = 2.0f * sigmoid(dots[kPostAt + i] * rs * s[1] + b[kPostAt + i]);
   }
   float comb[kHc][kHc];
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < kHc; ++j)
-    #pragma unroll
+#pragma unroll
     for (int k = 0; k < kHc; ++k)
       comb[j][k] = dots[kCombAt + 4 * j + k] * rs * s[2] + b[kCombAt + 4 * j + k];
   sinkhorn4(comb, p);
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < kHc; ++j)
-    #pragma unroll
+#pragma unroll
     for (int k = 0; k < kHc; ++k) out[kCombAt + 4 * j + k] = comb[j][k];
-  #pragma unroll
+#pragma unroll
   for (int m = 0; m < kMixes; m += 4) {
     float v[4] = {out[m], out[m + 1], out[m + 2], out[m + 3]};
     Pack<float>::store(coef_out + m, v, Traffic::coefficient);
@@ -108,7 +105,7 @@ __device__ __forceinline__ void load_coefficients(const float* __restrict__ coef
   if (threadIdx.x < kMixes / 4) {
     float v[4];
     Pack<float>::load(coef + 4 * threadIdx.x, v, Traffic::coefficient);
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < 4; ++i) smem[4 * threadIdx.x + i] = v[i];
   }
   __syncthreads();
@@ -119,11 +116,11 @@ template <int N>
 __device__ __forceinline__ void accumulate_mixes(float* acc /* [24] */, const float (&x)[N],
                                                  const float* __restrict__ fn, int flat_dim,
                                                  int flat_index) {
-  #pragma unroll
+#pragma unroll
   for (int m = 0; m < kMixes; ++m) {
     float w[N];
     load_floats<N>(fn + static_cast<size_t>(m) * flat_dim + flat_index, w, Traffic::weight);
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < N; ++e) acc[m] += w[e] * x[e];
   }
 }
@@ -138,12 +135,12 @@ __global__ void residual_mixes(const Act* __restrict__ x, const float* __restric
   __shared__ float scratch[kMaxWarps * (kMixes + 1)];
   const size_t t = blockIdx.x;
   float acc[kMixes + 1] = {};  // 24 dots, then sum of squares
-  #pragma unroll
+#pragma unroll
   for (int k = 0; k < kHc; ++k) {
     for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
       float xv[P::N];
       P::load(x + (t * kHc + k) * d + i, xv, Traffic::activation);
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < P::N; ++e) acc[kMixes] += xv[e] * xv[e];
       accumulate_mixes<P::N>(acc, xv, fn, kHc * d, k * d + i);
     }
@@ -155,19 +152,19 @@ __global__ void residual_mixes(const Act* __restrict__ x, const float* __restric
 
 // collapse: u[t] = sum_j pre_j X[t, j]. u: [T, d].
 template <class Act>
-__global__ void residual_collapse(const Act* __restrict__ x, const float* __restrict__ coef,
-                                  int d, Act* __restrict__ u) {
+__global__ void residual_collapse(const Act* __restrict__ x, const float* __restrict__ coef, int d,
+                                  Act* __restrict__ u) {
   using P = Pack<Act>;
   __shared__ float c[kMixes];
   const size_t t = blockIdx.x;
   load_coefficients(coef + t * kMixes, c);
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float out[P::N] = {};
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kHc; ++j) {
       float xv[P::N];
       P::load(x + (t * kHc + j) * d + i, xv, Traffic::activation);
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < P::N; ++e) out[e] += c[kPreAt + j] * xv[e];
     }
     P::store(u + t * d + i, out, Traffic::activation);
@@ -177,8 +174,8 @@ __global__ void residual_collapse(const Act* __restrict__ x, const float* __rest
 // RMSNorm in one pass over global memory: u is staged in dynamic shared memory ([d] floats).
 // y[t] = u[t] * rsqrt(mean(u[t]^2) + eps) * w.
 template <class Act>
-__global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restrict__ w,
-                                 float eps, int d, Act* __restrict__ y) {
+__global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restrict__ w, float eps,
+                                 int d, Act* __restrict__ y) {
   using P = Pack<Act>;
   __shared__ float scratch[kMaxWarps];
   TANDEM_DYNAMIC_SHARED(float, staged);  // [d]
@@ -187,7 +184,7 @@ __global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restr
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float v[P::N];
     P::load(u + t * d + i, v, Traffic::activation);
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < P::N; ++e) staged[i + e] = v[e], sum_sq[0] += v[e] * v[e];
   }
   block_sum(sum_sq, scratch);
@@ -195,7 +192,7 @@ __global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restr
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float wv[P::N], out[P::N];
     load_floats<P::N>(w + i, wv, Traffic::weight);
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < P::N; ++e) out[e] = staged[i + e] * rs * wv[e];
     P::store(y + t * d + i, out, Traffic::activation);
   }
@@ -211,16 +208,16 @@ __global__ void residual_post(const Act* __restrict__ x, const Act* __restrict__
   load_coefficients(coef + t * kMixes, c);
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float xv[kHc][P::N], fv[P::N];
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kHc; ++j) P::load(x + (t * kHc + j) * d + i, xv[j], Traffic::activation);
     P::load(f + t * d + i, fv, Traffic::activation);
-    #pragma unroll
+#pragma unroll
     for (int k = 0; k < kHc; ++k) {
       float out[P::N];
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < P::N; ++e) {
         out[e] = c[kPostAt + k] * fv[e];
-        #pragma unroll
+#pragma unroll
         for (int j = 0; j < kHc; ++j) out[e] += c[kCombAt + 4 * j + k] * xv[j][e];
       }
       P::store(x_next + (t * kHc + k) * d + i, out, Traffic::activation);
@@ -240,9 +237,8 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
                                      const float* __restrict__ coef_in,
                                      const float* __restrict__ fn, const float* __restrict__ base,
                                      const float* __restrict__ scale, SinkhornParams p,
-                                     const float* __restrict__ w, int d,
-                                     Act* __restrict__ x_next, Act* __restrict__ y,
-                                     float* __restrict__ coef_out) {
+                                     const float* __restrict__ w, int d, Act* __restrict__ x_next,
+                                     Act* __restrict__ y, float* __restrict__ coef_out) {
   using P = Pack<Act>;
   constexpr int kSums = kMixes + 2;  // 24 dots, sum(x^2), sum(u^2)
   __shared__ float scratch[kMaxWarps * kSums];
@@ -258,38 +254,38 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
   float acc[kSums] = {};
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float xv[kHc][P::N];
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < kHc; ++j) P::load(x + (t * kHc + j) * d + i, xv[j], Traffic::activation);
     if (kUpdate) {
       float fv[P::N], xn[kHc][P::N];
       P::load(f + t * d + i, fv, Traffic::activation);
-      #pragma unroll
+#pragma unroll
       for (int k = 0; k < kHc; ++k) {
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < P::N; ++e) {
           xn[k][e] = c[kPostAt + k] * fv[e];
-          #pragma unroll
+#pragma unroll
           for (int j = 0; j < kHc; ++j) xn[k][e] += c[kCombAt + 4 * j + k] * xv[j][e];
         }
         P::store(x_next + (t * kHc + k) * d + i, xn[k], Traffic::activation);  // rounds xn
       }
-      #pragma unroll
+#pragma unroll
       for (int k = 0; k < kHc; ++k)
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < P::N; ++e) xv[k][e] = xn[k][e];
     }
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < P::N; ++e) {
       float u = 0.0f;
-      #pragma unroll
+#pragma unroll
       for (int j = 0; j < kHc; ++j) u += c[kPreAt + j] * xv[j][e];
       collapse[i + e] = u;
       acc[kMixes + 1] += u * u;
     }
     if (kWithMixes) {
-      #pragma unroll
+#pragma unroll
       for (int k = 0; k < kHc; ++k) {
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < P::N; ++e) acc[kMixes] += xv[k][e] * xv[k][e];
         accumulate_mixes<P::N>(acc, xv[k], fn, kHc * d, k * d + i);
       }
@@ -300,7 +296,7 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float wv[P::N], out[P::N];
     load_floats<P::N>(w + i, wv, Traffic::weight);
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < P::N; ++e) out[e] = collapse[i + e] * rs * wv[e];
     P::store(y + t * d + i, out, Traffic::activation);
   }
@@ -312,15 +308,15 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
 // f[t] = W y[t]: a dense d x d layer standing in for attention/FFN so stacks of sites can run.
 // y is staged in dynamic shared memory ([d] floats); one warp per output row.
 template <class Act>
-__global__ void sublayer_linear(const Act* __restrict__ y, const float* __restrict__ w_sub,
-                                int d, Act* __restrict__ f) {
+__global__ void sublayer_linear(const Act* __restrict__ y, const float* __restrict__ w_sub, int d,
+                                Act* __restrict__ f) {
   using P = Pack<Act>;
   TANDEM_DYNAMIC_SHARED(float, staged);  // [d]
   const size_t t = blockIdx.x;
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
     float v[P::N];
     P::load(y + t * d + i, v, Traffic::activation);
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < P::N; ++e) staged[i + e] = v[e];
   }
   __syncthreads();
@@ -330,7 +326,7 @@ __global__ void sublayer_linear(const Act* __restrict__ y, const float* __restri
     for (int i = lane * 4; i < d; i += kWarpSize * 4) {
       float wv[4];
       load_floats<4>(w_sub + static_cast<size_t>(r) * d + i, wv, Traffic::weight);
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < 4; ++e) sum += wv[e] * staged[i + e];
     }
     sum = warp_sum(sum);

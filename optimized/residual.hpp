@@ -34,11 +34,11 @@ struct ResidualStackInputs {
 };
 
 struct ResidualStackOutputs {
-  Tensor<float> x_out;               // [T, 4, d] after the last site
-  Tensor<float> y_out;               // [T, d]    final normalised collapse
-  std::vector<Tensor<float>> taps_y; // per site: the sublayer input [T, d]
-  std::vector<Tensor<float>> taps_x; // per site: the state after it [T, 4, d]
-  LaunchLog launches;                // emu byte counts (empty on cuda)
+  Tensor<float> x_out;                // [T, 4, d] after the last site
+  Tensor<float> y_out;                // [T, d]    final normalised collapse
+  std::vector<Tensor<float>> taps_y;  // per site: the sublayer input [T, d]
+  std::vector<Tensor<float>> taps_x;  // per site: the state after it [T, 4, d]
+  LaunchLog launches;                 // emu byte counts (empty on cuda)
 };
 
 // Validates shapes (BadInput naming the tensor) before anything runs.

@@ -3,13 +3,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "optimized/backend.hpp"
-
-#include <nlohmann/json.hpp>
 
 namespace tandem {
 namespace {
@@ -62,7 +61,8 @@ TEST(App, VerifyTableHasVerdicts) {
 }
 
 TEST(App, BadInputExitsTwoNamingTheProblem) {
-  const auto bad_field = temp_file("tandem_bad_cfg.json",
+  const auto bad_field = temp_file(
+      "tandem_bad_cfg.json",
       R"({"name":"x","seed":1,"residual":{"hc_mult":4,"d":10,"sinkhorn_iters":20,"hc_eps":1e-6,"norm_eps":1e-6,"sites":2,"tokens":2}})");
   struct Case {
     std::vector<std::string> args;
@@ -104,7 +104,8 @@ TEST(App, GoldenListAndCheck) {
 }
 
 TEST(App, HelpForEveryCommand) {
-  for (auto args : std::vector<std::vector<std::string>>{{"--help"}, {"verify", "--help"}, {"golden", "--help"}, {"info", "--help"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"verify", "--help"}, {"golden", "--help"}, {"info", "--help"}}) {
     const CliRun r = tandem(args);
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;

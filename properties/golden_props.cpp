@@ -4,14 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
 #include "golden/golden.hpp"
-
-#include <nlohmann/json.hpp>
-#include <functional>
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -23,7 +22,8 @@ class GoldenDir : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("tandem_golden_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("tandem_golden_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -36,7 +36,8 @@ void expect_bad_input(const fs::path& manifest, std::initializer_list<const char
     golden::check_case(manifest, {});
     FAIL() << "accepted " << manifest;
   } catch (const BadInput& e) {
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const char* p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 
@@ -46,7 +47,8 @@ TEST(Golden, ShippedCasesPassOnTheEmulator) {
   for (const auto& c : cases) {
     const auto r = golden::check_case(c, {Backend::emu, {}, 128});
     EXPECT_TRUE(r.pass()) << r.name;
-    for (const auto& t : r.tensors) EXPECT_TRUE(t.pass) << r.name << " " << t.name << ": " << t.detail;
+    for (const auto& t : r.tensors)
+      EXPECT_TRUE(t.pass) << r.name << " " << t.name << ": " << t.detail;
   }
 }
 
@@ -84,7 +86,8 @@ TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
   EXPECT_FALSE(refused[0].written);
   EXPECT_EQ(read_file(blob), before);
   bool reported = false;
-  for (const auto& d : refused[0].deltas) reported |= d.find("y_out") != std::string::npos && d.find("CHANGED") != std::string::npos;
+  for (const auto& d : refused[0].deltas)
+    reported |= d.find("y_out") != std::string::npos && d.find("CHANGED") != std::string::npos;
   EXPECT_TRUE(reported);
 
   const auto accepted = golden::regen_cases(dir_, true);

@@ -32,10 +32,12 @@ struct ResidualCase {
 rc::Gen<ResidualCase> gen_case() {
   return rc::gen::build<ResidualCase>(
       rc::gen::set(&ResidualCase::tokens, rc::gen::inRange(1, 5)),
-      rc::gen::set(&ResidualCase::d, rc::gen::map(rc::gen::inRange(1, 13), [](int k) { return 8 * k; })),
+      rc::gen::set(&ResidualCase::d,
+                   rc::gen::map(rc::gen::inRange(1, 13), [](int k) { return 8 * k; })),
       rc::gen::set(&ResidualCase::sites, rc::gen::inRange(1, 4)),
       rc::gen::set(&ResidualCase::block, rc::gen::element(32, 64, 128)),
-      rc::gen::set(&ResidualCase::path, rc::gen::element(ResidualPath::v4_unfused, ResidualPath::v41_single_pass)),
+      rc::gen::set(&ResidualCase::path,
+                   rc::gen::element(ResidualPath::v4_unfused, ResidualPath::v41_single_pass)),
       rc::gen::set(&ResidualCase::act, rc::gen::element(ActDType::f32, ActDType::bf16)),
       rc::gen::set(&ResidualCase::seed, rc::gen::arbitrary<uint64_t>()));
 }
@@ -172,9 +174,11 @@ RC_GTEST_PROP(ResidualEmu, BitIdenticalUnderEverySchedule, ()) {
   const ResidualCase c = *gen_case();
   const ResidualStackInputs in = make_residual_inputs(c.cfg(), c.tokens, c.act, c.seed);
   const auto schedules = emu::test_schedules();
-  const ResidualStackOutputs first = run_residual_stack(in, c.path, {Backend::emu, schedules[0], c.block});
+  const ResidualStackOutputs first =
+      run_residual_stack(in, c.path, {Backend::emu, schedules[0], c.block});
   for (size_t s = 1; s < schedules.size(); ++s) {
-    const ResidualStackOutputs other = run_residual_stack(in, c.path, {Backend::emu, schedules[s], c.block});
+    const ResidualStackOutputs other =
+        run_residual_stack(in, c.path, {Backend::emu, schedules[s], c.block});
     RC_ASSERT(compare_exact<float>(first.x_out.span(), other.x_out.span()).pass);
     RC_ASSERT(compare_exact<float>(first.y_out.span(), other.y_out.span()).pass);
   }
@@ -192,7 +196,8 @@ RC_GTEST_PROP(ResidualEmu, CountedBytesMatchTheDesign, ()) {
   RC_ASSERT(counted.size() == static_cast<size_t>(c.sites));
   for (uint64_t b : counted) RC_ASSERT(b == per_site * c.tokens);
   for (const LaunchCounts& l : out.launches) {
-    if (l.kernel.find("residual_single_pass") == 0 && l.kernel.find("boundary") != std::string::npos) {
+    if (l.kernel.find("residual_single_pass") == 0 &&
+        l.kernel.find("boundary") != std::string::npos) {
       RC_ASSERT(l.read_bytes(Traffic::coefficient) == 96u * c.tokens);
       RC_ASSERT(l.written_bytes(Traffic::coefficient) == 96u * c.tokens);
     }

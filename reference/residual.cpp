@@ -9,7 +9,9 @@ Site<S> to_site(const ResidualSiteWeights& w, int d) {
     for (int64_t i = 0; i < rows * cols; ++i) m.data()[i] = static_cast<S>(t.data[i]);
     return m;
   };
-  auto vec = [](const Tensor<float>& t) { return Vec<S>(Eigen::Map<const Eigen::VectorXf>(t.ptr(), t.size()).cast<S>()); };
+  auto vec = [](const Tensor<float>& t) {
+    return Vec<S>(Eigen::Map<const Eigen::VectorXf>(t.ptr(), t.size()).cast<S>());
+  };
   Site<S> s{mat(w.fn, 24, 4 * int64_t{d}), vec(w.base), vec(w.scale), vec(w.norm_w), {}};
   if (!w.w_sub.data.empty()) s.w_sub = mat(w.w_sub, d, d);
   return s;

@@ -2,9 +2,9 @@
 // Eigen reference of the mHC residual path (DESIGN section 5.1), written to read like the math.
 // Templated on the scalar S (double = truth, float = same-precision baseline) and on Act, the
 // storage dtype whose rounding the baseline applies wherever the kernels store a tensor
-// (Act = double: no rounding). One token at a time: a state X is a [4, d] matrix (row j = stream j).
+// (Act = double: no rounding). One token at a time: a state X is a [4, d] matrix (row j = stream
+// j).
 #include <Eigen/Dense>
-
 #include <cmath>
 
 #include "core/dtype.hpp"
@@ -25,9 +25,12 @@ using Mat4 = Eigen::Matrix<S, 4, 4, Eigen::RowMajor>;
 // Rounds a value to the storage dtype Act, as a kernel's store does.
 template <class Act, class S>
 S store(S v) {
-  if constexpr (std::is_same_v<Act, bf16>) return static_cast<S>(bf16_decode(bf16_encode(static_cast<float>(v))));
-  else if constexpr (std::is_same_v<Act, float>) return static_cast<S>(static_cast<float>(v));
-  else return v;
+  if constexpr (std::is_same_v<Act, bf16>)
+    return static_cast<S>(bf16_decode(bf16_encode(static_cast<float>(v))));
+  else if constexpr (std::is_same_v<Act, float>)
+    return static_cast<S>(static_cast<float>(v));
+  else
+    return v;
 }
 template <class Act, class Derived>
 auto store_all(const Eigen::MatrixBase<Derived>& m) {

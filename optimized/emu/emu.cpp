@@ -4,11 +4,11 @@
 // arrived is released and the parked threads resume in the schedule's order.
 #include "optimized/emu/emu.hpp"
 
-#include <boost/context/fiber.hpp>
-#include <boost/context/pooled_fixedsize_stack.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/context/fiber.hpp>
+#include <boost/context/pooled_fixedsize_stack.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -23,9 +23,12 @@ namespace ctx = boost::context;
 
 std::string Schedule::name() const {
   switch (order) {
-    case Order::in_order: return "in-order";
-    case Order::reversed: return "reversed";
-    case Order::shuffled: return fmt::format("shuffled:{}", seed);
+    case Order::in_order:
+      return "in-order";
+    case Order::reversed:
+      return "reversed";
+    case Order::shuffled:
+      return fmt::format("shuffled:{}", seed);
   }
   return "?";
 }
@@ -126,9 +129,9 @@ bool release_warps(Block& b) {
     if (!all_parked || !any_waiting) continue;
     for (size_t i = w; i < end; ++i) {
       if (b.threads[i].park == Park::done)
-        throw std::runtime_error(fmt::format(
-            "emu: kernel {}: a full-warp shuffle in warp {} while lane {} has exited", b.kernel,
-            w / 32, i % 32));
+        throw std::runtime_error(
+            fmt::format("emu: kernel {}: a full-warp shuffle in warp {} while lane {} has exited",
+                        b.kernel, w / 32, i % 32));
       b.threads[i].park = Park::running;
     }
     released = true;
@@ -186,7 +189,8 @@ void syncthreads() { park(Park::block_barrier); }
 uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
   if (mask != 0xffffffffu) kernel_fault(fmt::format("shuffle mask {:#x}: only full warps", mask));
   const Builtins& bi = current().builtins;
-  const unsigned tid = bi.thread_idx.x + bi.block_dim.x * (bi.thread_idx.y + bi.block_dim.y * bi.thread_idx.z);
+  const unsigned tid =
+      bi.thread_idx.x + bi.block_dim.x * (bi.thread_idx.y + bi.block_dim.y * bi.thread_idx.z);
   const unsigned warp_base = tid & ~31u;
   if (warp_base + 32 > g.block->threads.size())
     kernel_fault("shuffle in a partial warp (block size not a multiple of 32)");
@@ -212,7 +216,7 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
             const std::function<void()>& body) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-  if (threads == 0 || threads > 1024 || blocks == 0 || dynamic_smem > (227u << 10))
+  if (threads == 0 || threads > 1024 || blocks == 0 || dynamic_smem > (48u << 10))  // CUDA's default limit
     throw std::runtime_error(fmt::format(
         "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem", kernel,
         grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem));
@@ -226,8 +230,8 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
             std::vector<uint64_t>((dynamic_smem + 7) / 8, ~uint64_t{0})};  // poisoned: NaN
     const uint3 bidx{linear % grid.x, linear / grid.x % grid.y, linear / (grid.x * grid.y)};
     for (unsigned i = 0; i < threads; ++i)
-      b.threads[i].builtins = {{i % block.x, i / block.x % block.y, i / (block.x * block.y)},
-                               bidx, block, grid};
+      b.threads[i].builtins = {
+          {i % block.x, i / block.x % block.y, i / (block.x * block.y)}, bidx, block, grid};
     g.block = &b;
     try {
       run_block(b, body, orderer);

@@ -14,8 +14,12 @@
 #if defined(TANDEM_HAVE_CUDA_HEADERS)
 #include <vector_types.h>  // CUDA's own host-usable uint3/uint4/dim3
 #else
-struct uint3 { unsigned x, y, z; };
-struct uint4 { unsigned x, y, z, w; };
+struct uint3 {
+  unsigned x, y, z;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}

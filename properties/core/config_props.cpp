@@ -11,8 +11,13 @@ nlohmann::json tiny_json() {
   return {{"name", "t"},
           {"seed", 1},
           {"residual",
-           {{"hc_mult", 4}, {"d", 64}, {"sinkhorn_iters", 20}, {"hc_eps", 1e-6},
-            {"norm_eps", 1e-6}, {"sites", 2}, {"tokens", 3}}}};
+           {{"hc_mult", 4},
+            {"d", 64},
+            {"sinkhorn_iters", 20},
+            {"hc_eps", 1e-6},
+            {"norm_eps", 1e-6},
+            {"sites", 2},
+            {"tokens", 3}}}};
 }
 
 // Parsing `j` fails with BadInput whose message contains every string in `parts`.
@@ -21,7 +26,8 @@ void expect_bad(const nlohmann::json& j, std::initializer_list<const char*> part
     parse_model_config(j, "cfg.json");
     FAIL() << "accepted: " << j.dump();
   } catch (const BadInput& e) {
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const char* p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 

@@ -58,7 +58,8 @@ float nearest_even(float x, int codes, Decode decode, float max_finite) {
     const float v = decode(c);
     if (std::isnan(v)) continue;
     const double e = std::fabs(double(v) - x), eb = std::fabs(double(best) - x);
-    if (best_code < 0 || e < eb || (e == eb && (c & 1) == 0 && (best_code & 1) == 1)) best = v, best_code = c;
+    if (best_code < 0 || e < eb || (e == eb && (c & 1) == 0 && (best_code & 1) == 1))
+      best = v, best_code = c;
   }
   return best;
 }
@@ -68,8 +69,10 @@ TEST(E4m3, EncodeIsNearestEvenSaturating) {
   std::uniform_real_distribution<float> mag(-10.0f, 9.5f);
   for (int i = 0; i < 20000; ++i) {
     const float x = std::copysign(std::exp2(mag(rng)), (rng() & 1) ? 1.0f : -1.0f);
-    const float want = nearest_even(x, 256, [](int c) { return e4m3_decode(uint8_t(c)); }, 448.0f);
-    ASSERT_TRUE(same_value(e4m3_decode(e4m3_encode(x)), want) || (want == 0 && e4m3_decode(e4m3_encode(x)) == 0))
+    const float want = nearest_even(
+        x, 256, [](int c) { return e4m3_decode(uint8_t(c)); }, 448.0f);
+    ASSERT_TRUE(same_value(e4m3_decode(e4m3_encode(x)), want) ||
+                (want == 0 && e4m3_decode(e4m3_encode(x)) == 0))
         << x;
   }
   for (int c = 0; c < 256; ++c)
@@ -80,9 +83,11 @@ TEST(E4m3, EncodeIsNearestEvenSaturating) {
 
 TEST(E2m1, EncodeIsNearestEvenSaturating) {
   for (int c = 0; c < 16; ++c) ASSERT_EQ(e2m1_encode(e2m1_decode(uint8_t(c))), c == 8 ? 8 : c);
-  const float xs[] = {0.2f, 0.25f, 0.3f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 5.1f, 7.0f, 1e9f, -0.75f, -5.0f};
+  const float xs[] = {0.2f, 0.25f, 0.3f, 0.75f, 1.25f, 1.75f,  2.5f,
+                      3.5f, 5.0f,  5.1f, 7.0f,  1e9f,  -0.75f, -5.0f};
   for (float x : xs) {
-    const float want = nearest_even(x, 16, [](int c) { return e2m1_decode(uint8_t(c)); }, 6.0f);
+    const float want = nearest_even(
+        x, 16, [](int c) { return e2m1_decode(uint8_t(c)); }, 6.0f);
     EXPECT_EQ(e2m1_decode(e2m1_encode(x)), want) << x;
   }
 }
@@ -92,8 +97,8 @@ TEST(Ue8m0, DecodeIsAPowerOfTwoAndEncodeRoundsUp) {
   EXPECT_TRUE(std::isnan(ue8m0_decode(0xff)));
   for (int c = 1; c < 254; ++c) {
     const float p = std::ldexp(1.0f, c - 127);
-    ASSERT_EQ(ue8m0_encode(p), c);                           // exact powers stay
-    ASSERT_EQ(ue8m0_encode(p * 1.5f), c + 1);                // anything above rounds up
+    ASSERT_EQ(ue8m0_encode(p), c);             // exact powers stay
+    ASSERT_EQ(ue8m0_encode(p * 1.5f), c + 1);  // anything above rounds up
   }
 }
 
@@ -128,10 +133,13 @@ TEST(CudaParity, E2m1AllCodesDecodeAndEncodeLikeCuda) {
     ASSERT_TRUE(same_value(e2m1_decode(uint8_t(c)), cuda)) << c;
   }
   for (float x : probe_floats())
-    ASSERT_EQ(e2m1_encode(x), __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest)) << float_bits(x);
+    ASSERT_EQ(e2m1_encode(x), __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest))
+        << float_bits(x);
 }
 #else
-TEST(CudaParity, NeedsCudaHeaders) { GTEST_SKIP() << "CUDA headers not found: parity with CUDA's conversions not checked"; }
+TEST(CudaParity, NeedsCudaHeaders) {
+  GTEST_SKIP() << "CUDA headers not found: parity with CUDA's conversions not checked";
+}
 #endif
 
 }  // namespace

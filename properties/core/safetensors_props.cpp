@@ -67,13 +67,21 @@ TEST(Safetensors, RejectsMalformedFiles) {
   expect_bad(hand_made("{not json", ""), "invalid JSON");
   expect_bad(hand_made("[1,2]", ""), "object");
   expect_bad(hand_made(R"({"x":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", x8), "dtype");
-  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", x8), "data_offsets");
-  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", x8), "needs 12");
+  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", x8),
+             "data_offsets");
+  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", x8),
+             "needs 12");
   expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", x8), "hole");
-  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", x8), "overlap");
-  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", x8), "trailing");
+  expect_bad(
+      hand_made(
+          R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          x8),
+      "overlap");
+  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", x8),
+             "trailing");
   expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", x8), "shape");
-  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"extra":1}})", x8), "unknown");
+  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"extra":1}})", x8),
+             "unknown");
   expect_bad(hand_made(R"({"__metadata__":{"k":1}})", ""), "__metadata__");
 }
 

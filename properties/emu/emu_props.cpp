@@ -29,7 +29,8 @@ TEST(Emu, RaceFreeKernelIsIdenticalUnderEverySchedule) {
   const auto in = iota_floats(64);
   std::vector<float> want(64);
   for (int i = 0; i < 64; ++i) want[i] = in[i] + in[(i + 1) % 64];
-  for (const auto& s : emu::test_schedules()) EXPECT_EQ(emu_test::neighbour_sum(in, s), want) << s.name();
+  for (const auto& s : emu::test_schedules())
+    EXPECT_EQ(emu_test::neighbour_sum(in, s), want) << s.name();
 }
 
 TEST(Emu, FullWarpShuffles) {
@@ -81,7 +82,8 @@ TEST(Emu, DivergentBarrierIsReportedNotHung) {
 }
 
 TEST(Emu, ScheduleNamesParse) {
-  for (const auto& s : emu::test_schedules()) EXPECT_EQ(emu::parse_schedule(s.name()).name(), s.name());
+  for (const auto& s : emu::test_schedules())
+    EXPECT_EQ(emu::parse_schedule(s.name()).name(), s.name());
   EXPECT_ANY_THROW(emu::parse_schedule("sideways"));
 }
 

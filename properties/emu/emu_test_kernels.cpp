@@ -51,7 +51,8 @@ __global__ void dynamic_shared_kernel(const int* in, int* out) {
 __global__ void thread_id_kernel(int* out) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x;
   const int y = blockIdx.y * blockDim.y + threadIdx.y;
-  st(out + y * (gridDim.x * blockDim.x) + x, y * int(gridDim.x * blockDim.x) + x, Traffic::activation);
+  st(out + y * (gridDim.x * blockDim.x) + x, y * int(gridDim.x * blockDim.x) + x,
+     Traffic::activation);
 }
 
 __global__ void vector_copy_kernel(const float* in, float* out, int n) {
@@ -64,8 +65,10 @@ __global__ void vector_copy_kernel(const float* in, float* out, int n) {
 }
 
 __global__ void divergent_barrier_kernel() {
-  if (threadIdx.x < 16) __syncthreads();
-  else (void)__shfl_sync(0xffffffffu, 1, 0);
+  if (threadIdx.x < 16)
+    __syncthreads();
+  else
+    (void)__shfl_sync(0xffffffffu, 1, 0);
 }
 
 std::vector<float> neighbour(const std::vector<float>& in, const emu::Schedule& s, bool racy) {
@@ -105,7 +108,8 @@ int atomic_count(int grid, int block, const emu::Schedule& s) {
   return counter;
 }
 
-std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block, const emu::Schedule& s) {
+std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block,
+                                           const emu::Schedule& s) {
   emu::set_schedule(s);
   std::vector<int> out(in.size() / block, -1);
   TANDEM_LAUNCH("dynamic_shared", dynamic_shared_kernel, dim3(unsigned(out.size())), dim3(block),
@@ -114,7 +118,8 @@ std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block
   return out;
 }
 
-std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by, const emu::Schedule& s) {
+std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by,
+                            const emu::Schedule& s) {
   emu::set_schedule(s);
   std::vector<int> out(gx * gy * bx * by, -1);
   TANDEM_LAUNCH("thread_ids", thread_id_kernel, dim3(gx, gy), dim3(bx, by), 0, out.data());

@@ -22,9 +22,11 @@ WarpResults warp_shuffles(const std::vector<int>& in, int block, const emu::Sche
 // Every thread adds 1 to one global counter with atomicAdd; returns the counter.
 int atomic_count(int grid, int block, const emu::Schedule& s);
 // Block sums through dynamic shared memory of `block` ints; one output per block.
-std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block, const emu::Schedule& s);
+std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block,
+                                           const emu::Schedule& s);
 // Every thread writes its global linear id (2D grid of 2D blocks).
-std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by, const emu::Schedule& s);
+std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by,
+                            const emu::Schedule& s);
 // Copies n floats with 16-byte vector loads/stores; returns the launch's counts.
 LaunchCounts vector_copy_counts(int n);
 // A kernel where half the block waits at __syncthreads and half does not: must be reported.
