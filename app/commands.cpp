@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <ostream>
 
 #include "app/verify.hpp"
 #include "core/error.hpp"
 #include "golden/golden.hpp"
+#include "sim/traffic.hpp"
 
 #ifndef TANDEM_SOURCE_DIR
 #define TANDEM_SOURCE_DIR "."
@@ -95,6 +97,57 @@ int cmd_golden_regen(const std::string& dir, bool accept, std::ostream& out) {
   return refused ? 1 : 0;
 }
 
+struct TrafficFlags {
+  std::string preset = "v4.1-flash", preset_file, out_dir, load = "high";
+  std::vector<std::string> images;
+  std::vector<double> confidence;
+  sim::Workload w;
+  bool json = false;
+
+  void add_to(CLI::App& cmd) {
+    cmd.add_option("--preset", preset, "built-in preset: tiny, v4-flash, v4-pro, v4.1-flash")
+        ->capture_default_str();
+    cmd.add_option("--preset-file", preset_file, "preset JSON file (instead of --preset)");
+    cmd.add_option("--batch", w.batch, "concurrent requests")->capture_default_str();
+    cmd.add_option("--context", w.context, "context length in tokens")->capture_default_str();
+    cmd.add_option("--image", images, "an image in the prompt, WxH pixels (repeatable)");
+    cmd.add_option("--acceptance", w.acceptance, "DSpark i.i.d. acceptance per drafted token")
+        ->capture_default_str();
+    cmd.add_option("--confidence", confidence, "DSpark per-position confidences (overrides)")
+        ->delimiter(',');
+    cmd.add_option("--load", load, "high (verify 1 per request) or low (verify all gamma)")
+        ->check(CLI::IsMember({"high", "low"}));
+    cmd.add_flag("--json", json, "print JSON instead of a table");
+    cmd.add_option("--out", out_dir, "write report.json, report.csv, sweep.csv and SVG/PNG plots");
+  }
+
+  sim::Workload workload() const {
+    sim::Workload r = w;
+    r.high_load = load == "high";
+    r.confidence = confidence;
+    for (const std::string& img : images) {
+      int width = 0, height = 0;
+      char x = 0, extra = 0;
+      if (std::sscanf(img.c_str(), "%d%c%d%c", &width, &x, &height, &extra) != 3 || x != 'x')
+        throw_bad_input("--image: expected WxH (e.g. 1920x1080), got '{}'", img);
+      r.images.push_back({width, height});
+    }
+    return r;
+  }
+};
+
+int cmd_traffic(const TrafficFlags& f, std::ostream& out) {
+  const sim::Preset p =
+      f.preset_file.empty() ? sim::builtin_preset(f.preset) : sim::load_preset(f.preset_file);
+  const sim::Report r = sim::simulate(p, f.workload());
+  out << (f.json ? to_json(r).dump(2) + "\n" : to_table(r));
+  if (!f.out_dir.empty()) {
+    sim::write_outputs(r, f.out_dir);
+    if (!f.json) out << "wrote " << f.out_dir << "/{report.json,report.csv,sweep.csv,traffic_*.svg,png}\n";
+  }
+  return 0;
+}
+
 int cmd_info(std::ostream& out) {
   const BackendStatus cuda = cuda_status();
   out << fmt::format("tandem {} (commit {})\n", TANDEM_VERSION, TANDEM_GIT_COMMIT);
@@ -151,6 +204,11 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   regen->add_flag("--accept", accept, "replace cases whose expectations changed");
   add_dir(regen);
   regen->callback([&] { code = cmd_golden_regen(dir, accept, out); });
+
+  auto* traffic = app.add_subcommand("traffic", "memory-traffic report: baseline vs optimized");
+  TrafficFlags tflags;
+  tflags.add_to(*traffic);
+  traffic->callback([&] { code = cmd_traffic(tflags, out); });
 
   auto* info = app.add_subcommand("info", "build, backends and device");
   info->callback([&] { code = cmd_info(out); });

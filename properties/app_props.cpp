@@ -78,6 +78,10 @@ TEST(App, BadInputExitsTwoNamingTheProblem) {
       {{"verify", "--backend", "tpu"}, "--backend"},
       {{"golden", "check", "--dir", "/nonexistent"}, "/nonexistent"},
       {{"golden", "check", "no_such_case"}, "no golden cases matched"},
+      {{"traffic", "--preset", "v9"}, "v9"},
+      {{"traffic", "--image", "12y4"}, "--image"},
+      {{"traffic", "--acceptance", "1.5"}, "--acceptance"},
+      {{"traffic", "--preset-file", "/nonexistent.json"}, "/nonexistent.json"},
       {{}, "subcommand"},
   };
   for (const auto& c : cases) {
@@ -103,9 +107,17 @@ TEST(App, GoldenListAndCheck) {
   EXPECT_NE(check.out.find("PASS"), std::string::npos);
 }
 
+TEST(App, TrafficJson) {
+  const CliRun r = tandem({"traffic", "--preset", "v4-flash", "--load", "low", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["dspark"]["verify_budget"], 5);
+  EXPECT_EQ(j["decode_per_generated_token"].size(), 4u);
+}
+
 TEST(App, HelpForEveryCommand) {
   for (auto args : std::vector<std::vector<std::string>>{
-           {"--help"}, {"verify", "--help"}, {"golden", "--help"}, {"info", "--help"}}) {
+           {"--help"}, {"verify", "--help"}, {"golden", "--help"}, {"info", "--help"}, {"traffic", "--help"}}) {
     const CliRun r = tandem(args);
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;

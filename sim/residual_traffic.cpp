@@ -1,0 +1,89 @@
+#include "sim/residual_traffic.hpp"
+
+#include <string>
+
+namespace tandem::sim {
+namespace {
+
+constexpr uint64_t kF32 = 4;
+constexpr uint64_t kMixes = 24, kStreams = 4;
+constexpr uint64_t kCoefBytes = kMixes * kF32;  // one token's 24 coefficients
+
+// Kernel names as the launcher prints them: "kernel<act>" or "kernel<act,variant>".
+std::string kernel_name(const char* kernel, ActDType act, const char* variant = nullptr) {
+  return std::string(kernel) + "<" + act_dtype_name(act) + (variant ? std::string(",") + variant : "") + ">";
+}
+
+struct Launch {
+  LaunchCounts c;
+  explicit Launch(std::string name) { c.kernel = std::move(name); }
+  Launch& read(Traffic t, uint64_t b) { return c.read[static_cast<int>(t)] += b, *this; }
+  Launch& write(Traffic t, uint64_t b) { return c.written[static_cast<int>(t)] += b, *this; }
+};
+
+// One token's mixes: fn [24, 4d] in full, base [24] and scale [3] (read by the reducing thread).
+uint64_t mix_weight_bytes(uint64_t d) { return (kMixes * kStreams * d + kMixes + 3) * kF32; }
+
+}  // namespace
+
+LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, int sites,
+                                 ActDType act) {
+  const uint64_t T = tokens, e = act_bytes(act), row = d * e, state = kStreams * row;
+  LaunchLog log;
+  auto add = [&](const Launch& l) { log.push_back(l.c); };
+  auto sublayer = [&] {
+    add(Launch(kernel_name("sublayer_linear", act))
+            .read(Traffic::activation, T * row)
+            .write(Traffic::activation, T * row)
+            .read(Traffic::weight, T * d * d * kF32));
+  };
+  auto mixes = [&] {
+    add(Launch(kernel_name("residual_mixes", act))
+            .read(Traffic::activation, T * state)
+            .read(Traffic::weight, T * mix_weight_bytes(d))
+            .write(Traffic::coefficient, T * kCoefBytes));
+  };
+  auto collapse_and_norm = [&] {
+    add(Launch(kernel_name("residual_collapse", act))
+            .read(Traffic::activation, T * state)
+            .write(Traffic::activation, T * row)
+            .read(Traffic::coefficient, T * kCoefBytes));
+    add(Launch(kernel_name("residual_rmsnorm", act))
+            .read(Traffic::activation, T * row)
+            .write(Traffic::activation, T * row)
+            .read(Traffic::weight, T * d * kF32));
+  };
+  if (path == ResidualPath::v4_unfused) {
+    for (int l = 0; l < sites; ++l) {
+      mixes();
+      collapse_and_norm();
+      sublayer();
+      add(Launch(kernel_name("residual_post", act))
+              .read(Traffic::activation, T * (state + row))
+              .write(Traffic::activation, T * state)
+              .read(Traffic::coefficient, T * kCoefBytes));
+    }
+    mixes();
+    collapse_and_norm();
+    return log;
+  }
+  // V4.1: the prologue reads X_0 only; each boundary reads X_l and f_l, writes X_{l+1} and y.
+  auto single_pass = [&](const char* kind, bool update, bool with_mixes) {
+    Launch l(kernel_name("residual_single_pass", act, kind));
+    l.read(Traffic::activation, T * (state + (update ? row : 0)))
+        .write(Traffic::activation, T * ((update ? state : 0) + row))
+        .read(Traffic::weight, T * d * kF32 + (with_mixes ? T * mix_weight_bytes(d) : 0));
+    if (update) l.read(Traffic::coefficient, T * kCoefBytes);
+    if (with_mixes) l.write(Traffic::coefficient, T * kCoefBytes);
+    add(l);
+  };
+  single_pass("first", false, true);
+  for (int l = 0; l < sites; ++l) {
+    sublayer();
+    const bool last = l + 1 == sites;
+    single_pass(last ? "last" : "boundary", true, !last);
+  }
+  return log;
+}
+
+}  // namespace tandem::sim

@@ -1,0 +1,19 @@
+#pragma once
+// Byte model of the residual kernels (DESIGN 5.1 / 6), launch by launch. It must equal the
+// emulator's counts exactly (properties/residual_traffic_props.cpp).
+#include <cstdint>
+
+#include "optimized/residual.hpp"
+#include "optimized/traffic.hpp"
+
+namespace tandem::sim {
+
+// The launches run_residual_stack makes for a stack of `sites` sites over `tokens` tokens, in
+// order, with the bytes each moves per traffic class.
+LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, int sites,
+                                 ActDType act);
+
+// Activation elements per token per site of each schedule (in units of d).
+inline constexpr int kResidualV4Unfused = 20, kResidualV4NormFolded = 14, kResidualV41SinglePass = 10;
+
+}  // namespace tandem::sim

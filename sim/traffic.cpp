@@ -1,0 +1,122 @@
+#include "sim/traffic.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "sim/residual_traffic.hpp"
+
+namespace tandem::sim {
+namespace {
+
+constexpr double kSector = 32;  // bytes per DRAM sector
+
+double round_up(double bytes, double unit) { return std::ceil(bytes / unit) * unit; }
+
+// Residual stream activation bytes per token for one schedule, all sites.
+double residual_bytes(const Preset& p, int elements_per_d) {
+  return double(elements_per_d) * p.d * p.act_bytes * 2.0 * p.layers;
+}
+
+}  // namespace
+
+void validate_workload(const Workload& w) {
+  if (w.batch < 1 || w.batch > (1 << 20)) throw_bad_input("--batch: in [1, 2^20], got {}", w.batch);
+  if (w.context < 1 || w.context > (int64_t{1} << 32))
+    throw_bad_input("--context: in [1, 2^32], got {}", w.context);
+  if (!(w.acceptance >= 0 && w.acceptance < 1))
+    throw_bad_input("--acceptance: in [0, 1), got {}", w.acceptance);
+  for (double c : w.confidence)
+    if (!(c >= 0 && c <= 1)) throw_bad_input("--confidence: values in [0, 1], got {}", c);
+  for (const Image& i : w.images)
+    if (i.width < 1 || i.height < 1 || i.width > 100000 || i.height > 100000)
+      throw_bad_input("--image: sizes in [1, 100000] px, got {}x{}", i.width, i.height);
+}
+
+double expected_emitted(const Workload& w, int budget) {
+  double e = 1, survival = 1;
+  for (int j = 0; j < budget; ++j) {
+    survival *= w.confidence.empty() ? w.acceptance
+                                     : w.confidence[std::min<size_t>(j, w.confidence.size() - 1)];
+    e += survival;
+  }
+  return e;
+}
+
+// Preprocessing geometry (DESIGN 5.3): upscale below 544^2 px, round up to 14-px patches, shrink
+// until at most 1024 visual tokens remain after the 3x3 unshuffle.
+VisionImage vision_tokens(const Image& img) {
+  constexpr double kMinArea = 544.0 * 544.0;
+  constexpr int kPatch = 14, kMaxTokens = 1024;
+  VisionImage v{img};
+  double w = img.width, h = img.height;
+  if (w * h < kMinArea) {
+    const double s = std::sqrt(kMinArea / (w * h));
+    w = std::ceil(w * s), h = std::ceil(h * s);
+  }
+  for (;;) {
+    v.grid_w = static_cast<int>(std::ceil(w / kPatch));
+    v.grid_h = static_cast<int>(std::ceil(h / kPatch));
+    v.tokens_with = int64_t{(v.grid_w + 2) / 3} * ((v.grid_h + 2) / 3);
+    if (v.tokens_with <= kMaxTokens) break;
+    const double s = std::min(0.999, std::sqrt(double(kMaxTokens) / v.tokens_with));
+    w = std::max(1.0, std::floor(w * s)), h = std::max(1.0, std::floor(h * s));
+  }
+  v.tokens_without = int64_t{v.grid_w} * v.grid_h;
+  const int64_t wp = (v.grid_w + 2) / 3, hp = (v.grid_h + 2) / 3;
+  v.sequence_tokens = 2 + hp * (wp + 1);
+  return v;
+}
+
+Report simulate(const Preset& p, const Workload& w) {
+  validate_workload(w);
+  Report r{p, w};
+  r.verify_budget = w.high_load ? 1 : p.gamma;
+  r.expected_emitted = expected_emitted(w, r.verify_budget);
+  const double E = r.expected_emitted, positions = (r.verify_budget + 1) / E;
+  const double sector_row = round_up(p.engram_row_bytes, kSector);
+  const double engram_rows = double(p.engram_layers) * p.engram_lookups * sector_row;
+  const double engram_dense = double(p.engram_layers) * p.engram_rows_per_layer * p.engram_row_bytes;
+  const double window = double(p.window_tokens) * p.window_entry_bytes * p.layers;
+  const double weights = p.active_param_bytes / w.batch;
+  const double residual_base = residual_bytes(p, kResidualV4Unfused);
+  const double residual_opt = residual_bytes(p, kResidualV41SinglePass);
+  const std::string residual_note = fmt::format(
+      "20d -> 10d per site x {} sites; V4 norm-folded 14d = {:.0f} B", 2 * p.layers,
+      residual_bytes(p, kResidualV4NormFolded));
+
+  r.prefill = {
+      {"residual", residual_base, residual_opt, residual_note},
+      {"engram", engram_dense / w.batch, engram_rows,
+       fmt::format("{} x {} rows of {} B (sector-rounded {:.0f} B) vs the dense table / batch; "
+                   "not in totals",
+                   p.engram_layers, p.engram_lookups, p.engram_row_bytes, sector_row),
+       false},
+      {"kv write", p.kv_v32_bytes_per_token, p.kv_bytes_per_token, "V3.2 dense MLA vs design"},
+  };
+  r.decode = {
+      {"weights", weights, weights / E, fmt::format("active params / batch, / E = {:.3f}", E)},
+      {"kv read", w.context * p.kv_v32_bytes_per_token,
+       (w.context * p.kv_bytes_per_token + window) / E,
+       fmt::format("context {} x KV/token (+ {}-token window), / E", w.context, p.window_tokens)},
+      {"residual", residual_base, residual_opt * positions,
+       fmt::format("{}; x (K+1)/E = {:.3f} positions", residual_note, positions)},
+      {"engram", engram_dense / w.batch, engram_rows * positions,
+       "rows x (K+1)/E vs the dense table / batch; not in totals", false},
+  };
+  for (const Image& img : w.images) r.vision.push_back(vision_tokens(img));
+
+  // Engram prefetch: the first Engram layer's rows for one step must arrive over the host link
+  // while the first block runs (its weights and its share of the KV cache, at HBM bandwidth).
+  const double first_block_bytes =
+      p.active_param_bytes / p.layers + w.batch * w.context * p.kv_bytes_per_token / p.layers;
+  r.first_block_ms = first_block_bytes / (p.hbm_GBps * 1e9) * 1e3;
+  const double step_rows = p.engram_layers ? w.batch * p.engram_lookups * sector_row : 0;
+  r.engram_prefetch_needed_GBps = r.first_block_ms > 0 ? step_rows / (r.first_block_ms * 1e-3) / 1e9 : 0;
+  r.engram_prefetch_hides = r.engram_prefetch_needed_GBps <= p.host_link_GBps;
+  return r;
+}
+
+}  // namespace tandem::sim
