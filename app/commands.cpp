@@ -98,7 +98,7 @@ int cmd_golden_regen(const std::string& dir, bool accept, std::ostream& out) {
 }
 
 struct TrafficFlags {
-  std::string preset = "v4.1-flash", preset_file, out_dir, load = "high";
+  std::string preset = "v4.1-flash", preset_file, out_dir, load = "high", act_dtype;
   std::vector<std::string> images;
   std::vector<double> confidence;
   sim::Workload w;
@@ -117,6 +117,8 @@ struct TrafficFlags {
         ->delimiter(',');
     cmd.add_option("--load", load, "high (verify 1 per request) or low (verify all gamma)")
         ->check(CLI::IsMember({"high", "low"}));
+    cmd.add_option("--act-dtype", act_dtype, "residual storage dtype (default: the preset's)")
+        ->check(CLI::IsMember({"bf16", "f32"}));
     cmd.add_flag("--json", json, "print JSON instead of a table");
     cmd.add_option("--out", out_dir, "write report.json, report.csv, sweep.csv and SVG/PNG plots");
   }
@@ -137,8 +139,9 @@ struct TrafficFlags {
 };
 
 int cmd_traffic(const TrafficFlags& f, std::ostream& out) {
-  const sim::Preset p =
+  sim::Preset p =
       f.preset_file.empty() ? sim::builtin_preset(f.preset) : sim::load_preset(f.preset_file);
+  if (!f.act_dtype.empty()) p.act_bytes = f.act_dtype == "f32" ? 4 : 2;
   const sim::Report r = sim::simulate(p, f.workload());
   out << (f.json ? to_json(r).dump(2) + "\n" : to_table(r));
   if (!f.out_dir.empty()) {

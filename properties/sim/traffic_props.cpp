@@ -98,6 +98,18 @@ TEST(Traffic, BadWorkloadIsBadInput) {
   EXPECT_THROW(simulate(builtin_preset("tiny"), w), BadInput);
 }
 
+TEST(Presets, ShippedPresetFilesLoad) {
+  const auto dir = std::filesystem::path(TANDEM_SOURCE_DIR) / "sim" / "presets";
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const Preset p = load_preset(e.path());
+    EXPECT_EQ(p.name + ".json", e.path().filename().string());
+    EXPECT_TRUE(simulate(p, {}).engram_prefetch_hides);
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}
+
 TEST(Traffic, PresetFileErrorsNameTheField) {
   const auto path = std::filesystem::temp_directory_path() / "tandem_preset.json";
   write_file_atomic(path, std::string_view(R"({"name":"x","layers":0})"));
