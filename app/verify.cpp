@@ -4,7 +4,9 @@
 
 #include <cstdio>
 
+#include "golden/engram_case.hpp"
 #include "golden/residual_case.hpp"
+#include "sim/engram_traffic.hpp"
 
 namespace tandem::app {
 namespace {
@@ -16,6 +18,37 @@ bool same_outputs(const ResidualStackOutputs& a, const ResidualStackOutputs& b) 
   bool same = eq(a.x_out, b.x_out) && eq(a.y_out, b.y_out);
   for (size_t l = 0; l < a.taps_y.size(); ++l) same = same && eq(a.taps_y[l], b.taps_y[l]);
   return same;
+}
+
+// Folds tensor checks into a row: the first failing tensor, and the smallest margin.
+void fold_checks(VerifyRow& row, const std::vector<TensorCheck>& checks) {
+  row.pass = true;
+  row.margin = 1;
+  for (const TensorCheck& c : checks) {
+    if (!c.result.pass && row.first_divergence.empty()) {
+      row.first_divergence = c.name;
+      row.detail = c.result.summary();
+      row.pass = false;
+    }
+    if (c.result.margin() < row.margin || row.worst_tensor.empty()) {
+      row.worst_tensor = c.name, row.margin = c.result.margin();
+      row.worst_err = c.result.worst_err, row.budget = c.result.worst_budget;
+    }
+  }
+}
+
+// Reruns under every emulator schedule; the outputs must be bit-identical (DESIGN 3).
+template <class Run, class Same>
+void check_schedules(VerifyRow& row, const RunOptions& opt, Run run, Same same) {
+  int identical = 0;
+  for (const emu::Schedule& s : emu::test_schedules()) {
+    RunOptions o = opt;
+    o.schedule = s;
+    if (same(run(o))) ++identical;
+    else if (row.schedules.empty()) row.schedules = "differs under " + s.name();
+  }
+  if (row.schedules.empty()) row.schedules = fmt::format("{} identical", identical);
+  else row.pass = false;
 }
 
 VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType act,
@@ -30,36 +63,13 @@ VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType 
   const auto truth = reference::run_truth(in, path);
   const auto baseline = baseline_error_draws(in, path, truth);
   const ResidualStackOutputs out = run_residual_stack(in, path, opt);
-  const auto checks = compare_residual(truth, baseline, out, act);
-  row.pass = true;
-  row.margin = 1;
-  for (const TensorCheck& c : checks) {
-    if (!c.result.pass && row.first_divergence.empty()) {
-      row.first_divergence = c.name;
-      row.detail = c.result.summary();
-      row.pass = false;
-    }
-    if (c.result.margin() < row.margin || row.worst_tensor.empty()) {
-      row.worst_tensor = c.name, row.margin = c.result.margin();
-      row.worst_err = c.result.worst_err, row.budget = c.result.worst_budget;
-    }
-  }
+  fold_checks(row, compare_residual(truth, baseline, out, act));
   if (opt.backend != Backend::emu) return row;
 
   // Under the emulator: bit-identical under every schedule, and the designed byte counts.
-  int identical = 0;
-  for (const emu::Schedule& s : emu::test_schedules()) {
-    RunOptions o = opt;
-    o.schedule = s;
-    if (same_outputs(run_residual_stack(in, path, o), out))
-      ++identical;
-    else if (row.schedules.empty())
-      row.schedules = "differs under " + s.name();
-  }
-  if (row.schedules.empty())
-    row.schedules = fmt::format("{} identical", identical);
-  else
-    row.pass = false;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_residual_stack(in, path, o); },
+      [&](const ResidualStackOutputs& other) { return same_outputs(other, out); });
   const uint64_t designed = residual_activation_bytes_per_site(path, cfg.d, act) * cfg.tokens;
   bool bytes_ok = true;
   for (uint64_t b : counted_activation_bytes_per_site(out.launches, path))
@@ -70,6 +80,37 @@ VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType 
   return row;
 }
 
+VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act, const RunOptions& opt) {
+  const EngramConfig& cfg = model.engram;
+  VerifyRow row;
+  row.component = "engram";
+  row.name = fmt::format("layer{}/{} T={} d={} lookups={}", cfg.layer_ids.at(layer_index),
+                         act_dtype_name(act), cfg.tokens, cfg.d, cfg.lookups());
+  row.backend = backend_name(opt.backend);
+  const auto map = reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, model.seed);
+  const auto ids = synthetic_token_ids(cfg.tokens, cfg.vocab, model.seed);
+  const EngramInputs in = make_engram_inputs(cfg, map, ids, layer_index, act, model.seed);
+  const EngramOutputs out = run_engram_layer(in, opt);
+  fold_checks(row, compare_engram(run_engram_reference(in), out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_engram_layer(in, o); },
+      [&](const EngramOutputs& other) {
+        return compare_exact<float>(other.h_out.span(), out.h_out.span()).pass &&
+               compare_exact<int64_t>(other.addresses.span(), out.addresses.span()).pass;
+      });
+  int64_t lookups = 0;
+  for (int64_t id : in.compressed) lookups += id >= 0;
+  const LaunchLog predicted = sim::predict_engram_layer(cfg, cfg.tokens, lookups, act);
+  bool same = predicted.size() == out.launches.size();
+  for (size_t i = 0; same && i < predicted.size(); ++i)
+    same = predicted[i].read == out.launches[i].read && predicted[i].written == out.launches[i].written;
+  row.bytes = fmt::format("{} rows x {} B {}", lookups * cfg.lookups(), cfg.row_bytes(),
+                          same ? "== sim" : "!= sim");
+  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  return row;
+}
+
 }  // namespace
 
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
@@ -77,7 +118,7 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   std::vector<VerifyRow> rows;
   const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
-  const size_t total = std::size(paths) * std::size(acts);
+  const size_t total = std::size(paths) * std::size(acts) + model.engram.layer_ids.size();
   for (ResidualPath p : paths) {
     for (ActDType a : acts) {
       if (progress)
@@ -85,6 +126,10 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
                      residual_path_name(p), act_dtype_name(a));
       rows.push_back(verify_residual(model, p, a, opt));
     }
+  }
+  for (size_t l = 0; l < model.engram.layer_ids.size(); ++l) {
+    if (progress) std::fprintf(stderr, "\r[%zu/%zu] engram layer %zu ...", rows.size() + 1, total, l);
+    rows.push_back(verify_engram(model, static_cast<int>(l), acts[l % 2], opt));
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;

@@ -11,7 +11,10 @@ constexpr std::string_view kTiny = R"({
   "name": "tiny",
   "seed": 20261202,
   "residual": {"hc_mult": 4, "d": 64, "sinkhorn_iters": 20, "hc_eps": 1e-6, "norm_eps": 1e-6,
-               "sites": 4, "tokens": 8}
+               "sites": 4, "tokens": 8},
+  "engram": {"layer_ids": [1, 3], "max_order": 4, "heads": 8, "head_dim": 256,
+             "table_base": 1000, "vocab": 4096, "compressed_vocab": 3001, "pad_id": 2, "seed": 0,
+             "d": 64, "norm_eps": 1e-6, "tokens": 16}
 })";
 
 }  // namespace
@@ -43,11 +46,12 @@ nlohmann::json to_json(const ResidualConfig& c) {
 
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
   const JsonFields f(j, source);
-  f.reject_unknown({"name", "seed", "residual"});
+  f.reject_unknown({"name", "seed", "residual", "engram"});
   ModelConfig m;
   m.name = f.string("name");
   m.seed = f.unsigned_integer("seed");
   m.residual = parse_residual_config(f.object("residual"));
+  m.engram = parse_engram_config(f.object("engram"));
   return m;
 }
 

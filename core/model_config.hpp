@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/engram_config.hpp"
 #include "core/json_fields.hpp"
 #include "core/residual_config.hpp"
 
@@ -15,6 +16,7 @@ struct ModelConfig {
   std::string name;
   uint64_t seed = 0;
   ResidualConfig residual;
+  EngramConfig engram;
 };
 
 ResidualConfig parse_residual_config(const JsonFields& f);

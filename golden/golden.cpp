@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 
 #include "core/atomic_file.hpp"
 #include "core/json_fields.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
+#include "golden/engram_case.hpp"
 #include "golden/residual_case.hpp"
 
 #ifndef TANDEM_GIT_COMMIT
@@ -15,33 +18,28 @@
 
 namespace tandem::golden {
 
+// What a generator entry produces: the manifest's config, the blob, and each output's rule.
+struct BuiltCase {
+  nlohmann::json config;
+  Safetensors blob;
+  std::vector<std::pair<std::string, std::string>> outputs;  // name -> "exact" | "tolerance"
+};
+
 struct CaseSpec {
-  std::string name;
-  ResidualConfig cfg;
-  ResidualPath path;
-  ActDType act;
+  std::string name, component;
   uint64_t seed;
+  std::function<BuiltCase(uint64_t seed)> build;
 };
 
 namespace {
 
+constexpr const char* kMapFile = "engram_synthetic_map.safetensors";
+
+// ---------------------------------------------------------------- residual cases
 ResidualConfig residual_cfg(int d, int sites, int tokens) {
   ResidualConfig c;
   c.d = d, c.sites = sites, c.tokens = tokens;
   return c;
-}
-
-// The generator's cases; `tandem golden regen` writes exactly these. Add a case: one line.
-const std::vector<CaseSpec>& specs() {
-  static const std::vector<CaseSpec> s = {
-      {"residual_v4_f32", residual_cfg(64, 3, 4), ResidualPath::v4_unfused, ActDType::f32, 101},
-      {"residual_v41_f32", residual_cfg(64, 3, 4), ResidualPath::v41_single_pass, ActDType::f32,
-       102},
-      {"residual_v41_bf16", residual_cfg(128, 4, 3), ResidualPath::v41_single_pass, ActDType::bf16,
-       103},
-      {"residual_v4_bf16_d8", residual_cfg(8, 2, 2), ResidualPath::v4_unfused, ActDType::bf16, 104},
-  };
-  return s;
 }
 
 ResidualPath parse_path(const JsonFields& f) {
@@ -58,7 +56,7 @@ ActDType parse_act(const JsonFields& f) {
   throw_bad_input("{}: expected f32 or bf16, got '{}'", f.where("act"), a);
 }
 
-std::vector<std::string> output_names(int sites) {
+std::vector<std::string> residual_outputs(int sites) {
   std::vector<std::string> names;
   for (int l = 0; l < sites; ++l) {
     names.push_back(fmt::format("site{}.y", l));
@@ -69,8 +67,8 @@ std::vector<std::string> output_names(int sites) {
   return names;
 }
 
-// Views a reference output set as (name, tensor) pairs in output_names() order.
-std::vector<Tensor<double>*> output_tensors(reference::ResidualRefOutputs& o) {
+// A reference output set as tensors in residual_outputs() order.
+std::vector<Tensor<double>*> residual_tensors(reference::ResidualRefOutputs& o) {
   std::vector<Tensor<double>*> t;
   for (size_t l = 0; l < o.taps_y.size(); ++l) t.push_back(&o.taps_y[l]), t.push_back(&o.taps_x[l]);
   t.push_back(&o.y_out);
@@ -78,77 +76,141 @@ std::vector<Tensor<double>*> output_tensors(reference::ResidualRefOutputs& o) {
   return t;
 }
 
-void put_expected(Safetensors& st, reference::ResidualRefOutputs o, int sites) {
-  const auto names = output_names(sites);
-  const auto tensors = output_tensors(o);
-  for (size_t i = 0; i < names.size(); ++i) st.put("expected." + names[i], *tensors[i]);
-}
-
-reference::ResidualRefOutputs get_expected(const Safetensors& st, int sites,
-                                           const std::string& source) {
-  reference::ResidualRefOutputs o;
-  o.taps_y.resize(sites), o.taps_x.resize(sites);
-  const auto names = output_names(sites);
-  const auto tensors = output_tensors(o);
-  for (size_t i = 0; i < names.size(); ++i)
-    *tensors[i] = st.get_as<double>("expected." + names[i], source);
-  return o;
-}
-
-// Largest |a - b| and whether it is within 1e-12 of b's largest magnitude. The double reference
-// is deterministic; 1e-12 leaves room only for compilers contracting or reordering its sums.
-struct Delta {
-  double max_abs = 0, scale = 0;
-  bool within() const { return max_abs <= 1e-12 * scale; }
-};
-Delta delta(const Tensor<double>& a, const Tensor<double>& b) {
-  Delta d;
-  if (a.shape != b.shape) return {INFINITY, 0};
-  for (int64_t i = 0; i < a.size(); ++i) {
-    d.max_abs = std::max(d.max_abs, std::fabs(a.data[i] - b.data[i]));
-    d.scale = std::max(d.scale, std::fabs(b.data[i]));
+BuiltCase build_residual(const ResidualConfig& cfg, ResidualPath path, ActDType act, uint64_t seed) {
+  BuiltCase b;
+  b.config = {{"residual", to_json(cfg)}, {"path", residual_path_name(path)}, {"act", act_dtype_name(act)}};
+  const ResidualStackInputs in = make_residual_inputs(cfg, cfg.tokens, act, seed);
+  reference::ResidualRefOutputs truth = reference::run_truth(in, path);
+  put_residual_inputs(b.blob, in);
+  const auto names = residual_outputs(cfg.sites);
+  const auto tensors = residual_tensors(truth);
+  for (size_t i = 0; i < names.size(); ++i) {
+    b.blob.put("expected." + names[i], *tensors[i]);
+    b.outputs.emplace_back(names[i], "tolerance");
   }
-  if (std::isnan(d.max_abs)) d.max_abs = INFINITY;
-  return d;
+  return b;
 }
 
+// ---------------------------------------------------------------- engram cases
+// Small tables keep the blobs small (the layout and math are those of the full model).
+EngramConfig engram_cfg(int d, int tokens, int heads, int max_order, int64_t table_base) {
+  EngramConfig c;
+  c.layer_ids = {1, 3};
+  c.heads = heads;
+  c.max_order = max_order;
+  c.table_base = table_base;
+  c.vocab = 4096;
+  c.compressed_vocab = 3001;
+  c.d = d;
+  c.tokens = tokens;
+  return c;
+}
+
+reference::CompressionMap engram_case_map() { return reference::synthetic_compression_map(4096, 3001, 11); }
+
+// Engram inputs from a blob: the raw ids and map are stored, everything derived is recomputed.
+EngramInputs engram_inputs_from(const Safetensors& st, const EngramConfig& cfg, ActDType act,
+                                int layer_index, const std::string& src) {
+  const reference::CompressionMap map{st.get_as<int32_t>("map", src).data, cfg.compressed_vocab};
+  if (static_cast<int64_t>(map.map.size()) != cfg.vocab)
+    throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", src, map.map.size(), cfg.vocab);
+  EngramInputs in;
+  in.cfg = cfg;
+  in.act = act;
+  const auto layers = engram_tables(cfg);
+  if (layer_index < 0 || layer_index >= static_cast<int>(layers.size()))
+    throw_bad_input("{}: layer_index {} outside engram.layer_ids", src, layer_index);
+  in.tables = layers[layer_index];
+  in.compressed = reference::compress(st.get_as<int64_t>("ids", src).data, map);
+  in.history = reference::compress(st.get_as<int64_t>("history", src).data, map);
+  in.compressed_pad = map.map.at(cfg.pad_id);
+  in.table = st.get_as<uint8_t>("table", src).data;
+  in.h = st.get_as<float>("h", src);
+  in.wkv = st.get_as<float>("wkv", src);
+  in.gate_w = st.get_as<float>("gate_w", src);
+  try {
+    validate_engram_inputs(in);
+  } catch (const BadInput& e) {
+    throw_bad_input("{}: {}", src, e.what());
+  }
+  return in;
+}
+
+BuiltCase build_engram(const EngramConfig& cfg, ActDType act, int layer_index, uint64_t seed) {
+  BuiltCase b;
+  b.config = {{"engram", to_json(cfg)}, {"act", act_dtype_name(act)}, {"layer_index", layer_index}};
+  const auto map = engram_case_map();
+  const std::vector<int64_t> ids = synthetic_token_ids(cfg.tokens, cfg.vocab, seed);
+  const std::vector<int64_t> history{17, 4095, 2};
+  EngramInputs in = make_engram_inputs(cfg, map, ids, layer_index, act, seed);
+  in.history = reference::compress(history, map);
+  const EngramReference ref = run_engram_reference(in);
+  b.blob.put("map", Tensor<int32_t>({cfg.vocab}, map.map));
+  b.blob.put("ids", Tensor<int64_t>({cfg.tokens}, ids));
+  b.blob.put("history", Tensor<int64_t>({3}, history));
+  b.blob.put("table", Tensor<uint8_t>({static_cast<int64_t>(in.table.size())}, in.table));
+  b.blob.put("h", in.h);
+  b.blob.put("wkv", in.wkv);
+  b.blob.put("gate_w", in.gate_w);
+  b.blob.put("expected.addresses", ref.addresses);
+  b.blob.put("expected.rows", ref.rows);
+  b.blob.put("expected.gates", ref.truth.gates);
+  b.blob.put("expected.h_out", ref.truth.h_out);
+  b.outputs = {{"addresses", "exact"}, {"rows", "exact"}, {"gates", "tolerance"}, {"h_out", "tolerance"}};
+  return b;
+}
+
+// The generator's cases; `tandem golden regen` writes exactly these. Add a case: one entry.
+const std::vector<CaseSpec>& specs() {
+  using P = ResidualPath;
+  using A = ActDType;
+  static const std::vector<CaseSpec> s = {
+      {"residual_v4_f32", "residual", 101, [](uint64_t seed) { return build_residual(residual_cfg(64, 3, 4), P::v4_unfused, A::f32, seed); }},
+      {"residual_v41_f32", "residual", 102, [](uint64_t seed) { return build_residual(residual_cfg(64, 3, 4), P::v41_single_pass, A::f32, seed); }},
+      {"residual_v41_bf16", "residual", 103, [](uint64_t seed) { return build_residual(residual_cfg(128, 4, 3), P::v41_single_pass, A::bf16, seed); }},
+      {"residual_v4_bf16_d8", "residual", 104, [](uint64_t seed) { return build_residual(residual_cfg(8, 2, 2), P::v4_unfused, A::bf16, seed); }},
+      {"engram_layer1_f32", "engram", 201, [](uint64_t seed) { return build_engram(engram_cfg(16, 24, 2, 4, 300), A::f32, 0, seed); }},
+      {"engram_layer3_bf16", "engram", 202, [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
+  };
+  return s;
+}
+
+// ---------------------------------------------------------------- manifests
 struct LoadedCase {
-  std::string name;
-  ResidualConfig cfg;
-  ResidualPath path;
-  ActDType act;
+  std::string name, component;
+  nlohmann::json manifest;
+  std::vector<std::pair<std::string, std::string>> outputs;
   Safetensors blob;
   std::string blob_source;
 };
 
 LoadedCase load_case(const std::filesystem::path& manifest_path) {
   const std::string src = manifest_path.string();
-  const nlohmann::json j = parse_json(read_file(manifest_path), src);
-  const JsonFields f(j, src);
+  LoadedCase c;
+  c.manifest = parse_json(read_file(manifest_path), src);
+  const JsonFields f(c.manifest, src);
   f.reject_unknown({"format_version", "component", "name", "config", "seed", "generator_commit",
                     "blob", "blob_sha256", "outputs"});
   if (f.integer("format_version", 0, 1 << 20) != kFormatVersion)
     throw_bad_input("{}: this tandem reads version {}", f.where("format_version"), kFormatVersion);
-  if (f.string("component") != "residual")
-    throw_bad_input("{}: unknown component '{}'", f.where("component"), f.string("component"));
-  LoadedCase c;
+  c.component = f.string("component");
+  if (c.component != "residual" && c.component != "engram")
+    throw_bad_input("{}: unknown component '{}'", f.where("component"), c.component);
   c.name = f.string("name");
   if (c.name != manifest_path.stem().string())
     throw_bad_input("{}: '{}' does not match the file name", f.where("name"), c.name);
   f.unsigned_integer("seed");
   f.string("generator_commit");
-  const JsonFields config = f.object("config");
-  config.reject_unknown({"residual", "path", "act"});
-  c.cfg = parse_residual_config(config.object("residual"));
-  c.path = parse_path(config);
-  c.act = parse_act(config);
+  f.object("config");
   const std::string blob = f.string("blob");
   if (blob.find('/') != std::string::npos || blob.empty())
     throw_bad_input("{}: a file name beside the manifest, got '{}'", f.where("blob"), blob);
   const JsonFields outputs = f.object("outputs");
-  for (const auto& name : output_names(c.cfg.sites)) {
+  for (const auto& [name, v] : c.manifest.at("outputs").items()) {
     const std::string rule = outputs.object(name.c_str()).string("rule");
-    if (rule != "tolerance") throw_bad_input("{}: unknown rule '{}'", outputs.where(name), rule);
+    if (rule != "tolerance" && rule != "exact")
+      throw_bad_input("{}: unknown rule '{}'", outputs.where(name), rule);
+    c.outputs.emplace_back(name, rule);
   }
   c.blob_source = (manifest_path.parent_path() / blob).string();
   const std::string bytes = read_file(c.blob_source);
@@ -160,30 +222,118 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   return c;
 }
 
-// Compares a regenerated case with the one on disk, appending a per-tensor delta report.
+// Any stored tensor as doubles (F64, F32, I64, I32), for deltas.
+std::vector<double> as_doubles(const StTensor& t) {
+  const size_t n = t.bytes.size() / dtype_size(t.dtype);
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const char* p = t.bytes.data() + i * dtype_size(t.dtype);
+    switch (t.dtype) {
+      case DType::F64: { double x; std::memcpy(&x, p, 8); v[i] = x; break; }
+      case DType::F32: { float x; std::memcpy(&x, p, 4); v[i] = x; break; }
+      case DType::I64: { int64_t x; std::memcpy(&x, p, 8); v[i] = double(x); break; }
+      case DType::I32: { int32_t x; std::memcpy(&x, p, 4); v[i] = x; break; }
+      default: v[i] = static_cast<uint8_t>(*p);
+    }
+  }
+  return v;
+}
+
+// Largest |a - b| and whether it is within 1e-12 of b's largest magnitude. The double reference
+// is deterministic; 1e-12 leaves room only for compilers contracting or reordering its sums.
+struct Delta {
+  double max_abs = 0, scale = 0;
+  bool within() const { return max_abs <= 1e-12 * scale; }
+};
+Delta delta(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return {INFINITY, 0};
+  Delta d;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d.max_abs = std::max(d.max_abs, std::fabs(a[i] - b[i]));
+    d.scale = std::max(d.scale, std::fabs(b[i]));
+  }
+  if (std::isnan(d.max_abs)) d.max_abs = INFINITY;
+  return d;
+}
+template <class T>
+std::vector<double> doubles(const Tensor<T>& t) { return {t.data.begin(), t.data.end()}; }
+
+CheckedTensor reference_check(const std::string& name, const std::vector<double>& now,
+                              const StTensor& stored) {
+  const Delta dl = delta(now, as_doubles(stored));
+  return {name, "ref-1e-12", dl.within(),
+          fmt::format("reference max |now - stored| = {:.3e} (limit {:.3e})", dl.max_abs, 1e-12 * dl.scale)};
+}
+
+CaseReport check_residual(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"residual", "path", "act"});
+  const ResidualConfig cfg = parse_residual_config(config.object("residual"));
+  const ResidualPath path = parse_path(config);
+  const ActDType act = parse_act(config);
+  const ResidualStackInputs in = get_residual_inputs(c.blob, cfg, act, c.blob_source);
+  reference::ResidualRefOutputs expected;
+  expected.taps_y.resize(cfg.sites), expected.taps_x.resize(cfg.sites);
+  const auto names = residual_outputs(cfg.sites);
+  const auto stored = residual_tensors(expected);
+  for (size_t i = 0; i < names.size(); ++i)
+    *stored[i] = c.blob.get_as<double>("expected." + names[i], c.blob_source);
+  reference::ResidualRefOutputs truth = reference::run_truth(in, path);
+  const auto now = residual_tensors(truth);
+  CaseReport report{c.name, {}};
+  for (size_t i = 0; i < names.size(); ++i)
+    report.tensors.push_back(reference_check(names[i], doubles(*now[i]), c.blob.get("expected." + names[i], c.blob_source)));
+  const auto baseline = baseline_error_draws(in, path, expected);
+  for (const auto& t : compare_residual(expected, baseline, run_residual_stack(in, path, opt), act))
+    report.tensors.push_back({t.name, "tolerance", t.result.pass, t.result.summary()});
+  return report;
+}
+
+CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"engram", "act", "layer_index"});
+  const EngramConfig cfg = parse_engram_config(config.object("engram"));
+  const ActDType act = parse_act(config);
+  const EngramInputs in = engram_inputs_from(c.blob, cfg, act,
+                                             static_cast<int>(config.integer("layer_index", 0, 1000)),
+                                             c.blob_source);
+  const EngramReference now = run_engram_reference(in);
+  EngramReference expected = now;
+  expected.addresses = c.blob.get_as<int64_t>("expected.addresses", c.blob_source);
+  expected.rows = c.blob.get_as<float>("expected.rows", c.blob_source);
+  expected.truth.gates = c.blob.get_as<double>("expected.gates", c.blob_source);
+  expected.truth.h_out = c.blob.get_as<double>("expected.h_out", c.blob_source);
+  CaseReport report{c.name, {}};
+  const std::pair<std::string, std::vector<double>> ref_now[] = {
+      {"addresses", doubles(now.addresses)}, {"rows", doubles(now.rows)},
+      {"gates", doubles(now.truth.gates)}, {"h_out", doubles(now.truth.h_out)}};
+  for (const auto& [name, v] : ref_now)
+    report.tensors.push_back(reference_check(name, v, c.blob.get("expected." + name, c.blob_source)));
+  for (const auto& t : compare_engram(expected, run_engram_layer(in, opt), act))
+    report.tensors.push_back({t.name, t.name == "addresses" || t.name == "rows" ? "exact" : "tolerance",
+                              t.result.pass, t.result.summary()});
+  return report;
+}
+
+// Compares a regenerated blob with the one on disk, appending a per-tensor delta report.
 bool same_as_on_disk(const std::filesystem::path& manifest_path, const Safetensors& fresh,
-                     reference::ResidualRefOutputs& truth, int sites,
                      std::vector<std::string>& deltas) {
   try {
     const LoadedCase old = load_case(manifest_path);
-    bool same = old.cfg.sites == sites;
+    bool same = true;
     for (const auto& [name, t] : fresh.tensors) {
-      if (name.rfind("expected.", 0) == 0) continue;
       const auto it = old.blob.tensors.find(name);
-      const bool same_input = it != old.blob.tensors.end() && it->second.bytes == t.bytes &&
-                              it->second.shape == t.shape;
-      if (!same_input) deltas.push_back(fmt::format("input {}: CHANGED", name));
-      same &= same_input;
-    }
-    if (!same) return false;
-    reference::ResidualRefOutputs prev = get_expected(old.blob, sites, old.blob_source);
-    const auto names = output_names(sites);
-    const auto a = output_tensors(truth), b = output_tensors(prev);
-    for (size_t i = 0; i < names.size(); ++i) {
-      const Delta dl = delta(*a[i], *b[i]);
-      same &= dl.within();
-      deltas.push_back(fmt::format("{}: max |new - old| = {:.3e} ({})", names[i], dl.max_abs,
-                                   dl.within() ? "unchanged" : "CHANGED"));
+      if (it == old.blob.tensors.end() || it->second.shape != t.shape) {
+        deltas.push_back(fmt::format("{}: CHANGED (new or reshaped)", name));
+        same = false;
+      } else if (name.rfind("expected.", 0) != 0) {
+        if (it->second.bytes != t.bytes) deltas.push_back(fmt::format("input {}: CHANGED", name)), same = false;
+      } else {
+        const Delta dl = delta(as_doubles(t), as_doubles(it->second));
+        same &= dl.within();
+        deltas.push_back(fmt::format("{}: max |new - old| = {:.3e} ({})", name.substr(9), dl.max_abs,
+                                     dl.within() ? "unchanged" : "CHANGED"));
+      }
     }
     return same;
   } catch (const BadInput& e) {
@@ -216,60 +366,41 @@ std::vector<std::string> generator_case_names() {
 
 CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& opt) {
   const LoadedCase c = load_case(manifest);
-  const ResidualStackInputs in = get_residual_inputs(c.blob, c.cfg, c.act, c.blob_source);
-  reference::ResidualRefOutputs expected = get_expected(c.blob, c.cfg.sites, c.blob_source);
-  reference::ResidualRefOutputs truth = reference::run_truth(in, c.path);
-  CaseReport report{c.name, {}};
-  const auto names = output_names(c.cfg.sites);
-  const auto now = output_tensors(truth), stored = output_tensors(expected);
-  for (size_t i = 0; i < names.size(); ++i) {
-    const Delta dl = delta(*now[i], *stored[i]);
-    report.tensors.push_back({names[i], "ref-1e-12", dl.within(),
-                              fmt::format("reference max |now - stored| = {:.3e} (limit {:.3e})",
-                                          dl.max_abs, 1e-12 * dl.scale)});
-  }
-  const auto baseline = baseline_error_draws(in, c.path, expected);
-  const auto optimized = run_residual_stack(in, c.path, opt);
-  for (const auto& t : compare_residual(expected, baseline, optimized, c.act))
-    report.tensors.push_back({t.name, "tolerance", t.result.pass, t.result.summary()});
-  return report;
+  return c.component == "residual" ? check_residual(c, opt) : check_engram(c, opt);
 }
 
 std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool accept) {
   std::filesystem::create_directories(dir);
+  // The synthetic compression map shipped for tests (the real one comes from the tokenizer).
+  Safetensors map_file;
+  map_file.metadata = {{"what", "synthetic Engram compression map: vocab 4096 -> 3001, seed 11"}};
+  map_file.put("map", Tensor<int32_t>({4096}, engram_case_map().map));
+  const std::string map_bytes = serialize_safetensors(map_file);
+  if (!std::filesystem::exists(dir / kMapFile) || read_file(dir / kMapFile) != map_bytes)
+    write_file_atomic(dir / kMapFile, std::string_view(map_bytes));
+
   std::vector<RegenReport> reports;
   for (const CaseSpec& spec : specs()) {
     RegenReport r{spec.name, {}, false, false};
-    const ResidualStackInputs in =
-        make_residual_inputs(spec.cfg, spec.cfg.tokens, spec.act, spec.seed);
-    reference::ResidualRefOutputs truth = reference::run_truth(in, spec.path);
-    Safetensors st;
-    st.metadata = {{"component", "residual"}, {"case", spec.name}};
-    put_residual_inputs(st, in);
-    put_expected(st, truth, spec.cfg.sites);
+    BuiltCase built = spec.build(spec.seed);
+    built.blob.metadata = {{"component", spec.component}, {"case", spec.name}};
     const auto manifest_path = dir / (spec.name + ".json");
     const bool exists = std::filesystem::exists(manifest_path);
-    if (exists) {
-      r.changed = !same_as_on_disk(manifest_path, st, truth, spec.cfg.sites, r.deltas);
-    } else {
-      r.deltas.push_back("new case");
-    }
+    if (exists) r.changed = !same_as_on_disk(manifest_path, built.blob, r.deltas);
+    else r.deltas.push_back("new case");
     // Unchanged cases stay untouched; changed expectations need --accept.
     if (exists && (!r.changed || !accept)) {
       reports.push_back(std::move(r));
       continue;
     }
     const std::string blob_name = spec.name + ".safetensors";
-    const std::string bytes = serialize_safetensors(st);
+    const std::string bytes = serialize_safetensors(built.blob);
     nlohmann::json outputs = nlohmann::json::object();
-    for (const auto& n : output_names(spec.cfg.sites)) outputs[n] = {{"rule", "tolerance"}};
+    for (const auto& [n, rule] : built.outputs) outputs[n] = {{"rule", rule}};
     const nlohmann::json manifest = {{"format_version", kFormatVersion},
-                                     {"component", "residual"},
+                                     {"component", spec.component},
                                      {"name", spec.name},
-                                     {"config",
-                                      {{"residual", to_json(spec.cfg)},
-                                       {"path", residual_path_name(spec.path)},
-                                       {"act", act_dtype_name(spec.act)}}},
+                                     {"config", built.config},
                                      {"seed", spec.seed},
                                      {"generator_commit", TANDEM_GIT_COMMIT},
                                      {"blob", blob_name},

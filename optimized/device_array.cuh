@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/tensor.hpp"
 #include "optimized/kernel.cuh"
 
 namespace tandem::TANDEM_BACKEND_NS {
@@ -71,5 +72,21 @@ class DeviceArray {
   std::vector<T> host_;
 #endif
 };
+
+// Host float tensors <-> device arrays of the storage dtype Act (values representable in Act).
+template <class Act>
+std::vector<Act> to_storage(const Tensor<float>& t) {
+  std::vector<Act> out(t.data.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = from_float<Act>(t.data[i]);
+  return out;
+}
+
+template <class Act>
+Tensor<float> download_floats(const DeviceArray<Act>& a, Shape shape) {
+  const std::vector<Act> v = a.download();
+  Tensor<float> t(std::move(shape));
+  for (size_t i = 0; i < v.size(); ++i) t.data[i] = to_float<Act>(v[i]);
+  return t;
+}
 
 }  // namespace tandem::TANDEM_BACKEND_NS

@@ -27,7 +27,8 @@
   } while (0)
 #endif
 
-namespace tandem {
+// Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
+namespace tandem::TANDEM_BACKEND_NS {
 
 inline constexpr int kWarpSize = 32;
 inline constexpr int kMaxWarps = 32;  // 1024 threads per block
@@ -57,24 +58,24 @@ __device__ __forceinline__ void st(T* p, const T& v, Traffic c) {
 
 // ---- storage dtypes: float or bf16 in memory, float in registers.
 template <class Act>
-__device__ __forceinline__ float to_float(Act v);
+__host__ __device__ __forceinline__ float to_float(Act v);
 template <>
-__device__ __forceinline__ float to_float<float>(float v) {
+__host__ __device__ __forceinline__ float to_float<float>(float v) {
   return v;
 }
 template <>
-__device__ __forceinline__ float to_float<bf16>(bf16 v) {
+__host__ __device__ __forceinline__ float to_float<bf16>(bf16 v) {
   return bf16_decode(v.bits);
 }
 
 template <class Act>
-__device__ __forceinline__ Act from_float(float v);
+__host__ __device__ __forceinline__ Act from_float(float v);
 template <>
-__device__ __forceinline__ float from_float<float>(float v) {
+__host__ __device__ __forceinline__ float from_float<float>(float v) {
   return v;
 }
 template <>
-__device__ __forceinline__ bf16 from_float<bf16>(float v) {
+__host__ __device__ __forceinline__ bf16 from_float<bf16>(float v) {
   bf16 r;
   r.bits = bf16_encode(v);
   return r;
@@ -161,4 +162,4 @@ __device__ __forceinline__ void block_sum(float (&v)[K], float* scratch) {
   __syncthreads();  // scratch may be reused after this
 }
 
-}  // namespace tandem
+}  // namespace tandem::TANDEM_BACKEND_NS

@@ -10,31 +10,6 @@
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
 
-template <class Act>
-std::vector<Act> to_act(const Tensor<float>& t) {
-  std::vector<Act> out(t.data.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    if constexpr (sizeof(Act) == 4)
-      out[i] = t.data[i];
-    else
-      out[i].bits = bf16_encode(t.data[i]);
-  }
-  return out;
-}
-
-template <class Act>
-Tensor<float> from_act(const DeviceArray<Act>& a, Shape shape) {
-  const std::vector<Act> v = a.download();
-  Tensor<float> t(std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if constexpr (sizeof(Act) == 4)
-      t.data[i] = v[i];
-    else
-      t.data[i] = bf16_decode(v[i].bits);
-  }
-  return t;
-}
-
 struct SiteOnDevice {
   DeviceArray<float> fn, base, scale, norm_w, w_sub;
   explicit SiteOnDevice(const ResidualSiteWeights& w)
@@ -70,7 +45,7 @@ class StackRunner {
         coef_next_(size_t(T_) * kMixes),
         head_(in.head) {
     for (const auto& s : in.sites) sites_.emplace_back(std::make_unique<SiteOnDevice>(s));
-    x_.upload(to_act<Act>(in.x0));
+    x_.upload(to_storage<Act>(in.x0));
   }
 
   ResidualStackOutputs run(ResidualPath path) {
@@ -78,8 +53,8 @@ class StackRunner {
       run_v4();
     else
       run_v41();
-    out_.x_out = from_act(x_, {T_, kHc, d_});
-    out_.y_out = from_act(y_, {T_, d_});
+    out_.x_out = download_floats(x_, {T_, kHc, d_});
+    out_.y_out = download_floats(y_, {T_, d_});
     return std::move(out_);
   }
 
@@ -146,8 +121,8 @@ class StackRunner {
     }
   }
 
-  void tap_y() { out_.taps_y.push_back(from_act(y_, {T_, d_})); }
-  void tap_x() { out_.taps_x.push_back(from_act(x_, {T_, kHc, d_})); }
+  void tap_y() { out_.taps_y.push_back(download_floats(y_, {T_, d_})); }
+  void tap_x() { out_.taps_x.push_back(download_floats(x_, {T_, kHc, d_})); }
   static const char* name() { return sizeof(Act) == 4 ? "f32" : "bf16"; }
 
   const ResidualStackInputs& in_;

@@ -10,7 +10,8 @@
 // normalised collapse with the already-known pre, and forms X_{l+1}'s mixes on the fly.
 #include "optimized/kernel.cuh"
 
-namespace tandem {
+// Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
+namespace tandem::TANDEM_BACKEND_NS {
 
 inline constexpr int kHc = 4;  // streams (hc_mult); the kernels are written for 4
 // Blocks of at most 256 threads: the single-pass kernel needs ~200 registers per thread (24 mix
@@ -334,4 +335,4 @@ __global__ void sublayer_linear(const Act* __restrict__ y, const float* __restri
   }
 }
 
-}  // namespace tandem
+}  // namespace tandem::TANDEM_BACKEND_NS

@@ -68,6 +68,12 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j = tiny_json();
   j["seed"] = -1;
   expect_bad(j, {"seed"});
+  j = tiny_json();
+  j["engram"]["heads"] = 9;
+  expect_bad(j, {"engram.heads"});
+  j = tiny_json();
+  j["engram"]["multipliers"] = {{2, 3, 5, 7}, {1, 3, 5, 7}};
+  expect_bad(j, {"engram.multipliers", "odd"});
   expect_bad(nlohmann::json::array(), {"cfg.json", "object"});
 }
 

@@ -6,6 +6,8 @@
 namespace tandem::emu_test {
 namespace {
 
+using namespace tandem::emu_backend;
+
 constexpr int kMaxBlock = 256;
 
 __global__ void racy_neighbour_sum_kernel(const float* in, float* out, int n) {

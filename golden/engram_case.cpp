@@ -1,0 +1,145 @@
+#include "golden/engram_case.hpp"
+
+#include <cmath>
+
+#include "core/philox.hpp"
+
+namespace tandem {
+namespace {
+
+Tensor<float> uniform(Shape shape, uint64_t seed, uint32_t id, float lo, float hi) {
+  Tensor<float> t(std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i)
+    t.data[i] = lo + (hi - lo) * philox_uniform(philox_draw(seed, id, static_cast<uint32_t>(i)).v[0]);
+  return t;
+}
+
+std::vector<double> as_double(const Tensor<float>& t) { return {t.data.begin(), t.data.end()}; }
+
+// Exact comparison as a TensorCheck (discrete outputs: DESIGN 4).
+template <class T>
+TensorCheck exact(std::string name, const Tensor<T>& want, const Tensor<T>& got) {
+  const ExactResult e = compare_exact<T>(want.span(), got.span());
+  CompareResult r;
+  r.pass = e.pass;
+  r.n = e.n;
+  r.worst_index = e.first_mismatch;
+  r.worst_ratio = e.pass ? 0 : INFINITY;
+  r.pass_fraction = e.n ? 1.0 - double(e.mismatches) / e.n : 1.0;
+  if (!e.pass) r.failure = e.summary();
+  return {std::move(name), r};
+}
+
+}  // namespace
+
+std::vector<int64_t> synthetic_token_ids(int64_t tokens, int64_t vocab, uint64_t seed,
+                                         bool with_markers) {
+  std::vector<int64_t> ids(tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const Philox4 r = philox_draw(seed, 1, static_cast<uint32_t>(t));
+    ids[t] = r.v[0] % vocab;
+    if (with_markers && r.v[1] % 16 == 0) ids[t] = -1;                    // DEAD separator
+    if (with_markers && r.v[1] % 16 == 1) ids[t] = -2;                    // an image position
+    if (with_markers && t > 0 && ids[t - 1] == -2 && r.v[2] % 2) ids[t] = -2;  // image runs
+  }
+  return ids;
+}
+
+EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::CompressionMap& map,
+                                const std::vector<int64_t>& ids, int layer_index, ActDType act,
+                                uint64_t seed) {
+  EngramInputs in;
+  in.cfg = cfg;
+  in.act = act;
+  in.tables = engram_tables(cfg).at(layer_index);
+  in.compressed = reference::compress(ids, map);
+  in.compressed_pad = map.map.at(cfg.pad_id);
+  in.table = reference::synthetic_table(in.tables.rows, cfg.row_bytes(), seed);
+  const int64_t T = static_cast<int64_t>(ids.size()), d = cfg.d;
+  const int64_t E = int64_t{cfg.lookups()} * cfg.head_dim;
+  in.h = uniform({T, 4, d}, seed, 2, -2.0f, 2.0f);
+  for (float& v : in.h.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  const float w = 1.0f / std::sqrt(float(E));
+  in.wkv = uniform({5 * d, E}, seed, 3, -w, w);
+  in.gate_w = uniform({4, d}, seed, 4, 0.75f, 1.25f);
+  return in;
+}
+
+namespace {
+
+// The float gate on the problem with d permuted by pd and the row values by pe (every reduction
+// in another order), outputs mapped back: another draw of the same-precision error.
+reference::GateOutputs permuted_gate_baseline(const EngramInputs& in, const Tensor<float>& rows,
+                                              const std::vector<int64_t>& pd,
+                                              const std::vector<int64_t>& pe) {
+  const int64_t T = in.h.dim(0), d = in.cfg.d, E = rows.dim(1);
+  EngramInputs q = in;
+  Tensor<float> r = rows;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < E; ++i) r.data[t * E + i] = rows.data[t * E + pe[i]];
+  for (int64_t s = 0; s < 4 * T; ++s)
+    for (int64_t n = 0; n < d; ++n) q.h.data[s * d + n] = in.h.data[s * d + pd[n]];
+  for (int64_t s = 0; s < 4; ++s)
+    for (int64_t n = 0; n < d; ++n) q.gate_w.data[s * d + n] = in.gate_w.data[s * d + pd[n]];
+  for (int64_t b = 0; b < 5; ++b)  // 4 key blocks and the value block, each [d, E]
+    for (int64_t n = 0; n < d; ++n)
+      for (int64_t i = 0; i < E; ++i)
+        q.wkv.data[(b * d + n) * E + i] = in.wkv.data[(b * d + pd[n]) * E + pe[i]];
+  reference::GateOutputs g = reference::engram_gate_baseline(q, r);
+  const Tensor<double> h = g.h_out;
+  for (int64_t s = 0; s < 4 * T; ++s)
+    for (int64_t n = 0; n < d; ++n) g.h_out.data[s * d + pd[n]] = h.data[s * d + n];
+  return g;
+}
+
+void keep_farthest(Tensor<double>& kept, const Tensor<double>& other, const Tensor<double>& truth) {
+  for (int64_t i = 0; i < kept.size(); ++i)
+    if (std::fabs(other.data[i] - truth.data[i]) > std::fabs(kept.data[i] - truth.data[i]))
+      kept.data[i] = other.data[i];
+}
+
+std::vector<int64_t> reversed(int64_t n) {
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = n - 1 - i;
+  return p;
+}
+std::vector<int64_t> rotated(int64_t n) {
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = (i + n / 2) % n;
+  return p;
+}
+
+}  // namespace
+
+EngramReference run_engram_reference(const EngramInputs& in) {
+  EngramReference r;
+  r.addresses = reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history,
+                                            in.compressed_pad);
+  r.rows = reference::gather_rows(in.cfg, in.table, r.addresses);
+  r.truth = reference::engram_gate_truth(in, r.rows);
+  // The baseline's error scale from three orderings, as for the residual (residual_case.hpp).
+  r.baseline = reference::engram_gate_baseline(in, r.rows);
+  const int64_t d = in.cfg.d, E = r.rows.dim(1);
+  for (const auto& [pd, pe] : {std::pair{reversed(d), reversed(E)}, std::pair{rotated(d), rotated(E)}}) {
+    const reference::GateOutputs b = permuted_gate_baseline(in, r.rows, pd, pe);
+    keep_farthest(r.baseline.gates, b.gates, r.truth.gates);
+    keep_farthest(r.baseline.h_out, b.h_out, r.truth.h_out);
+  }
+  return r;
+}
+
+std::vector<TensorCheck> compare_engram(const EngramReference& ref, const EngramOutputs& out,
+                                        ActDType act) {
+  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  std::vector<TensorCheck> checks;
+  checks.push_back(exact("addresses", ref.addresses, out.addresses));
+  checks.push_back(exact("rows", ref.rows, out.rows));
+  checks.push_back({"gates", compare_to_truth(ref.truth.gates.span(), ref.baseline.gates.span(),
+                                              as_double(out.gates), OutDType::F32, 4)});
+  const int64_t row = ref.truth.h_out.size() / ref.truth.h_out.dim(0);
+  checks.push_back({"h_out", compare_to_truth(ref.truth.h_out.span(), ref.baseline.h_out.span(),
+                                              as_double(out.h_out), dt, row)});
+  return checks;
+}
+
+}  // namespace tandem

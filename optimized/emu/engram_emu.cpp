@@ -1,0 +1,2 @@
+// The Engram kernels and launchers, built by the host compiler under the emulator.
+#include "optimized/engram.cu"

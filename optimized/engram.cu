@@ -1,0 +1,77 @@
+// Host launchers for the Engram kernels; compiled once per backend from this source.
+#include <memory>
+
+#include "optimized/engram.hpp"  // host headers first: the emulator's macros come after
+#include "optimized/device_array.cuh"
+#include "optimized/engram.cuh"
+
+namespace tandem::TANDEM_BACKEND_NS {
+namespace {
+
+constexpr int kGatherThreads = 256;  // 8 warps: 3 rows each for 24 lookups
+
+EngramHashParams hash_params(const EngramInputs& in, int64_t compressed_pad) {
+  EngramHashParams p{};
+  for (int i = 0; i < in.cfg.max_order; ++i) p.multipliers[i] = in.tables.multipliers[i];
+  for (int l = 0; l < in.cfg.lookups(); ++l)
+    p.primes[l] = in.tables.primes[l], p.offsets[l] = in.tables.offsets[l];
+  p.pad = compressed_pad;
+  p.max_order = in.cfg.max_order;
+  p.heads = in.cfg.heads;
+  return p;
+}
+
+template <class Act>
+void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<float>& rows,
+              const RunOptions& opt, EngramOutputs& out) {
+  const int64_t T = in.h.dim(0);
+  const int d = in.cfg.d, E = in.cfg.lookups() * kEngramHeadDim;
+  DeviceArray<Act> h(in.h.data.size()), h_out(in.h.data.size());
+  DeviceArray<float> wkv(in.wkv.data.size()), gate_w(in.gate_w.data.size()), gates(size_t(T) * 4);
+  h.upload(to_storage<Act>(in.h));
+  wkv.upload(in.wkv.data);
+  gate_w.upload(in.gate_w.data);
+  const size_t smem = sizeof(float) * (size_t(E) + 9 * size_t(d));
+  TANDEM_LAUNCH((std::string("engram_gate<") + (sizeof(Act) == 4 ? "f32" : "bf16") + ">").c_str(),
+                engram_gate<Act>, dim3(unsigned(T)), dim3(opt.block_threads), smem, h.data(),
+                ids.data() + kEngramHistory, rows.data(), wkv.data(), gate_w.data(), d, E,
+                static_cast<float>(in.cfg.norm_eps), gates.data(), h_out.data());
+  out.gates = Tensor<float>({T, 4}, gates.download());
+  out.h_out = download_floats(h_out, in.h.shape);
+}
+
+}  // namespace
+
+EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {
+#if defined(TANDEM_EMU)
+  emu::set_schedule(opt.schedule);
+  emu::take_launch_log();
+#endif
+  const int64_t T = static_cast<int64_t>(in.compressed.size());
+  const int L = in.cfg.lookups();
+  // The chunk's ids behind its history (DEAD where there is none), so a thread reads t-3..t.
+  std::vector<int64_t> ids(kEngramHistory, kEngramDead);
+  std::copy(in.history.begin(), in.history.end(), ids.end() - in.history.size());
+  ids.insert(ids.end(), in.compressed.begin(), in.compressed.end());
+  DeviceArray<int64_t> d_ids(ids.size()), d_addresses(size_t(T) * L);
+  DeviceArray<uint8_t> d_table(in.table.size());
+  DeviceArray<float> d_rows(size_t(T) * L * kEngramHeadDim);
+  d_ids.upload(ids);
+  d_table.upload(in.table);
+  TANDEM_LAUNCH("engram_hash_gather", engram_hash_gather, dim3(unsigned(T)), dim3(kGatherThreads),
+                0, d_ids.data(), hash_params(in, in.compressed_pad), d_table.data(), d_addresses.data(),
+                d_rows.data());
+  EngramOutputs out;
+  out.addresses = Tensor<int64_t>({T, L}, d_addresses.download());
+  out.rows = Tensor<float>({T, int64_t{L} * kEngramHeadDim}, d_rows.download());
+  if (in.act == ActDType::f32) run_gate<float>(in, d_ids, d_rows, opt, out);
+  else run_gate<bf16>(in, d_ids, d_rows, opt, out);
+#if defined(TANDEM_EMU)
+  out.launches = emu::take_launch_log();
+#else
+  CUDA_CHECK(cudaDeviceSynchronize());
+#endif
+  return out;
+}
+
+}  // namespace tandem::TANDEM_BACKEND_NS

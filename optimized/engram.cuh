@@ -1,0 +1,166 @@
+#pragma once
+// Engram kernels (DESIGN 5.2). One block per token.
+// engram_hash_gather: the token's 24 addresses (one thread per (order, head)), then one warp per
+// row gathers its 264 bytes (lane: 8 e4m3 codes as one 8-byte load; lane 0: the 8 ue8m0 scales,
+// shared by shuffle) and writes 256 dequantised floats.
+// engram_gate: kv = Wkv e (one warp per output row, e staged in shared memory), the 4 per-stream
+// gates from one block reduction, then h_i += gate_i * value in the same pass over h.
+#include "optimized/kernel.cuh"
+
+// Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
+namespace tandem::TANDEM_BACKEND_NS {
+
+inline constexpr int kEngramHeadDim = 256;       // values per row: 32 lanes x 8
+inline constexpr int kEngramScales = kEngramHeadDim / 32;
+inline constexpr int kEngramRowBytes = kEngramHeadDim + kEngramScales;
+inline constexpr int kEngramMaxOrder = 4;
+inline constexpr int kEngramMaxLookups = 24;
+inline constexpr int kEngramWindow = kEngramMaxOrder;  // ids t-3..t
+static_assert(kEngramHeadDim == kWarpSize * 8, "a lane dequantises 8 values");
+static_assert(kEngramRowBytes % 8 == 0, "rows start 8-byte aligned for the lanes' 8-byte loads");
+
+struct EngramHashParams {
+  int64_t multipliers[kEngramMaxOrder];
+  int64_t primes[kEngramMaxLookups];
+  int64_t offsets[kEngramMaxLookups];
+  int64_t pad;  // the compressed pad id
+  int max_order, heads;
+};
+
+// ids: [3 + T] compressed ids, the chunk's history first (kEngramDead where there is none).
+// addresses: [T, lookups]; rows: [T, lookups, 256] floats.
+__global__ void engram_hash_gather(const int64_t* __restrict__ ids, EngramHashParams p,
+                                   const uint8_t* __restrict__ table,
+                                   int64_t* __restrict__ addresses, float* __restrict__ rows) {
+  __shared__ int64_t window[kEngramWindow];  // c_{t-3} .. c_t
+  __shared__ int64_t address[kEngramMaxLookups];
+  const int64_t t = blockIdx.x;
+  const int lookups = (p.max_order - 1) * p.heads;
+  if (threadIdx.x < kEngramWindow)
+    window[threadIdx.x] = ld(ids + t + threadIdx.x, Traffic::activation);
+  __syncthreads();
+  if (threadIdx.x < lookups) {
+    const int k = 2 + threadIdx.x / p.heads;  // order
+    int64_t row = -1;
+    if (window[kEngramWindow - 1] >= 0) {
+      bool blocked = false;
+      int64_t h = 0;
+      for (int i = 0; i < k; ++i) {  // look back from t; a negative id blocks for good
+        const int64_t id = window[kEngramWindow - 1 - i];
+        blocked = blocked || id < 0;
+        const int64_t term = (blocked ? p.pad : id) * p.multipliers[i];
+        h = i == 0 ? term : h ^ term;
+      }
+      row = p.offsets[threadIdx.x] + h % p.primes[threadIdx.x];
+    }
+    address[threadIdx.x] = row;
+    st(addresses + t * lookups + threadIdx.x, row, Traffic::coefficient);
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  for (int l = warp; l < lookups; l += blockDim.x / kWarpSize) {
+    const int64_t row = address[l];
+    float v[8] = {};
+    if (row >= 0) {
+      const uint8_t* r = table + row * kEngramRowBytes;
+      const uint2 codes = ld(reinterpret_cast<const uint2*>(r) + lane, Traffic::weight);
+      uint2 scales = {0, 0};
+      if (lane == 0) scales = ld(reinterpret_cast<const uint2*>(r + kEngramHeadDim), Traffic::weight);
+      scales.x = __shfl_sync(0xffffffffu, scales.x, 0);
+      scales.y = __shfl_sync(0xffffffffu, scales.y, 0);
+      const int group = lane / 4;  // one scale per 32 values = 4 lanes x 8
+      const unsigned word = group < 4 ? scales.x : scales.y;
+      const float scale = ue8m0_decode(static_cast<uint8_t>(word >> (8 * (group % 4))));
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const unsigned w = i < 4 ? codes.x : codes.y;
+        v[i] = e4m3_decode(static_cast<uint8_t>(w >> (8 * (i % 4)))) * scale;
+      }
+    }
+    float* out = rows + (t * lookups + l) * kEngramHeadDim + lane * 8;
+    float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
+    Pack<float>::store(out, lo, Traffic::activation);
+    Pack<float>::store(out + 4, hi, Traffic::activation);
+  }
+}
+
+// h: [T, 4, d] (Act); ids: [T] (negative: gate 0); rows: [T, E] floats, E = lookups * 256;
+// wkv: [5d, E]; gate_w: [4, d]; gates: [T, 4]; h_out: [T, 4, d].
+// Dynamic shared memory: (E + 5d + 4d) floats.
+template <class Act>
+__global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict__ ids,
+                            const float* __restrict__ rows, const float* __restrict__ wkv,
+                            const float* __restrict__ gate_w, int d, int E, float eps,
+                            float* __restrict__ gates, Act* __restrict__ h_out) {
+  using P = Pack<Act>;
+  constexpr int kSums = 12;  // per stream: sum(h w key), sum(h^2), sum(key^2)
+  __shared__ float scratch[kMaxWarps * kSums];
+  __shared__ float gate[4];
+  __shared__ bool image;
+  TANDEM_DYNAMIC_SHARED(float, smem);
+  float* e = smem;                // [E]
+  float* kv = smem + E;           // [5d]
+  float* hs = smem + E + 5 * d;   // [4d]
+  const int64_t t = blockIdx.x;
+  if (threadIdx.x == 0) image = ld(ids + t, Traffic::activation) < 0;
+  for (int i = threadIdx.x * 4; i < E; i += blockDim.x * 4) {
+    float v[4];
+    Pack<float>::load(rows + t * E + i, v, Traffic::activation);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) e[i + k] = v[k];
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  for (int r = warp; r < 5 * d; r += blockDim.x / kWarpSize) {
+    float sum = 0.0f;
+    for (int i = lane * 4; i < E; i += kWarpSize * 4) {
+      float w[4];
+      load_floats<4>(wkv + static_cast<size_t>(r) * E + i, w, Traffic::weight);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sum += w[k] * e[i + k];
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) kv[r] = sum;
+  }
+  __syncthreads();
+  float acc[kSums] = {};
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    for (int n = threadIdx.x * P::N; n < d; n += blockDim.x * P::N) {
+      float hv[P::N], wv[P::N];
+      P::load(h + (t * 4 + s) * d + n, hv, Traffic::activation);
+      load_floats<P::N>(gate_w + s * d + n, wv, Traffic::weight);
+#pragma unroll
+      for (int k = 0; k < P::N; ++k) {
+        const float key = kv[s * d + n + k];
+        hs[s * d + n + k] = hv[k];
+        acc[3 * s] += hv[k] * wv[k] * key;
+        acc[3 * s + 1] += hv[k] * hv[k];
+        acc[3 * s + 2] += key * key;
+      }
+    }
+  }
+  block_sum(acc, scratch);
+  if (threadIdx.x < 4) {
+    const int s = threadIdx.x;
+    float hwk = 0.0f, hh = 0.0f, kk = 0.0f;  // NOTE: selected by unrolled compares, so acc stays
+#pragma unroll                                 // in registers (acc[3 * s] would be local memory)
+    for (int q = 0; q < 4; ++q)
+      if (q == s) hwk = acc[3 * q], hh = acc[3 * q + 1], kk = acc[3 * q + 2];
+    const float dot = hwk * rsqrtf(hh / d + eps) * rsqrtf(kk / d + eps) / sqrtf(static_cast<float>(d));
+    const float sgn = dot > 0.0f ? 1.0f : dot < 0.0f ? -1.0f : 0.0f;
+    gate[s] = image ? 0.0f : 1.0f / (1.0f + expf(-sgn * sqrtf(fmaxf(fabsf(dot), 1e-6f))));
+    st(gates + t * 4 + s, gate[s], Traffic::coefficient);
+  }
+  __syncthreads();
+  for (int s = 0; s < 4; ++s) {
+    for (int n = threadIdx.x * P::N; n < d; n += blockDim.x * P::N) {
+      float out[P::N];
+#pragma unroll
+      for (int k = 0; k < P::N; ++k) out[k] = hs[s * d + n + k] + gate[s] * kv[4 * d + n + k];
+      P::store(h_out + (t * 4 + s) * d + n, out, Traffic::activation);
+    }
+  }
+}
+
+}  // namespace tandem::TANDEM_BACKEND_NS

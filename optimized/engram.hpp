@@ -1,0 +1,49 @@
+#pragma once
+// The optimized Engram layer as seen from the host (DESIGN 5.2): hashed n-gram addresses,
+// gathered and dequantised FP8 rows, and the V4.1 gate on the 4 residual streams.
+#include <cstdint>
+#include <vector>
+
+#include "core/engram_config.hpp"
+#include "core/tensor.hpp"
+#include "optimized/backend.hpp"
+#include "optimized/residual.hpp"  // ActDType
+#include "optimized/traffic.hpp"
+
+namespace tandem {
+
+inline constexpr int kEngramHistory = 3;  // ids before a chunk that its 4-grams can reach
+inline constexpr int64_t kEngramDead = -1;  // the DEAD marker (also "before the sequence")
+
+struct EngramInputs {
+  EngramConfig cfg;
+  ActDType act = ActDType::f32;
+  EngramLayerTables tables;
+  std::vector<int64_t> compressed;  // [T] compressed ids; negative: image / DEAD positions
+  std::vector<int64_t> history;     // [<= 3] compressed ids before the chunk, oldest first
+  int64_t compressed_pad = 0;       // the pad id, compressed with the same map
+  std::vector<uint8_t> table;       // [rows, row_bytes]: head_dim e4m3 codes, then ue8m0 scales
+  Tensor<float> h;                  // [T, 4, d] residual streams (values of act)
+  Tensor<float> wkv;                // [5d, lookups * head_dim]: 4 keys, then the value
+  Tensor<float> gate_w;             // [4, d]
+};
+
+struct EngramOutputs {
+  Tensor<int64_t> addresses;  // [T, lookups]; -1 where no lookup (image / DEAD positions)
+  Tensor<float> rows;         // [T, lookups * head_dim] dequantised (0 where no lookup)
+  Tensor<float> gates;        // [T, 4]
+  Tensor<float> h_out;        // [T, 4, d]
+  LaunchLog launches;
+};
+
+void validate_engram_inputs(const EngramInputs& in);
+EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt);
+
+namespace emu_backend {
+EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt);
+}
+namespace cuda_backend {
+EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt);
+}
+
+}  // namespace tandem

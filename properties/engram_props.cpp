@@ -1,0 +1,263 @@
+// Engram (DESIGN 5.2): tables and multipliers as specified, addresses and rows bit-exact between
+// reference and kernels, locality and invariances of the addressing, address statistics, and
+// the gate under the tolerance policy.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "golden/engram_case.hpp"
+#include "core/philox.hpp"
+#include "optimized/engram_prefetch.hpp"
+#include "sim/engram_traffic.hpp"
+
+namespace tandem {
+namespace {
+
+EngramConfig small_config(int d = 16) {
+  EngramConfig c;
+  c.layer_ids = {1, 3};
+  c.table_base = 1000;
+  c.vocab = 4096;
+  c.compressed_vocab = 3001;
+  c.d = d;
+  return c;
+}
+
+const reference::CompressionMap& small_map() {
+  static const auto m = reference::synthetic_compression_map(4096, 3001, 11);
+  return m;
+}
+
+Tensor<int64_t> addresses_of(const EngramConfig& c, const std::vector<int64_t>& compressed,
+                             std::vector<int64_t> history = {}) {
+  const auto tables = engram_tables(c).at(0);
+  return reference::engram_addresses(c, tables, compressed, history, small_map().map.at(c.pad_id));
+}
+
+std::vector<int64_t> row_of(const Tensor<int64_t>& a, int64_t t) {
+  const int64_t L = a.dim(1);
+  return {a.data.begin() + t * L, a.data.begin() + (t + 1) * L};
+}
+
+TEST(EngramTables, V41PrimesOffsetsAndRowsAsSpecified) {
+  const auto layers = engram_tables(EngramConfig{});
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].primes.front(), 16000057);
+  EXPECT_EQ(layers[0].primes.back(), 16000463);
+  EXPECT_EQ(layers[0].rows, 384006168);
+  EXPECT_EQ(layers[1].primes.front(), 16000477);
+  EXPECT_EQ(layers[1].primes.back(), 16000889);
+  EXPECT_EQ(layers[1].rows, 384016682);
+  EXPECT_EQ(layers[0].offsets[0], 0);
+  EXPECT_EQ(layers[0].offsets[1], 16000057);
+  std::set<int64_t> all;
+  for (const auto& l : layers)
+    for (int64_t p : l.primes) {
+      EXPECT_TRUE(is_prime(p));
+      bool trial = p > 1;
+      for (int64_t q = 2; q * q <= p && trial; ++q) trial = p % q != 0;
+      EXPECT_TRUE(trial) << p;
+      EXPECT_TRUE(all.insert(p).second) << "prime used twice: " << p;
+    }
+}
+
+TEST(EngramTables, MultipliersFollowTheOfficialRuleOrConfig) {
+  const auto layers = engram_tables(EngramConfig{});
+  EXPECT_EQ(layers[0].multipliers[0], 76632096046245);  // 2 * numpy draw + 1
+  EXPECT_EQ(layers[1].multipliers[0], 67716810739261);
+  EngramConfig c = small_config();
+  c.multipliers = {{1, 3, 5, 7}, {9, 11, 13, 15}};
+  EXPECT_EQ(engram_tables(c)[1].multipliers[2], 13);
+  // No int64 overflow for any id below the compressed vocab: the rule's bound.
+  for (const auto& l : layers)
+    for (int64_t m : l.multipliers) {
+      EXPECT_EQ(m % 2, 1);
+      EXPECT_LE(m, INT64_MAX / (EngramConfig{}.compressed_vocab - 1));
+    }
+}
+
+TEST(EngramCompression, NegativeIdsPassAndOutOfRangeIsBadInput) {
+  const std::vector<int64_t> ids{5, -1, 4000, -2};
+  const auto c = reference::compress(ids, small_map());
+  EXPECT_EQ(c[1], -1);
+  EXPECT_EQ(c[3], -2);
+  EXPECT_LT(c[2], 3001);
+  const std::vector<int64_t> bad{1, 4096};
+  try {
+    reference::compress(bad, small_map());
+    FAIL();
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("position 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EngramCompression, ShippedSyntheticMapIsTheGenerator) {
+  EngramConfig c = small_config();
+  const auto shipped = reference::load_compression_map(
+      std::string(TANDEM_SOURCE_DIR) + "/golden/cases/engram_synthetic_map.safetensors", c);
+  EXPECT_EQ(shipped.map, small_map().map);
+  std::set<int32_t> used(shipped.map.begin(), shipped.map.end());
+  EXPECT_EQ(static_cast<int64_t>(used.size()), c.compressed_vocab);  // every compressed id used
+}
+
+RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
+  EngramConfig c = small_config(8 * *rc::gen::inRange(1, 9));
+  c.max_order = *rc::gen::inRange(2, 5);
+  c.heads = *rc::gen::inRange(1, 9);
+  const int64_t T = *rc::gen::inRange(1, 12);
+  const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  auto in = make_engram_inputs(c, small_map(), synthetic_token_ids(T, c.vocab, seed), 1, act, seed);
+  const int hist = *rc::gen::inRange(0, 4);
+  for (int i = 0; i < hist; ++i) in.history.push_back(small_map().map[(seed >> (8 * i)) % 4096]);
+  const auto ref = run_engram_reference(in);
+  const auto schedules = emu::test_schedules();
+  const auto out = run_engram_layer(in, {Backend::emu, schedules[0], 128});
+  for (const auto& t : compare_engram(ref, out, act)) {
+    RC_LOG() << t.name << ": " << t.result.summary();
+    RC_ASSERT(t.result.pass);
+  }
+  const auto other = run_engram_layer(in, {Backend::emu, schedules[2], 64});
+  RC_ASSERT(compare_exact<float>(out.h_out.span(), other.h_out.span()).pass);
+  int64_t lookups = 0;
+  for (int64_t id : in.compressed) lookups += id >= 0;
+  const auto predicted = sim::predict_engram_layer(c, T, lookups, act);
+  RC_ASSERT(out.launches.size() == predicted.size());
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    RC_ASSERT(out.launches[i].kernel == predicted[i].kernel);
+    RC_ASSERT(out.launches[i].read == predicted[i].read);
+    RC_ASSERT(out.launches[i].written == predicted[i].written);
+  }
+}
+
+RC_GTEST_PROP(EngramPrefetch, HostGeneratorEqualsReference, ()) {
+  EngramConfig c = small_config();
+  c.max_order = *rc::gen::inRange(2, 5);
+  c.heads = *rc::gen::inRange(1, 9);
+  const auto tables = engram_tables(c).at(1);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const auto ids = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 50), c.vocab, seed), small_map());
+  std::vector<int64_t> history;
+  for (int i = 0, n = *rc::gen::inRange(0, 4); i < n; ++i) history.push_back(int64_t(seed >> (10 * i)) % 3001);
+  const int64_t pad = small_map().map.at(c.pad_id);
+  const auto want = reference::engram_addresses(c, tables, ids, history, pad);
+  std::vector<int64_t> got(want.data.size());
+  EngramAddressGenerator(c, tables, pad).generate(ids, history, got);
+  RC_ASSERT(got == want.data);
+}
+
+TEST(EngramCuda, KernelsMatchReference) {
+  const BackendStatus cuda = cuda_status();
+  if (!cuda.available) GTEST_SKIP() << cuda.detail;
+  for (auto act : {ActDType::f32, ActDType::bf16}) {
+    const EngramConfig c = small_config(64);
+    const auto in = make_engram_inputs(c, small_map(), synthetic_token_ids(64, c.vocab, 5), 0, act, 5);
+    for (const auto& t : compare_engram(run_engram_reference(in), run_engram_layer(in, {Backend::cuda, {}, 128}), act))
+      EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
+  }
+}
+
+RC_GTEST_PROP(EngramAddressing, ChangingOneTokenMovesOnlyTheNextFourPositions, ()) {
+  const EngramConfig c = small_config();
+  const int64_t T = *rc::gen::inRange(1, 40);
+  auto ids = reference::compress(synthetic_token_ids(T, c.vocab, *rc::gen::arbitrary<uint64_t>()), small_map());
+  const auto before = addresses_of(c, ids);
+  const int64_t p = *rc::gen::inRange<int64_t>(0, T);
+  ids[p] = ids[p] == 7 ? 8 : 7;
+  const auto after = addresses_of(c, ids);
+  for (int64_t t = 0; t < T; ++t)
+    if (t < p || t > p + 3) RC_ASSERT(row_of(before, t) == row_of(after, t));
+  RC_ASSERT(row_of(before, p) != row_of(after, p));
+}
+
+RC_GTEST_PROP(EngramAddressing, PackingOffsetAndChunkingDoNotChangeAddresses, ()) {
+  const EngramConfig c = small_config();
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const auto a = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 20), c.vocab, seed), small_map());
+  const auto b = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 20), c.vocab, seed + 1), small_map());
+  // Batch packing: A, DEAD, B gives B the addresses it has alone (and A too).
+  std::vector<int64_t> packed = a;
+  packed.push_back(kEngramDead);
+  packed.insert(packed.end(), b.begin(), b.end());
+  const auto whole = addresses_of(c, packed), alone_b = addresses_of(c, b), alone_a = addresses_of(c, a);
+  for (size_t t = 0; t < b.size(); ++t) RC_ASSERT(row_of(whole, a.size() + 1 + t) == row_of(alone_b, t));
+  for (size_t t = 0; t < a.size(); ++t) RC_ASSERT(row_of(whole, t) == row_of(alone_a, t));
+  // Chunked prefill and token-by-token decode, carrying the last 3 ids: same as one shot.
+  const size_t chunk = *rc::gen::inRange<size_t>(1, 6);
+  for (size_t start = 0; start < packed.size(); start += chunk) {
+    const size_t end = std::min(packed.size(), start + chunk);
+    std::vector<int64_t> history(packed.begin() + std::max<int64_t>(0, int64_t(start) - kEngramHistory),
+                                 packed.begin() + start);
+    const std::vector<int64_t> part(packed.begin() + start, packed.begin() + end);
+    const auto got = addresses_of(c, part, history);
+    for (size_t t = 0; t < part.size(); ++t) RC_ASSERT(row_of(got, t) == row_of(whole, start + t));
+  }
+}
+
+TEST(EngramAddressing, ImagePositionsHaveNoLookupAndBlockTheLookBack) {
+  const EngramConfig c = small_config();
+  const std::vector<int64_t> ids{10, 11, -2, 12, 13};
+  const auto a = addresses_of(c, ids);
+  for (int64_t v : row_of(a, 2)) EXPECT_EQ(v, -1);
+  // After the image, position 3 looks as if the sequence started there.
+  EXPECT_EQ(row_of(a, 3), row_of(addresses_of(c, {12}), 0));
+  EXPECT_EQ(row_of(a, 4), row_of(addresses_of(c, {12, 13}), 1));
+}
+
+RC_GTEST_PROP(EngramAddressing, EveryAddressIsInsideItsTable, ()) {
+  const EngramConfig c = small_config();
+  const auto tables = engram_tables(c).at(0);
+  const auto ids = reference::compress(synthetic_token_ids(64, c.vocab, *rc::gen::arbitrary<uint64_t>()), small_map());
+  const auto a = addresses_of(c, ids);
+  for (int64_t t = 0; t < 64; ++t)
+    for (int l = 0; l < c.lookups(); ++l) {
+      const int64_t v = a.data[t * c.lookups() + l];
+      if (ids[t] < 0) RC_ASSERT(v == -1);
+      else RC_ASSERT(v >= tables.offsets[l] && v < tables.offsets[l] + tables.primes[l]);
+    }
+}
+
+// Random bigrams hash uniformly: chi-square over 64 equal bins of one table, and the number of
+// distinct rows matches the birthday expectation.
+TEST(EngramAddressing, AddressesAreUniformAndCollideLikeRandom) {
+  const EngramConfig c = small_config();
+  const auto tables = engram_tables(c).at(0);
+  const int64_t n = 20000, p = tables.primes[0];
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 2 * n; ++i) ids.push_back(philox_draw(99, 7, uint32_t(i)).v[0] % 3001);
+  std::vector<int64_t> counts(64, 0);
+  std::set<int64_t> distinct;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto a = addresses_of(c, {ids[2 * i], ids[2 * i + 1]});
+    const int64_t row = a.data[1 * c.lookups() + 0] - tables.offsets[0];  // order 2, head 0
+    ++counts[row * 64 / p];
+    distinct.insert(row);
+  }
+  double chi2 = 0;
+  for (int64_t b = 0; b < 64; ++b) {
+    const double expect = double(n) * ((b + 1) * p / 64 - b * p / 64) / p;
+    chi2 += (counts[b] - expect) * (counts[b] - expect) / expect;
+  }
+  EXPECT_LT(chi2, 120.0);  // 63 degrees of freedom: P(chi2 > 120) ~ 2e-5 for uniform addresses
+  // Distinct rows among n draws from p: p (1 - (1 - 1/p)^n), sd below sqrt of it.
+  const double expect = p * (1 - std::pow(1 - 1.0 / p, double(n)));
+  EXPECT_NEAR(double(distinct.size()), expect, 6 * std::sqrt(expect)) << "p = " << p;
+}
+
+TEST(EngramGate, ImagePositionsGetGateZero) {
+  const EngramConfig c = small_config();
+  const auto in = make_engram_inputs(c, small_map(), {5, -2, -2, 6, -1}, 0, ActDType::f32, 3);
+  const auto out = run_engram_layer(in, {});
+  for (int t : {1, 2, 4})
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(out.gates.data[t * 4 + s], 0.0f);
+      for (int n = 0; n < c.d; ++n)
+        EXPECT_EQ(out.h_out.data[(t * 4 + s) * c.d + n], in.h.data[(t * 4 + s) * c.d + n]);
+    }
+  EXPECT_GT(out.gates.data[0], 0.0f);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,24 @@
+#include "sim/engram_traffic.hpp"
+
+#include <string>
+
+namespace tandem::sim {
+
+LaunchLog predict_engram_layer(const EngramConfig& cfg, int64_t tokens, int64_t lookup_tokens,
+                               ActDType act) {
+  const uint64_t T = tokens, L = cfg.lookups(), D = cfg.head_dim, d = cfg.d, e = act_bytes(act);
+  const uint64_t E = L * D;
+  LaunchCounts gather{"engram_hash_gather"};
+  gather.read[int(Traffic::activation)] = T * 4 * sizeof(int64_t);  // ids t-3..t
+  gather.written[int(Traffic::coefficient)] = T * L * sizeof(int64_t);
+  gather.read[int(Traffic::weight)] = uint64_t(lookup_tokens) * L * cfg.row_bytes();
+  gather.written[int(Traffic::activation)] = T * E * sizeof(float);
+  LaunchCounts gate{std::string("engram_gate<") + act_dtype_name(act) + ">"};
+  gate.read[int(Traffic::activation)] = T * (sizeof(int64_t) + E * sizeof(float) + 4 * d * e);
+  gate.read[int(Traffic::weight)] = T * (5 * d * E + 4 * d) * sizeof(float);
+  gate.written[int(Traffic::coefficient)] = T * 4 * sizeof(float);
+  gate.written[int(Traffic::activation)] = T * 4 * d * e;
+  return {gather, gate};
+}
+
+}  // namespace tandem::sim
