@@ -78,6 +78,7 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
                     "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps", "tokens"});
   EngramConfig c;
+  if (!f.has("layer_ids")) throw_bad_input("{}: missing", f.where("layer_ids"));
   const auto& ids = f.json().at("layer_ids");
   if (!ids.is_array() || ids.empty())
     throw_bad_input("{}: expected a non-empty array of layer ids", f.where("layer_ids"));

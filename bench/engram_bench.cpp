@@ -1,0 +1,45 @@
+// Engram: host address generation for the prefetch path (addresses/s) at the V4.1 table sizes,
+// and the emulated hash+gather+gate with the bytes it gathers.
+#include <benchmark/benchmark.h>
+
+#include "golden/engram_case.hpp"
+#include "optimized/engram_prefetch.hpp"
+
+namespace tandem {
+namespace {
+
+void BM_EngramHostAddresses(benchmark::State& st) {
+  const EngramConfig cfg;  // V4.1: 24 lookups per token, primes above 16,000,000
+  const auto tables = engram_tables(cfg).at(0);
+  const auto map = reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, 1);
+  const auto ids = reference::compress(synthetic_token_ids(st.range(0), cfg.vocab, 1), map);
+  std::vector<int64_t> out(ids.size() * cfg.lookups());
+  const EngramAddressGenerator gen(cfg, tables, map.map[cfg.pad_id]);
+  for (auto _ : st) {
+    gen.generate(ids, {}, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["addresses"] = benchmark::Counter(double(out.size()), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["row_bytes"] = benchmark::Counter(double(out.size()) * cfg.row_bytes(), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_EngramLayerEmu(benchmark::State& st) {
+  EngramConfig cfg;
+  cfg.layer_ids = {1, 3};
+  cfg.table_base = 1000, cfg.vocab = 4096, cfg.compressed_vocab = 3001, cfg.d = 64;
+  const auto map = reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, 1);
+  const auto in = make_engram_inputs(cfg, map, synthetic_token_ids(st.range(0), cfg.vocab, 1), 0,
+                                     ActDType::bf16, 1);
+  EngramOutputs out;
+  for (auto _ : st) benchmark::DoNotOptimize(out = run_engram_layer(in, {}));
+  st.counters["gathered_B"] = double(out.launches.at(0).read_bytes(Traffic::weight));
+  st.counters["tokens"] = benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(BM_EngramHostAddresses)->Arg(4096)->Arg(65536);
+BENCHMARK(BM_EngramLayerEmu)->Arg(16)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tandem
+
+BENCHMARK_MAIN();
