@@ -146,7 +146,8 @@ int cmd_traffic(const TrafficFlags& f, std::ostream& out) {
   out << (f.json ? to_json(r).dump(2) + "\n" : to_table(r));
   if (!f.out_dir.empty()) {
     sim::write_outputs(r, f.out_dir);
-    if (!f.json) out << "wrote " << f.out_dir << "/{report.json,report.csv,sweep.csv,traffic_*.svg,png}\n";
+    if (!f.json)
+      out << "wrote " << f.out_dir << "/{report.json,report.csv,sweep.csv,traffic_*.svg,png}\n";
   }
   return 0;
 }

@@ -44,11 +44,15 @@ void check_schedules(VerifyRow& row, const RunOptions& opt, Run run, Same same) 
   for (const emu::Schedule& s : emu::test_schedules()) {
     RunOptions o = opt;
     o.schedule = s;
-    if (same(run(o))) ++identical;
-    else if (row.schedules.empty()) row.schedules = "differs under " + s.name();
+    if (same(run(o)))
+      ++identical;
+    else if (row.schedules.empty())
+      row.schedules = "differs under " + s.name();
   }
-  if (row.schedules.empty()) row.schedules = fmt::format("{} identical", identical);
-  else row.pass = false;
+  if (row.schedules.empty())
+    row.schedules = fmt::format("{} identical", identical);
+  else
+    row.pass = false;
 }
 
 VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType act,
@@ -80,14 +84,16 @@ VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType 
   return row;
 }
 
-VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act, const RunOptions& opt) {
+VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
+                        const RunOptions& opt) {
   const EngramConfig& cfg = model.engram;
   VerifyRow row;
   row.component = "engram";
   row.name = fmt::format("layer{}/{} T={} d={} lookups={}", cfg.layer_ids.at(layer_index),
                          act_dtype_name(act), cfg.tokens, cfg.d, cfg.lookups());
   row.backend = backend_name(opt.backend);
-  const auto map = reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, model.seed);
+  const auto map =
+      reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, model.seed);
   const auto ids = synthetic_token_ids(cfg.tokens, cfg.vocab, model.seed);
   const EngramInputs in = make_engram_inputs(cfg, map, ids, layer_index, act, model.seed);
   const EngramOutputs out = run_engram_layer(in, opt);
@@ -104,7 +110,8 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
   const LaunchLog predicted = sim::predict_engram_layer(cfg, cfg.tokens, lookups, act);
   bool same = predicted.size() == out.launches.size();
   for (size_t i = 0; same && i < predicted.size(); ++i)
-    same = predicted[i].read == out.launches[i].read && predicted[i].written == out.launches[i].written;
+    same = predicted[i].read == out.launches[i].read &&
+           predicted[i].written == out.launches[i].written;
   row.bytes = fmt::format("{} rows x {} B {}", lookups * cfg.lookups(), cfg.row_bytes(),
                           same ? "== sim" : "!= sim");
   if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
@@ -128,7 +135,8 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
     }
   }
   for (size_t l = 0; l < model.engram.layer_ids.size(); ++l) {
-    if (progress) std::fprintf(stderr, "\r[%zu/%zu] engram layer %zu ...", rows.size() + 1, total, l);
+    if (progress)
+      std::fprintf(stderr, "\r[%zu/%zu] engram layer %zu ...", rows.size() + 1, total, l);
     rows.push_back(verify_engram(model, static_cast<int>(l), acts[l % 2], opt));
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");

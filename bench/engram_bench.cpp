@@ -19,8 +19,10 @@ void BM_EngramHostAddresses(benchmark::State& st) {
     gen.generate(ids, {}, out);
     benchmark::DoNotOptimize(out.data());
   }
-  st.counters["addresses"] = benchmark::Counter(double(out.size()), benchmark::Counter::kIsIterationInvariantRate);
-  st.counters["row_bytes"] = benchmark::Counter(double(out.size()) * cfg.row_bytes(), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["addresses"] =
+      benchmark::Counter(double(out.size()), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["row_bytes"] = benchmark::Counter(double(out.size()) * cfg.row_bytes(),
+                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_EngramLayerEmu(benchmark::State& st) {
@@ -33,7 +35,8 @@ void BM_EngramLayerEmu(benchmark::State& st) {
   EngramOutputs out;
   for (auto _ : st) benchmark::DoNotOptimize(out = run_engram_layer(in, {}));
   st.counters["gathered_B"] = double(out.launches.at(0).read_bytes(Traffic::weight));
-  st.counters["tokens"] = benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["tokens"] =
+      benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK(BM_EngramHostAddresses)->Arg(4096)->Arg(65536);

@@ -26,8 +26,8 @@ void BM_TrafficSweep(benchmark::State& st) {
 
 void BM_PredictResidualStack(benchmark::State& st) {
   for (auto _ : st)
-    benchmark::DoNotOptimize(predict_residual_stack(ResidualPath::v41_single_pass, 4096, 4096, 82,
-                                                    ActDType::bf16));
+    benchmark::DoNotOptimize(
+        predict_residual_stack(ResidualPath::v41_single_pass, 4096, 4096, 82, ActDType::bf16));
 }
 
 BENCHMARK(BM_TrafficReport);

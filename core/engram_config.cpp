@@ -43,7 +43,8 @@ bool is_prime(uint64_t n) {
 std::vector<int64_t> engram_multipliers(uint64_t seed, int layer_id, int64_t compressed_vocab,
                                         int max_order) {
   const int64_t half = std::max<int64_t>(1, (INT64_MAX / compressed_vocab) / 2);
-  std::vector<int64_t> m = numpy_integers(seed + 10007ull * static_cast<uint64_t>(layer_id), half, max_order);
+  std::vector<int64_t> m =
+      numpy_integers(seed + 10007ull * static_cast<uint64_t>(layer_id), half, max_order);
   for (int64_t& v : m) v = 2 * v + 1;
   return m;
 }
@@ -76,7 +77,8 @@ std::vector<EngramLayerTables> engram_tables(const EngramConfig& c) {
 
 EngramConfig parse_engram_config(const JsonFields& f) {
   f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
-                    "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps", "tokens"});
+                    "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps",
+                    "tokens"});
   EngramConfig c;
   if (!f.has("layer_ids")) throw_bad_input("{}: missing", f.where("layer_ids"));
   const auto& ids = f.json().at("layer_ids");
@@ -85,7 +87,8 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   c.layer_ids.clear();
   for (const auto& v : ids) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000)
-      throw_bad_input("{}: layer ids are integers in [0, 100000], got {}", f.where("layer_ids"), v.dump());
+      throw_bad_input("{}: layer ids are integers in [0, 100000], got {}", f.where("layer_ids"),
+                      v.dump());
     c.layer_ids.push_back(v.get<int>());
   }
   c.max_order = static_cast<int>(f.integer("max_order", 2, 4));
@@ -107,7 +110,8 @@ EngramConfig parse_engram_config(const JsonFields& f) {
     const int64_t bound = INT64_MAX / c.compressed_vocab;  // c * m must not overflow
     for (const auto& layer : m) {
       if (!layer.is_array() || layer.size() != static_cast<size_t>(c.max_order))
-        throw_bad_input("{}: each layer needs max_order = {} values", f.where("multipliers"), c.max_order);
+        throw_bad_input("{}: each layer needs max_order = {} values", f.where("multipliers"),
+                        c.max_order);
       std::vector<int64_t> v;
       for (const auto& x : layer) {
         if (!x.is_number_integer() || x.get<int64_t>() <= 0 || x.get<int64_t>() % 2 == 0 ||
@@ -123,12 +127,18 @@ EngramConfig parse_engram_config(const JsonFields& f) {
 }
 
 nlohmann::json to_json(const EngramConfig& c) {
-  nlohmann::json j = {{"layer_ids", c.layer_ids}, {"max_order", c.max_order},
-                      {"heads", c.heads},         {"head_dim", c.head_dim},
-                      {"table_base", c.table_base}, {"vocab", c.vocab},
-                      {"compressed_vocab", c.compressed_vocab}, {"pad_id", c.pad_id},
-                      {"seed", c.seed},           {"d", c.d},
-                      {"norm_eps", c.norm_eps},   {"tokens", c.tokens}};
+  nlohmann::json j = {{"layer_ids", c.layer_ids},
+                      {"max_order", c.max_order},
+                      {"heads", c.heads},
+                      {"head_dim", c.head_dim},
+                      {"table_base", c.table_base},
+                      {"vocab", c.vocab},
+                      {"compressed_vocab", c.compressed_vocab},
+                      {"pad_id", c.pad_id},
+                      {"seed", c.seed},
+                      {"d", c.d},
+                      {"norm_eps", c.norm_eps},
+                      {"tokens", c.tokens}};
   if (!c.multipliers.empty()) j["multipliers"] = c.multipliers;
   return j;
 }

@@ -47,7 +47,8 @@ std::vector<uint32_t> seed_sequence_state(uint64_t entropy, int n_words) {
     for (int dst = 0; dst < kPoolSize; ++dst)
       if (src != dst) pool[dst] = mix(pool[dst], hashmix(pool[src], hash_const));
   for (size_t src = kPoolSize; src < ent.size(); ++src)
-    for (int dst = 0; dst < kPoolSize; ++dst) pool[dst] = mix(pool[dst], hashmix(ent[src], hash_const));
+    for (int dst = 0; dst < kPoolSize; ++dst)
+      pool[dst] = mix(pool[dst], hashmix(ent[src], hash_const));
   std::vector<uint32_t> state(n_words);
   uint32_t hc = kInitB;
   for (int i = 0; i < n_words; ++i) {
@@ -104,7 +105,8 @@ std::vector<int64_t> numpy_integers(uint64_t seed, int64_t high, int size) {
       uint32_t leftover = static_cast<uint32_t>(m);
       if (leftover < excl) {
         const uint32_t threshold = (UINT32_MAX - static_cast<uint32_t>(range)) % excl;
-        while (leftover < threshold) m = uint64_t{rng.next32()} * excl, leftover = static_cast<uint32_t>(m);
+        while (leftover < threshold)
+          m = uint64_t{rng.next32()} * excl, leftover = static_cast<uint32_t>(m);
       }
       out[i] = static_cast<int64_t>(m >> 32);
     } else {  // Lemire on 64-bit draws
@@ -113,7 +115,8 @@ std::vector<int64_t> numpy_integers(uint64_t seed, int64_t high, int size) {
       uint64_t leftover = static_cast<uint64_t>(m);
       if (leftover < excl) {
         const uint64_t threshold = (UINT64_MAX - range) % excl;
-        while (leftover < threshold) m = (unsigned __int128)rng.next64() * excl, leftover = static_cast<uint64_t>(m);
+        while (leftover < threshold)
+          m = (unsigned __int128)rng.next64() * excl, leftover = static_cast<uint64_t>(m);
       }
       out[i] = static_cast<int64_t>(m >> 64);
     }

@@ -10,7 +10,8 @@ namespace {
 Tensor<float> uniform(Shape shape, uint64_t seed, uint32_t id, float lo, float hi) {
   Tensor<float> t(std::move(shape));
   for (int64_t i = 0; i < t.size(); ++i)
-    t.data[i] = lo + (hi - lo) * philox_uniform(philox_draw(seed, id, static_cast<uint32_t>(i)).v[0]);
+    t.data[i] =
+        lo + (hi - lo) * philox_uniform(philox_draw(seed, id, static_cast<uint32_t>(i)).v[0]);
   return t;
 }
 
@@ -38,8 +39,8 @@ std::vector<int64_t> synthetic_token_ids(int64_t tokens, int64_t vocab, uint64_t
   for (int64_t t = 0; t < tokens; ++t) {
     const Philox4 r = philox_draw(seed, 1, static_cast<uint32_t>(t));
     ids[t] = r.v[0] % vocab;
-    if (with_markers && r.v[1] % 16 == 0) ids[t] = -1;                    // DEAD separator
-    if (with_markers && r.v[1] % 16 == 1) ids[t] = -2;                    // an image position
+    if (with_markers && r.v[1] % 16 == 0) ids[t] = -1;                         // DEAD separator
+    if (with_markers && r.v[1] % 16 == 1) ids[t] = -2;                         // an image position
     if (with_markers && t > 0 && ids[t - 1] == -2 && r.v[2] % 2) ids[t] = -2;  // image runs
   }
   return ids;
@@ -113,14 +114,15 @@ std::vector<int64_t> rotated(int64_t n) {
 
 EngramReference run_engram_reference(const EngramInputs& in) {
   EngramReference r;
-  r.addresses = reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history,
-                                            in.compressed_pad);
+  r.addresses =
+      reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
   r.rows = reference::gather_rows(in.cfg, in.table, r.addresses);
   r.truth = reference::engram_gate_truth(in, r.rows);
   // The baseline's error scale from three orderings, as for the residual (residual_case.hpp).
   r.baseline = reference::engram_gate_baseline(in, r.rows);
   const int64_t d = in.cfg.d, E = r.rows.dim(1);
-  for (const auto& [pd, pe] : {std::pair{reversed(d), reversed(E)}, std::pair{rotated(d), rotated(E)}}) {
+  for (const auto& [pd, pe] :
+       {std::pair{reversed(d), reversed(E)}, std::pair{rotated(d), rotated(E)}}) {
     const reference::GateOutputs b = permuted_gate_baseline(in, r.rows, pd, pe);
     keep_farthest(r.baseline.gates, b.gates, r.truth.gates);
     keep_farthest(r.baseline.h_out, b.h_out, r.truth.h_out);

@@ -76,9 +76,11 @@ std::vector<Tensor<double>*> residual_tensors(reference::ResidualRefOutputs& o) 
   return t;
 }
 
-BuiltCase build_residual(const ResidualConfig& cfg, ResidualPath path, ActDType act, uint64_t seed) {
+BuiltCase build_residual(const ResidualConfig& cfg, ResidualPath path, ActDType act,
+                         uint64_t seed) {
   BuiltCase b;
-  b.config = {{"residual", to_json(cfg)}, {"path", residual_path_name(path)}, {"act", act_dtype_name(act)}};
+  b.config = {
+      {"residual", to_json(cfg)}, {"path", residual_path_name(path)}, {"act", act_dtype_name(act)}};
   const ResidualStackInputs in = make_residual_inputs(cfg, cfg.tokens, act, seed);
   reference::ResidualRefOutputs truth = reference::run_truth(in, path);
   put_residual_inputs(b.blob, in);
@@ -106,14 +108,17 @@ EngramConfig engram_cfg(int d, int tokens, int heads, int max_order, int64_t tab
   return c;
 }
 
-reference::CompressionMap engram_case_map() { return reference::synthetic_compression_map(4096, 3001, 11); }
+reference::CompressionMap engram_case_map() {
+  return reference::synthetic_compression_map(4096, 3001, 11);
+}
 
 // Engram inputs from a blob: the raw ids and map are stored, everything derived is recomputed.
 EngramInputs engram_inputs_from(const Safetensors& st, const EngramConfig& cfg, ActDType act,
                                 int layer_index, const std::string& src) {
   const reference::CompressionMap map{st.get_as<int32_t>("map", src).data, cfg.compressed_vocab};
   if (static_cast<int64_t>(map.map.size()) != cfg.vocab)
-    throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", src, map.map.size(), cfg.vocab);
+    throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", src, map.map.size(),
+                    cfg.vocab);
   EngramInputs in;
   in.cfg = cfg;
   in.act = act;
@@ -156,7 +161,8 @@ BuiltCase build_engram(const EngramConfig& cfg, ActDType act, int layer_index, u
   b.blob.put("expected.rows", ref.rows);
   b.blob.put("expected.gates", ref.truth.gates);
   b.blob.put("expected.h_out", ref.truth.h_out);
-  b.outputs = {{"addresses", "exact"}, {"rows", "exact"}, {"gates", "tolerance"}, {"h_out", "tolerance"}};
+  b.outputs = {
+      {"addresses", "exact"}, {"rows", "exact"}, {"gates", "tolerance"}, {"h_out", "tolerance"}};
   return b;
 }
 
@@ -165,12 +171,26 @@ const std::vector<CaseSpec>& specs() {
   using P = ResidualPath;
   using A = ActDType;
   static const std::vector<CaseSpec> s = {
-      {"residual_v4_f32", "residual", 101, [](uint64_t seed) { return build_residual(residual_cfg(64, 3, 4), P::v4_unfused, A::f32, seed); }},
-      {"residual_v41_f32", "residual", 102, [](uint64_t seed) { return build_residual(residual_cfg(64, 3, 4), P::v41_single_pass, A::f32, seed); }},
-      {"residual_v41_bf16", "residual", 103, [](uint64_t seed) { return build_residual(residual_cfg(128, 4, 3), P::v41_single_pass, A::bf16, seed); }},
-      {"residual_v4_bf16_d8", "residual", 104, [](uint64_t seed) { return build_residual(residual_cfg(8, 2, 2), P::v4_unfused, A::bf16, seed); }},
-      {"engram_layer1_f32", "engram", 201, [](uint64_t seed) { return build_engram(engram_cfg(16, 24, 2, 4, 300), A::f32, 0, seed); }},
-      {"engram_layer3_bf16", "engram", 202, [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
+      {"residual_v4_f32", "residual", 101,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(64, 3, 4), P::v4_unfused, A::f32, seed);
+       }},
+      {"residual_v41_f32", "residual", 102,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(64, 3, 4), P::v41_single_pass, A::f32, seed);
+       }},
+      {"residual_v41_bf16", "residual", 103,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(128, 4, 3), P::v41_single_pass, A::bf16, seed);
+       }},
+      {"residual_v4_bf16_d8", "residual", 104,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(8, 2, 2), P::v4_unfused, A::bf16, seed);
+       }},
+      {"engram_layer1_f32", "engram", 201,
+       [](uint64_t seed) { return build_engram(engram_cfg(16, 24, 2, 4, 300), A::f32, 0, seed); }},
+      {"engram_layer3_bf16", "engram", 202,
+       [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
   };
   return s;
 }
@@ -229,11 +249,32 @@ std::vector<double> as_doubles(const StTensor& t) {
   for (size_t i = 0; i < n; ++i) {
     const char* p = t.bytes.data() + i * dtype_size(t.dtype);
     switch (t.dtype) {
-      case DType::F64: { double x; std::memcpy(&x, p, 8); v[i] = x; break; }
-      case DType::F32: { float x; std::memcpy(&x, p, 4); v[i] = x; break; }
-      case DType::I64: { int64_t x; std::memcpy(&x, p, 8); v[i] = double(x); break; }
-      case DType::I32: { int32_t x; std::memcpy(&x, p, 4); v[i] = x; break; }
-      default: v[i] = static_cast<uint8_t>(*p);
+      case DType::F64: {
+        double x;
+        std::memcpy(&x, p, 8);
+        v[i] = x;
+        break;
+      }
+      case DType::F32: {
+        float x;
+        std::memcpy(&x, p, 4);
+        v[i] = x;
+        break;
+      }
+      case DType::I64: {
+        int64_t x;
+        std::memcpy(&x, p, 8);
+        v[i] = double(x);
+        break;
+      }
+      case DType::I32: {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        v[i] = x;
+        break;
+      }
+      default:
+        v[i] = static_cast<uint8_t>(*p);
     }
   }
   return v;
@@ -256,13 +297,16 @@ Delta delta(const std::vector<double>& a, const std::vector<double>& b) {
   return d;
 }
 template <class T>
-std::vector<double> doubles(const Tensor<T>& t) { return {t.data.begin(), t.data.end()}; }
+std::vector<double> doubles(const Tensor<T>& t) {
+  return {t.data.begin(), t.data.end()};
+}
 
 CheckedTensor reference_check(const std::string& name, const std::vector<double>& now,
                               const StTensor& stored) {
   const Delta dl = delta(now, as_doubles(stored));
   return {name, "ref-1e-12", dl.within(),
-          fmt::format("reference max |now - stored| = {:.3e} (limit {:.3e})", dl.max_abs, 1e-12 * dl.scale)};
+          fmt::format("reference max |now - stored| = {:.3e} (limit {:.3e})", dl.max_abs,
+                      1e-12 * dl.scale)};
 }
 
 CaseReport check_residual(const LoadedCase& c, const RunOptions& opt) {
@@ -282,7 +326,8 @@ CaseReport check_residual(const LoadedCase& c, const RunOptions& opt) {
   const auto now = residual_tensors(truth);
   CaseReport report{c.name, {}};
   for (size_t i = 0; i < names.size(); ++i)
-    report.tensors.push_back(reference_check(names[i], doubles(*now[i]), c.blob.get("expected." + names[i], c.blob_source)));
+    report.tensors.push_back(reference_check(names[i], doubles(*now[i]),
+                                             c.blob.get("expected." + names[i], c.blob_source)));
   const auto baseline = baseline_error_draws(in, path, expected);
   for (const auto& t : compare_residual(expected, baseline, run_residual_stack(in, path, opt), act))
     report.tensors.push_back({t.name, "tolerance", t.result.pass, t.result.summary()});
@@ -294,9 +339,8 @@ CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
   config.reject_unknown({"engram", "act", "layer_index"});
   const EngramConfig cfg = parse_engram_config(config.object("engram"));
   const ActDType act = parse_act(config);
-  const EngramInputs in = engram_inputs_from(c.blob, cfg, act,
-                                             static_cast<int>(config.integer("layer_index", 0, 1000)),
-                                             c.blob_source);
+  const EngramInputs in = engram_inputs_from(
+      c.blob, cfg, act, static_cast<int>(config.integer("layer_index", 0, 1000)), c.blob_source);
   const EngramReference now = run_engram_reference(in);
   EngramReference expected = now;
   expected.addresses = c.blob.get_as<int64_t>("expected.addresses", c.blob_source);
@@ -305,12 +349,16 @@ CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
   expected.truth.h_out = c.blob.get_as<double>("expected.h_out", c.blob_source);
   CaseReport report{c.name, {}};
   const std::pair<std::string, std::vector<double>> ref_now[] = {
-      {"addresses", doubles(now.addresses)}, {"rows", doubles(now.rows)},
-      {"gates", doubles(now.truth.gates)}, {"h_out", doubles(now.truth.h_out)}};
+      {"addresses", doubles(now.addresses)},
+      {"rows", doubles(now.rows)},
+      {"gates", doubles(now.truth.gates)},
+      {"h_out", doubles(now.truth.h_out)}};
   for (const auto& [name, v] : ref_now)
-    report.tensors.push_back(reference_check(name, v, c.blob.get("expected." + name, c.blob_source)));
+    report.tensors.push_back(
+        reference_check(name, v, c.blob.get("expected." + name, c.blob_source)));
   for (const auto& t : compare_engram(expected, run_engram_layer(in, opt), act))
-    report.tensors.push_back({t.name, t.name == "addresses" || t.name == "rows" ? "exact" : "tolerance",
+    report.tensors.push_back({t.name,
+                              t.name == "addresses" || t.name == "rows" ? "exact" : "tolerance",
                               t.result.pass, t.result.summary()});
   return report;
 }
@@ -327,12 +375,13 @@ bool same_as_on_disk(const std::filesystem::path& manifest_path, const Safetenso
         deltas.push_back(fmt::format("{}: CHANGED (new or reshaped)", name));
         same = false;
       } else if (name.rfind("expected.", 0) != 0) {
-        if (it->second.bytes != t.bytes) deltas.push_back(fmt::format("input {}: CHANGED", name)), same = false;
+        if (it->second.bytes != t.bytes)
+          deltas.push_back(fmt::format("input {}: CHANGED", name)), same = false;
       } else {
         const Delta dl = delta(as_doubles(t), as_doubles(it->second));
         same &= dl.within();
-        deltas.push_back(fmt::format("{}: max |new - old| = {:.3e} ({})", name.substr(9), dl.max_abs,
-                                     dl.within() ? "unchanged" : "CHANGED"));
+        deltas.push_back(fmt::format("{}: max |new - old| = {:.3e} ({})", name.substr(9),
+                                     dl.max_abs, dl.within() ? "unchanged" : "CHANGED"));
       }
     }
     return same;
@@ -386,8 +435,10 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
     built.blob.metadata = {{"component", spec.component}, {"case", spec.name}};
     const auto manifest_path = dir / (spec.name + ".json");
     const bool exists = std::filesystem::exists(manifest_path);
-    if (exists) r.changed = !same_as_on_disk(manifest_path, built.blob, r.deltas);
-    else r.deltas.push_back("new case");
+    if (exists)
+      r.changed = !same_as_on_disk(manifest_path, built.blob, r.deltas);
+    else
+      r.deltas.push_back("new case");
     // Unchanged cases stay untouched; changed expectations need --accept.
     if (exists && (!r.changed || !accept)) {
       reports.push_back(std::move(r));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "optimized/backend.hpp"
 #include "optimized/kernel.cuh"
 
 namespace tandem::TANDEM_BACKEND_NS {
@@ -72,6 +73,25 @@ class DeviceArray {
   std::vector<T> host_;
 #endif
 };
+
+// Brackets one host-level run: sets the emulator's schedule and starts its byte counts;
+// end_run returns the launches' counts (emu) or waits for the device (cuda).
+inline void begin_run(const RunOptions& opt) {
+#if defined(TANDEM_EMU)
+  emu::set_schedule(opt.schedule);
+  emu::take_launch_log();
+#else
+  (void)opt;
+#endif
+}
+inline LaunchLog end_run() {
+#if defined(TANDEM_EMU)
+  return emu::take_launch_log();
+#else
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return {};
+#endif
+}
 
 // Host float tensors <-> device arrays of the storage dtype Act (values representable in Act).
 template <class Act>

@@ -1,9 +1,9 @@
 // Host launchers for the Engram kernels; compiled once per backend from this source.
 #include <memory>
 
-#include "optimized/engram.hpp"  // host headers first: the emulator's macros come after
 #include "optimized/device_array.cuh"
 #include "optimized/engram.cuh"
+#include "optimized/engram.hpp"  // host headers first: the emulator's macros come after
 
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
@@ -43,10 +43,7 @@ void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<flo
 }  // namespace
 
 EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {
-#if defined(TANDEM_EMU)
-  emu::set_schedule(opt.schedule);
-  emu::take_launch_log();
-#endif
+  begin_run(opt);
   const int64_t T = static_cast<int64_t>(in.compressed.size());
   const int L = in.cfg.lookups();
   // The chunk's ids behind its history (DEAD where there is none), so a thread reads t-3..t.
@@ -59,18 +56,16 @@ EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {
   d_ids.upload(ids);
   d_table.upload(in.table);
   TANDEM_LAUNCH("engram_hash_gather", engram_hash_gather, dim3(unsigned(T)), dim3(kGatherThreads),
-                0, d_ids.data(), hash_params(in, in.compressed_pad), d_table.data(), d_addresses.data(),
-                d_rows.data());
+                0, d_ids.data(), hash_params(in, in.compressed_pad), d_table.data(),
+                d_addresses.data(), d_rows.data());
   EngramOutputs out;
   out.addresses = Tensor<int64_t>({T, L}, d_addresses.download());
   out.rows = Tensor<float>({T, int64_t{L} * kEngramHeadDim}, d_rows.download());
-  if (in.act == ActDType::f32) run_gate<float>(in, d_ids, d_rows, opt, out);
-  else run_gate<bf16>(in, d_ids, d_rows, opt, out);
-#if defined(TANDEM_EMU)
-  out.launches = emu::take_launch_log();
-#else
-  CUDA_CHECK(cudaDeviceSynchronize());
-#endif
+  if (in.act == ActDType::f32)
+    run_gate<float>(in, d_ids, d_rows, opt, out);
+  else
+    run_gate<bf16>(in, d_ids, d_rows, opt, out);
+  out.launches = end_run();
   return out;
 }
 

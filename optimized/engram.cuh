@@ -10,7 +10,7 @@
 // Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
 namespace tandem::TANDEM_BACKEND_NS {
 
-inline constexpr int kEngramHeadDim = 256;       // values per row: 32 lanes x 8
+inline constexpr int kEngramHeadDim = 256;  // values per row: 32 lanes x 8
 inline constexpr int kEngramScales = kEngramHeadDim / 32;
 inline constexpr int kEngramRowBytes = kEngramHeadDim + kEngramScales;
 inline constexpr int kEngramMaxOrder = 4;
@@ -65,7 +65,8 @@ __global__ void engram_hash_gather(const int64_t* __restrict__ ids, EngramHashPa
       const uint8_t* r = table + row * kEngramRowBytes;
       const uint2 codes = ld(reinterpret_cast<const uint2*>(r) + lane, Traffic::weight);
       uint2 scales = {0, 0};
-      if (lane == 0) scales = ld(reinterpret_cast<const uint2*>(r + kEngramHeadDim), Traffic::weight);
+      if (lane == 0)
+        scales = ld(reinterpret_cast<const uint2*>(r + kEngramHeadDim), Traffic::weight);
       scales.x = __shfl_sync(0xffffffffu, scales.x, 0);
       scales.y = __shfl_sync(0xffffffffu, scales.y, 0);
       const int group = lane / 4;  // one scale per 32 values = 4 lanes x 8
@@ -98,9 +99,9 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
   __shared__ float gate[4];
   __shared__ bool image;
   TANDEM_DYNAMIC_SHARED(float, smem);
-  float* e = smem;                // [E]
-  float* kv = smem + E;           // [5d]
-  float* hs = smem + E + 5 * d;   // [4d]
+  float* e = smem;               // [E]
+  float* kv = smem + E;          // [5d]
+  float* hs = smem + E + 5 * d;  // [4d]
   const int64_t t = blockIdx.x;
   if (threadIdx.x == 0) image = ld(ids + t, Traffic::activation) < 0;
   for (int i = threadIdx.x * 4; i < E; i += blockDim.x * 4) {
@@ -112,14 +113,7 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
   __syncthreads();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   for (int r = warp; r < 5 * d; r += blockDim.x / kWarpSize) {
-    float sum = 0.0f;
-    for (int i = lane * 4; i < E; i += kWarpSize * 4) {
-      float w[4];
-      load_floats<4>(wkv + static_cast<size_t>(r) * E + i, w, Traffic::weight);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) sum += w[k] * e[i + k];
-    }
-    sum = warp_sum(sum);
+    const float sum = warp_row_dot(wkv + static_cast<size_t>(r) * E, e, E);
     if (lane == 0) kv[r] = sum;
   }
   __syncthreads();
@@ -144,10 +138,11 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
   if (threadIdx.x < 4) {
     const int s = threadIdx.x;
     float hwk = 0.0f, hh = 0.0f, kk = 0.0f;  // NOTE: selected by unrolled compares, so acc stays
-#pragma unroll                                 // in registers (acc[3 * s] would be local memory)
+#pragma unroll                               // in registers (acc[3 * s] would be local memory)
     for (int q = 0; q < 4; ++q)
       if (q == s) hwk = acc[3 * q], hh = acc[3 * q + 1], kk = acc[3 * q + 2];
-    const float dot = hwk * rsqrtf(hh / d + eps) * rsqrtf(kk / d + eps) / sqrtf(static_cast<float>(d));
+    const float dot =
+        hwk * rsqrtf(hh / d + eps) * rsqrtf(kk / d + eps) / sqrtf(static_cast<float>(d));
     const float sgn = dot > 0.0f ? 1.0f : dot < 0.0f ? -1.0f : 0.0f;
     gate[s] = image ? 0.0f : 1.0f / (1.0f + expf(-sgn * sqrtf(fmaxf(fabsf(dot), 1e-6f))));
     st(gates + t * 4 + s, gate[s], Traffic::coefficient);

@@ -140,6 +140,20 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// One warp's dot product of a global weight row [n] (16-byte loads, lanes strided) with a vector
+// staged in shared memory; every lane gets the sum. n must be a multiple of 4.
+__device__ __forceinline__ float warp_row_dot(const float* __restrict__ row, const float* staged,
+                                              int n) {
+  float sum = 0.0f;
+  for (int i = (threadIdx.x % kWarpSize) * 4; i < n; i += kWarpSize * 4) {
+    float w[4];
+    load_floats<4>(row + i, w, Traffic::weight);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sum += w[k] * staged[i + k];
+  }
+  return warp_sum(sum);
+}
+
 // Sums K values over the block; every thread gets the totals. Fixed order: warp butterfly, then
 // the warps' partials in warp order, so the result does not depend on scheduling.
 // `scratch` is shared memory of kMaxWarps * K floats. blockDim.x must be a multiple of 32.

@@ -141,17 +141,10 @@ class StackRunner {
 
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt) {
-#if defined(TANDEM_EMU)
-  emu::set_schedule(opt.schedule);
-  emu::take_launch_log();  // start counting from this run
-#endif
+  begin_run(opt);
   ResidualStackOutputs out = in.act == ActDType::f32 ? StackRunner<float>(in, opt).run(path)
                                                      : StackRunner<bf16>(in, opt).run(path);
-#if defined(TANDEM_EMU)
-  out.launches = emu::take_launch_log();
-#else
-  CUDA_CHECK(cudaDeviceSynchronize());
-#endif
+  out.launches = end_run();
   return out;
 }
 

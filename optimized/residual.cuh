@@ -323,14 +323,7 @@ __global__ void sublayer_linear(const Act* __restrict__ y, const float* __restri
   __syncthreads();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   for (int r = warp; r < d; r += blockDim.x / kWarpSize) {
-    float sum = 0.0f;
-    for (int i = lane * 4; i < d; i += kWarpSize * 4) {
-      float wv[4];
-      load_floats<4>(w_sub + static_cast<size_t>(r) * d + i, wv, Traffic::weight);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sum += wv[e] * staged[i + e];
-    }
-    sum = warp_sum(sum);
+    const float sum = warp_row_dot(w_sub + static_cast<size_t>(r) * d, staged, d);
     if (lane == 0) st(f + t * d + r, from_float<Act>(sum), Traffic::activation);
   }
 }

@@ -118,8 +118,11 @@ TEST(App, TrafficJson) {
 }
 
 TEST(App, HelpForEveryCommand) {
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"--help"}, {"verify", "--help"}, {"golden", "--help"}, {"info", "--help"}, {"traffic", "--help"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--help"},
+                                                         {"verify", "--help"},
+                                                         {"golden", "--help"},
+                                                         {"info", "--help"},
+                                                         {"traffic", "--help"}}) {
     const CliRun r = tandem(args);
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <set>
 
-#include "golden/engram_case.hpp"
 #include "core/philox.hpp"
+#include "golden/engram_case.hpp"
 #include "optimized/engram_prefetch.hpp"
 #include "sim/engram_traffic.hpp"
 
@@ -138,9 +138,11 @@ RC_GTEST_PROP(EngramPrefetch, HostGeneratorEqualsReference, ()) {
   c.heads = *rc::gen::inRange(1, 9);
   const auto tables = engram_tables(c).at(1);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  const auto ids = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 50), c.vocab, seed), small_map());
+  const auto ids = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 50), c.vocab, seed),
+                                       small_map());
   std::vector<int64_t> history;
-  for (int i = 0, n = *rc::gen::inRange(0, 4); i < n; ++i) history.push_back(int64_t(seed >> (10 * i)) % 3001);
+  for (int i = 0, n = *rc::gen::inRange(0, 4); i < n; ++i)
+    history.push_back(int64_t(seed >> (10 * i)) % 3001);
   const int64_t pad = small_map().map.at(c.pad_id);
   const auto want = reference::engram_addresses(c, tables, ids, history, pad);
   std::vector<int64_t> got(want.data.size());
@@ -153,8 +155,10 @@ TEST(EngramCuda, KernelsMatchReference) {
   if (!cuda.available) GTEST_SKIP() << cuda.detail;
   for (auto act : {ActDType::f32, ActDType::bf16}) {
     const EngramConfig c = small_config(64);
-    const auto in = make_engram_inputs(c, small_map(), synthetic_token_ids(64, c.vocab, 5), 0, act, 5);
-    for (const auto& t : compare_engram(run_engram_reference(in), run_engram_layer(in, {Backend::cuda, {}, 128}), act))
+    const auto in =
+        make_engram_inputs(c, small_map(), synthetic_token_ids(64, c.vocab, 5), 0, act, 5);
+    for (const auto& t : compare_engram(run_engram_reference(in),
+                                        run_engram_layer(in, {Backend::cuda, {}, 128}), act))
       EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
   }
 }
@@ -162,7 +166,8 @@ TEST(EngramCuda, KernelsMatchReference) {
 RC_GTEST_PROP(EngramAddressing, ChangingOneTokenMovesOnlyTheNextFourPositions, ()) {
   const EngramConfig c = small_config();
   const int64_t T = *rc::gen::inRange(1, 40);
-  auto ids = reference::compress(synthetic_token_ids(T, c.vocab, *rc::gen::arbitrary<uint64_t>()), small_map());
+  auto ids = reference::compress(synthetic_token_ids(T, c.vocab, *rc::gen::arbitrary<uint64_t>()),
+                                 small_map());
   const auto before = addresses_of(c, ids);
   const int64_t p = *rc::gen::inRange<int64_t>(0, T);
   ids[p] = ids[p] == 7 ? 8 : 7;
@@ -175,21 +180,26 @@ RC_GTEST_PROP(EngramAddressing, ChangingOneTokenMovesOnlyTheNextFourPositions, (
 RC_GTEST_PROP(EngramAddressing, PackingOffsetAndChunkingDoNotChangeAddresses, ()) {
   const EngramConfig c = small_config();
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  const auto a = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 20), c.vocab, seed), small_map());
-  const auto b = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 20), c.vocab, seed + 1), small_map());
+  const auto a = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 20), c.vocab, seed),
+                                     small_map());
+  const auto b = reference::compress(
+      synthetic_token_ids(*rc::gen::inRange(1, 20), c.vocab, seed + 1), small_map());
   // Batch packing: A, DEAD, B gives B the addresses it has alone (and A too).
   std::vector<int64_t> packed = a;
   packed.push_back(kEngramDead);
   packed.insert(packed.end(), b.begin(), b.end());
-  const auto whole = addresses_of(c, packed), alone_b = addresses_of(c, b), alone_a = addresses_of(c, a);
-  for (size_t t = 0; t < b.size(); ++t) RC_ASSERT(row_of(whole, a.size() + 1 + t) == row_of(alone_b, t));
+  const auto whole = addresses_of(c, packed), alone_b = addresses_of(c, b),
+             alone_a = addresses_of(c, a);
+  for (size_t t = 0; t < b.size(); ++t)
+    RC_ASSERT(row_of(whole, a.size() + 1 + t) == row_of(alone_b, t));
   for (size_t t = 0; t < a.size(); ++t) RC_ASSERT(row_of(whole, t) == row_of(alone_a, t));
   // Chunked prefill and token-by-token decode, carrying the last 3 ids: same as one shot.
   const size_t chunk = *rc::gen::inRange<size_t>(1, 6);
   for (size_t start = 0; start < packed.size(); start += chunk) {
     const size_t end = std::min(packed.size(), start + chunk);
-    std::vector<int64_t> history(packed.begin() + std::max<int64_t>(0, int64_t(start) - kEngramHistory),
-                                 packed.begin() + start);
+    std::vector<int64_t> history(
+        packed.begin() + std::max<int64_t>(0, int64_t(start) - kEngramHistory),
+        packed.begin() + start);
     const std::vector<int64_t> part(packed.begin() + start, packed.begin() + end);
     const auto got = addresses_of(c, part, history);
     for (size_t t = 0; t < part.size(); ++t) RC_ASSERT(row_of(got, t) == row_of(whole, start + t));
@@ -209,13 +219,16 @@ TEST(EngramAddressing, ImagePositionsHaveNoLookupAndBlockTheLookBack) {
 RC_GTEST_PROP(EngramAddressing, EveryAddressIsInsideItsTable, ()) {
   const EngramConfig c = small_config();
   const auto tables = engram_tables(c).at(0);
-  const auto ids = reference::compress(synthetic_token_ids(64, c.vocab, *rc::gen::arbitrary<uint64_t>()), small_map());
+  const auto ids = reference::compress(
+      synthetic_token_ids(64, c.vocab, *rc::gen::arbitrary<uint64_t>()), small_map());
   const auto a = addresses_of(c, ids);
   for (int64_t t = 0; t < 64; ++t)
     for (int l = 0; l < c.lookups(); ++l) {
       const int64_t v = a.data[t * c.lookups() + l];
-      if (ids[t] < 0) RC_ASSERT(v == -1);
-      else RC_ASSERT(v >= tables.offsets[l] && v < tables.offsets[l] + tables.primes[l]);
+      if (ids[t] < 0)
+        RC_ASSERT(v == -1);
+      else
+        RC_ASSERT(v >= tables.offsets[l] && v < tables.offsets[l] + tables.primes[l]);
     }
 }
 

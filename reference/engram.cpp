@@ -1,7 +1,6 @@
 #include "reference/engram.hpp"
 
 #include <Eigen/Dense>
-
 #include <cmath>
 
 #include "core/dtype.hpp"
@@ -16,7 +15,8 @@ CompressionMap load_compression_map(const std::string& path, const EngramConfig&
   const Safetensors st = read_safetensors(path);
   const Tensor<int32_t> t = st.get_as<int32_t>("map", path);
   if (t.shape != Shape{cfg.vocab})
-    throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", path, t.size(), cfg.vocab);
+    throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", path, t.size(),
+                    cfg.vocab);
   for (int64_t i = 0; i < t.size(); ++i)
     if (t.data[i] < 0 || t.data[i] >= cfg.compressed_vocab)
       throw_bad_input("{}: map[{}] = {} is outside [0, engram.compressed_vocab = {})", path, i,
@@ -27,8 +27,10 @@ CompressionMap load_compression_map(const std::string& path, const EngramConfig&
 CompressionMap synthetic_compression_map(int64_t vocab, int64_t compressed_vocab, uint64_t seed) {
   CompressionMap m{std::vector<int32_t>(vocab), compressed_vocab};
   for (int64_t i = 0; i < vocab; ++i)
-    m.map[i] = static_cast<int32_t>(
-        i < compressed_vocab ? i : philox_draw(seed, 0, static_cast<uint32_t>(i)).v[0] % compressed_vocab);
+    m.map[i] = static_cast<int32_t>(i < compressed_vocab
+                                        ? i
+                                        : philox_draw(seed, 0, static_cast<uint32_t>(i)).v[0] %
+                                              compressed_vocab);
   return m;
 }
 
@@ -133,12 +135,12 @@ GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
                     std::sqrt(naive_dot<S>(h, h) / S(d) + eps) /
                     std::sqrt(naive_dot<S>(key, key) / S(d) + eps) / std::sqrt(S(d));
       const S sgn = dot > 0 ? S(1) : dot < 0 ? S(-1) : S(0);
-      const S gate = in.compressed[t] < 0
-                         ? S(0)
-                         : sigmoid(sgn * std::sqrt(std::max(std::fabs(dot), S(1e-6))));
+      const S gate =
+          in.compressed[t] < 0 ? S(0) : sigmoid(sgn * std::sqrt(std::max(std::fabs(dot), S(1e-6))));
       out.gates.data[t * 4 + s] = static_cast<double>(gate);
       for (int64_t n = 0; n < d; ++n)
-        out.h_out.data[(t * 4 + s) * d + n] = static_cast<double>(store<Act>(h(n) + gate * value(n)));
+        out.h_out.data[(t * 4 + s) * d + n] =
+            static_cast<double>(store<Act>(h(n) + gate * value(n)));
     }
   }
   return out;

@@ -19,31 +19,60 @@ nlohmann::json v4_kv(int csa, int hca) {
 }
 
 nlohmann::json presets() {
-  nlohmann::json tiny = {
-      {"name", "tiny"}, {"layers", 2}, {"d", 64}, {"act_bytes", 2}, {"active_param_bytes", 2e6},
-      {"kv_bytes_per_token", 2 * 356.0}, {"kv_v32_bytes_per_token", 2 * kV32PerLayer},
-      {"window_entry_bytes", 528}, {"window_tokens", 128}, {"engram_layers", 2},
-      {"engram_lookups", 24}, {"engram_row_bytes", 264}, {"engram_rows_per_layer", 100000},
-      {"hbm_GBps", 4800}, {"host_link_GBps", 64}, {"gamma", 5},
-      {"source", "the emulator-sized model of tandem verify (d = 64, 4 sites)"}};
+  nlohmann::json tiny = {{"name", "tiny"},
+                         {"layers", 2},
+                         {"d", 64},
+                         {"act_bytes", 2},
+                         {"active_param_bytes", 2e6},
+                         {"kv_bytes_per_token", 2 * 356.0},
+                         {"kv_v32_bytes_per_token", 2 * kV32PerLayer},
+                         {"window_entry_bytes", 528},
+                         {"window_tokens", 128},
+                         {"engram_layers", 2},
+                         {"engram_lookups", 24},
+                         {"engram_row_bytes", 264},
+                         {"engram_rows_per_layer", 100000},
+                         {"hbm_GBps", 4800},
+                         {"host_link_GBps", 64},
+                         {"gamma", 5},
+                         {"source", "the emulator-sized model of tandem verify (d = 64, 4 sites)"}};
   nlohmann::json flash = {
-      {"name", "v4-flash"}, {"layers", 41}, {"d", 4096}, {"act_bytes", 2},
-      {"active_param_bytes", 13e9}, {"window_entry_bytes", 584}, {"window_tokens", 128},
-      {"engram_layers", 0}, {"engram_lookups", 24}, {"engram_row_bytes", 264},
-      {"engram_rows_per_layer", 0}, {"hbm_GBps", 4800}, {"host_link_GBps", 64}, {"gamma", 5},
-      {"source", "DESIGN 5.5: 21 CSA + 20 HCA layers = 3514 B/token; assumed: d = 4096, 13 GB "
-                 "active FP8 weights, H200 (4.8 TB/s HBM, 64 GB/s PCIe)"}};
+      {"name", "v4-flash"},
+      {"layers", 41},
+      {"d", 4096},
+      {"act_bytes", 2},
+      {"active_param_bytes", 13e9},
+      {"window_entry_bytes", 584},
+      {"window_tokens", 128},
+      {"engram_layers", 0},
+      {"engram_lookups", 24},
+      {"engram_row_bytes", 264},
+      {"engram_rows_per_layer", 0},
+      {"hbm_GBps", 4800},
+      {"host_link_GBps", 64},
+      {"gamma", 5},
+      {"source",
+       "DESIGN 5.5: 21 CSA + 20 HCA layers = 3514 B/token; assumed: d = 4096, 13 GB "
+       "active FP8 weights, H200 (4.8 TB/s HBM, 64 GB/s PCIe)"}};
   flash.update(v4_kv(21, 20));
   nlohmann::json pro = flash;
-  pro.update({{"name", "v4-pro"}, {"layers", 61}, {"d", 7168}, {"active_param_bytes", 49e9},
-              {"source", "assumed: 61 layers as 31 CSA + 30 HCA, d = 7168, 49 GB active FP8 "
-                         "weights, H200"}});
+  pro.update({{"name", "v4-pro"},
+              {"layers", 61},
+              {"d", 7168},
+              {"active_param_bytes", 49e9},
+              {"source",
+               "assumed: 61 layers as 31 CSA + 30 HCA, d = 7168, 49 GB active FP8 "
+               "weights, H200"}});
   pro.update(v4_kv(31, 30));
   nlohmann::json v41 = flash;
-  v41.update({{"name", "v4.1-flash"}, {"kv_bytes_per_token", 890.0}, {"window_entry_bytes", 528},
-              {"engram_layers", 2}, {"engram_rows_per_layer", 384006168},
-              {"source", "DESIGN 5.2/5.5: CSA2 890 B/token, FP8 window 528 B, Engram at layers "
-                         "1 and 14 with 384,006,168 rows of 264 B; assumed as v4-flash otherwise"}});
+  v41.update({{"name", "v4.1-flash"},
+              {"kv_bytes_per_token", 890.0},
+              {"window_entry_bytes", 528},
+              {"engram_layers", 2},
+              {"engram_rows_per_layer", 384006168},
+              {"source",
+               "DESIGN 5.2/5.5: CSA2 890 B/token, FP8 window 528 B, Engram at layers "
+               "1 and 14 with 384,006,168 rows of 264 B; assumed as v4-flash otherwise"}});
   return nlohmann::json::array({tiny, flash, pro, v41});
 }
 
@@ -52,8 +81,8 @@ nlohmann::json presets() {
 Preset parse_preset(const JsonFields& f) {
   f.reject_unknown({"name", "layers", "d", "act_bytes", "active_param_bytes", "kv_bytes_per_token",
                     "kv_v32_bytes_per_token", "window_entry_bytes", "window_tokens",
-                    "engram_layers", "engram_lookups", "engram_row_bytes",
-                    "engram_rows_per_layer", "hbm_GBps", "host_link_GBps", "gamma", "source"});
+                    "engram_layers", "engram_lookups", "engram_row_bytes", "engram_rows_per_layer",
+                    "hbm_GBps", "host_link_GBps", "gamma", "source"});
   Preset p;
   p.name = f.string("name");
   p.layers = static_cast<int>(f.integer("layers", 1, 100000));

@@ -16,9 +16,12 @@ namespace {
 nlohmann::json rows_json(const std::vector<ComponentBytes>& rows) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& c : rows)
-    a.push_back({{"component", c.component}, {"baseline_bytes", c.baseline},
-                 {"optimized_bytes", c.optimized}, {"saving", c.saving()},
-                 {"in_total", c.in_total}, {"note", c.note}});
+    a.push_back({{"component", c.component},
+                 {"baseline_bytes", c.baseline},
+                 {"optimized_bytes", c.optimized},
+                 {"saving", c.saving()},
+                 {"in_total", c.in_total},
+                 {"note", c.note}});
   return a;
 }
 
@@ -42,8 +45,8 @@ std::string table_section(const char* title, std::vector<ComponentBytes> rows) {
                               "baseline", "optimized", "saving", "note");
   for (const auto& c : rows)
     s += fmt::format("  {:<10} {:>12} {:>12} {:>9}  {}\n", c.component, human(c.baseline),
-                     human(c.optimized),
-                     c.optimized > 0 ? fmt::format("{:.2f}x", c.saving()) : "-", c.note);
+                     human(c.optimized), c.optimized > 0 ? fmt::format("{:.2f}x", c.saving()) : "-",
+                     c.note);
   return s;
 }
 
@@ -63,25 +66,32 @@ void run_gnuplot(const std::string& script, const std::filesystem::path& dir) {
 nlohmann::json to_json(const Report& r) {
   nlohmann::json vision = nlohmann::json::array();
   for (const auto& v : r.vision)
-    vision.push_back({{"width", v.input.width}, {"height", v.input.height},
-                      {"grid", {v.grid_w, v.grid_h}}, {"tokens_without_unshuffle", v.tokens_without},
+    vision.push_back({{"width", v.input.width},
+                      {"height", v.input.height},
+                      {"grid", {v.grid_w, v.grid_h}},
+                      {"tokens_without_unshuffle", v.tokens_without},
                       {"tokens_with_unshuffle", v.tokens_with},
                       {"sequence_tokens", v.sequence_tokens},
                       {"kv_bytes_without", v.tokens_without * r.preset.kv_bytes_per_token},
                       {"kv_bytes_with", v.tokens_with * r.preset.kv_bytes_per_token}});
-  return {{"preset", r.preset.name},
-          {"preset_source", r.preset.source},
-          {"workload",
-           {{"batch", r.workload.batch}, {"context", r.workload.context},
-            {"acceptance", r.workload.acceptance}, {"confidence", r.workload.confidence},
-            {"load", r.workload.high_load ? "high" : "low"}}},
-          {"dspark", {{"verify_budget", r.verify_budget}, {"expected_emitted", r.expected_emitted}}},
-          {"prefill_per_token", rows_json(r.prefill)},
-          {"decode_per_generated_token", rows_json(r.decode)},
-          {"engram_prefetch",
-           {{"needed_GBps", r.engram_prefetch_needed_GBps}, {"first_block_ms", r.first_block_ms},
-            {"host_link_GBps", r.preset.host_link_GBps}, {"hides", r.engram_prefetch_hides}}},
-          {"vision", vision}};
+  return {
+      {"preset", r.preset.name},
+      {"preset_source", r.preset.source},
+      {"workload",
+       {{"batch", r.workload.batch},
+        {"context", r.workload.context},
+        {"acceptance", r.workload.acceptance},
+        {"confidence", r.workload.confidence},
+        {"load", r.workload.high_load ? "high" : "low"}}},
+      {"dspark", {{"verify_budget", r.verify_budget}, {"expected_emitted", r.expected_emitted}}},
+      {"prefill_per_token", rows_json(r.prefill)},
+      {"decode_per_generated_token", rows_json(r.decode)},
+      {"engram_prefetch",
+       {{"needed_GBps", r.engram_prefetch_needed_GBps},
+        {"first_block_ms", r.first_block_ms},
+        {"host_link_GBps", r.preset.host_link_GBps},
+        {"hides", r.engram_prefetch_hides}}},
+      {"vision", vision}};
 }
 
 std::string to_table(const Report& r) {
@@ -92,17 +102,18 @@ std::string to_table(const Report& r) {
   s += table_section("per prefill token", r.prefill);
   s += table_section("per generated token", r.decode);
   if (r.preset.engram_layers)
-    s += fmt::format("engram prefetch: {:.3g} GB/s needed during the first block ({:.3g} ms); "
-                     "host link {:.3g} GB/s: {}\n",
-                     r.engram_prefetch_needed_GBps, r.first_block_ms, r.preset.host_link_GBps,
-                     r.engram_prefetch_hides ? "hidden" : "NOT hidden");
+    s += fmt::format(
+        "engram prefetch: {:.3g} GB/s needed during the first block ({:.3g} ms); "
+        "host link {:.3g} GB/s: {}\n",
+        r.engram_prefetch_needed_GBps, r.first_block_ms, r.preset.host_link_GBps,
+        r.engram_prefetch_hides ? "hidden" : "NOT hidden");
   for (const auto& v : r.vision)
-    s += fmt::format("image {}x{} px: {}x{} patches, {} visual tokens without unshuffle, {} with "
-                     "({} in the sequence), KV {} -> {}\n",
-                     v.input.width, v.input.height, v.grid_w, v.grid_h, v.tokens_without,
-                     v.tokens_with, v.sequence_tokens,
-                     human(v.tokens_without * r.preset.kv_bytes_per_token),
-                     human(v.tokens_with * r.preset.kv_bytes_per_token));
+    s += fmt::format(
+        "image {}x{} px: {}x{} patches, {} visual tokens without unshuffle, {} with "
+        "({} in the sequence), KV {} -> {}\n",
+        v.input.width, v.input.height, v.grid_w, v.grid_h, v.tokens_without, v.tokens_with,
+        v.sequence_tokens, human(v.tokens_without * r.preset.kv_bytes_per_token),
+        human(v.tokens_with * r.preset.kv_bytes_per_token));
   return s;
 }
 
@@ -110,8 +121,8 @@ std::string to_csv(const Report& r) {
   std::string s = "phase,component,baseline_bytes,optimized_bytes,saving\n";
   auto rows = [&](const char* phase, const std::vector<ComponentBytes>& v) {
     for (const auto& c : v)
-      s += fmt::format("{},{},{:.6g},{:.6g},{:.6g}\n", phase, c.component, c.baseline,
-                       c.optimized, c.saving());
+      s += fmt::format("{},{},{:.6g},{:.6g},{:.6g}\n", phase, c.component, c.baseline, c.optimized,
+                       c.saving());
   };
   rows("prefill", r.prefill);
   rows("decode", r.decode);
@@ -144,7 +155,8 @@ void write_outputs(const Report& r, const std::filesystem::path& dir) {
                                                [](const ComponentBytes& c) { return c.in_total; }));
   std::string script = fmt::format(
       "set datafile separator ','\nset key autotitle columnhead left top\n"
-      "set logscale x 2\nset format x '%.0s%c'\nset rmargin 5\nset xlabel 'context (tokens)'\nset grid\n"
+      "set logscale x 2\nset format x '%.0s%c'\nset rmargin 5\nset xlabel 'context (tokens)'\nset "
+      "grid\n"
       "set style fill solid 0.6 border -1\n");
   std::string stacked = "plot ";
   for (int i = n; i >= 1; --i) {  // cumulative areas, largest first so each stays visible

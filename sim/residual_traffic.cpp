@@ -11,7 +11,8 @@ constexpr uint64_t kCoefBytes = kMixes * kF32;  // one token's 24 coefficients
 
 // Kernel names as the launcher prints them: "kernel<act>" or "kernel<act,variant>".
 std::string kernel_name(const char* kernel, ActDType act, const char* variant = nullptr) {
-  return std::string(kernel) + "<" + act_dtype_name(act) + (variant ? std::string(",") + variant : "") + ">";
+  return std::string(kernel) + "<" + act_dtype_name(act) +
+         (variant ? std::string(",") + variant : "") + ">";
 }
 
 struct Launch {

@@ -78,14 +78,15 @@ Report simulate(const Preset& p, const Workload& w) {
   const double E = r.expected_emitted, positions = (r.verify_budget + 1) / E;
   const double sector_row = round_up(p.engram_row_bytes, kSector);
   const double engram_rows = double(p.engram_layers) * p.engram_lookups * sector_row;
-  const double engram_dense = double(p.engram_layers) * p.engram_rows_per_layer * p.engram_row_bytes;
+  const double engram_dense =
+      double(p.engram_layers) * p.engram_rows_per_layer * p.engram_row_bytes;
   const double window = double(p.window_tokens) * p.window_entry_bytes * p.layers;
   const double weights = p.active_param_bytes / w.batch;
   const double residual_base = residual_bytes(p, kResidualV4Unfused);
   const double residual_opt = residual_bytes(p, kResidualV41SinglePass);
-  const std::string residual_note = fmt::format(
-      "20d -> 10d per site x {} sites; V4 norm-folded 14d = {:.0f} B", 2 * p.layers,
-      residual_bytes(p, kResidualV4NormFolded));
+  const std::string residual_note =
+      fmt::format("20d -> 10d per site x {} sites; V4 norm-folded 14d = {:.0f} B", 2 * p.layers,
+                  residual_bytes(p, kResidualV4NormFolded));
 
   r.prefill = {
       {"residual", residual_base, residual_opt, residual_note},
@@ -114,7 +115,8 @@ Report simulate(const Preset& p, const Workload& w) {
       p.active_param_bytes / p.layers + w.batch * w.context * p.kv_bytes_per_token / p.layers;
   r.first_block_ms = first_block_bytes / (p.hbm_GBps * 1e9) * 1e3;
   const double step_rows = p.engram_layers ? w.batch * p.engram_lookups * sector_row : 0;
-  r.engram_prefetch_needed_GBps = r.first_block_ms > 0 ? step_rows / (r.first_block_ms * 1e-3) / 1e9 : 0;
+  r.engram_prefetch_needed_GBps =
+      r.first_block_ms > 0 ? step_rows / (r.first_block_ms * 1e-3) / 1e9 : 0;
   r.engram_prefetch_hides = r.engram_prefetch_needed_GBps <= p.host_link_GBps;
   return r;
 }

@@ -11,8 +11,13 @@ nlohmann::json tiny_json() {
   return {{"name", "t"},
           {"seed", 1},
           {"residual",
-           {{"hc_mult", 4}, {"d", 64}, {"sinkhorn_iters", 20}, {"hc_eps", 1e-6},
-            {"norm_eps", 1e-6}, {"sites", 2}, {"tokens", 3}}},
+           {{"hc_mult", 4},
+            {"d", 64},
+            {"sinkhorn_iters", 20},
+            {"hc_eps", 1e-6},
+            {"norm_eps", 1e-6},
+            {"sites", 2},
+            {"tokens", 3}}},
           {"engram", to_json(EngramConfig{})}};
 }
 

@@ -70,7 +70,8 @@ TEST(Traffic, DecodeKvGrowsWithContextAndDivisionByE) {
   const Preset p = builtin_preset("v4.1-flash");
   const Report r = simulate(p, w);
   const double window = 128.0 * 528 * p.layers;
-  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized, (1000 * 890.0 + window) / r.expected_emitted);
+  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized,
+                   (1000 * 890.0 + window) / r.expected_emitted);
   EXPECT_DOUBLE_EQ(row(r.decode, "kv read").baseline, 1000 * 656.0 * 41);
 }
 
