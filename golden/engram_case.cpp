@@ -25,6 +25,10 @@ TensorCheck exact(std::string name, const Tensor<T>& want, const Tensor<T>& got)
   r.pass = e.pass;
   r.n = e.n;
   r.worst_index = e.first_mismatch;
+  if (e.first_mismatch >= 0 && e.first_mismatch < want.size() && e.first_mismatch < got.size()) {
+    r.worst_truth = r.worst_baseline = static_cast<double>(want.data[e.first_mismatch]);
+    r.worst_optimized = static_cast<double>(got.data[e.first_mismatch]);
+  }
   r.worst_ratio = e.pass ? 0 : INFINITY;
   r.pass_fraction = e.n ? 1.0 - double(e.mismatches) / e.n : 1.0;
   if (!e.pass) r.failure = e.summary();
