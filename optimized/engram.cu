@@ -46,10 +46,7 @@ EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {
   begin_run(opt);
   const int64_t T = static_cast<int64_t>(in.compressed.size());
   const int L = in.cfg.lookups();
-  // The chunk's ids behind its history (DEAD where there is none), so a thread reads t-3..t.
-  std::vector<int64_t> ids(kEngramHistory, kEngramDead);
-  std::copy(in.history.begin(), in.history.end(), ids.end() - in.history.size());
-  ids.insert(ids.end(), in.compressed.begin(), in.compressed.end());
+  const std::vector<int64_t> ids = engram_ids_with_history(in.compressed, in.history);
   DeviceArray<int64_t> d_ids(ids.size()), d_addresses(size_t(T) * L);
   DeviceArray<uint8_t> d_table(in.table.size());
   DeviceArray<float> d_rows(size_t(T) * L * kEngramHeadDim);

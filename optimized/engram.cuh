@@ -39,7 +39,7 @@ __global__ void engram_hash_gather(const int64_t* __restrict__ ids, EngramHashPa
   if (threadIdx.x < kEngramWindow)
     window[threadIdx.x] = ld(ids + t + threadIdx.x, Traffic::activation);
   __syncthreads();
-  if (threadIdx.x < lookups) {
+  if (static_cast<int>(threadIdx.x) < lookups) {
     const int k = 2 + threadIdx.x / p.heads;  // order
     int64_t row = -1;
     if (window[kEngramWindow - 1] >= 0) {

@@ -1,7 +1,9 @@
 #pragma once
 // The optimized Engram layer as seen from the host (DESIGN 5.2): hashed n-gram addresses,
 // gathered and dequantised FP8 rows, and the V4.1 gate on the 4 residual streams.
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/engram_config.hpp"
@@ -35,6 +37,16 @@ struct EngramOutputs {
   Tensor<float> h_out;        // [T, 4, d]
   LaunchLog launches;
 };
+
+// The chunk's ids behind 3 slots of history (DEAD where there is none): index 3 + t is c_t, so
+// position t reads its n-gram at 3 + t - i for lags i = 0..3.
+inline std::vector<int64_t> engram_ids_with_history(std::span<const int64_t> compressed,
+                                                    std::span<const int64_t> history) {
+  std::vector<int64_t> ids(kEngramHistory, kEngramDead);
+  std::copy_backward(history.begin(), history.end(), ids.end());
+  ids.insert(ids.end(), compressed.begin(), compressed.end());
+  return ids;
+}
 
 void validate_engram_inputs(const EngramInputs& in);
 EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt);

@@ -18,10 +18,7 @@ void EngramAddressGenerator::generate(std::span<const int64_t> compressed,
   if (out.size() != T * L) throw_bad_input("engram addresses: output holds {}, needs {}", out.size(), T * L);
   if (history.size() > static_cast<size_t>(kEngramHistory))
     throw_bad_input("engram addresses: history has {} ids, at most {}", history.size(), kEngramHistory);
-  // ids[kEngramHistory + t] = c_t; before the chunk: history, then DEAD.
-  std::vector<int64_t> ids(kEngramHistory + T, kEngramDead);
-  std::copy(history.begin(), history.end(), ids.begin() + (kEngramHistory - history.size()));
-  std::copy(compressed.begin(), compressed.end(), ids.begin() + kEngramHistory);
+  const std::vector<int64_t> ids = engram_ids_with_history(compressed, history);
   std::vector<int64_t> term(T), hash(T);
   std::vector<uint8_t> blocked(T, 0);
   for (int i = 0; i < cfg_.max_order; ++i) {

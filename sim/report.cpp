@@ -26,7 +26,8 @@ nlohmann::json rows_json(const std::vector<ComponentBytes>& rows) {
 }
 
 ComponentBytes total(const std::vector<ComponentBytes>& rows) {
-  ComponentBytes t{"total"};
+  ComponentBytes t;
+  t.component = "total";
   for (const auto& c : rows)
     if (c.in_total) t.baseline += c.baseline, t.optimized += c.optimized;
   return t;

@@ -72,7 +72,9 @@ VisionImage vision_tokens(const Image& img) {
 
 Report simulate(const Preset& p, const Workload& w) {
   validate_workload(w);
-  Report r{p, w};
+  Report r;
+  r.preset = p;
+  r.workload = w;
   r.verify_budget = w.high_load ? 1 : p.gamma;
   r.expected_emitted = expected_emitted(w, r.verify_budget);
   const double E = r.expected_emitted, positions = (r.verify_budget + 1) / E;

@@ -40,7 +40,9 @@ TEST(Bf16, DecodeIsTheUpperHalf) {
 TEST(Bf16, EncodeRoundsToNearestEvenAndRoundTrips) {
   for (uint32_t c = 0; c < 0x10000; ++c) {
     const float x = bf16_decode(static_cast<uint16_t>(c));
-    if (!std::isnan(x)) ASSERT_EQ(bf16_encode(x), c);
+    if (!std::isnan(x)) {
+      ASSERT_EQ(bf16_encode(x), c);
+    }
   }
   EXPECT_EQ(bf16_encode(bits_float(0x3f808000)), 0x3f80);  // tie -> even
   EXPECT_EQ(bf16_encode(bits_float(0x3f818000)), 0x3f82);  // tie -> even (up)
@@ -76,7 +78,9 @@ TEST(E4m3, EncodeIsNearestEvenSaturating) {
         << x;
   }
   for (int c = 0; c < 256; ++c)
-    if (!std::isnan(e4m3_decode(uint8_t(c)))) ASSERT_EQ(e4m3_encode(e4m3_decode(uint8_t(c))), c);
+    if (!std::isnan(e4m3_decode(uint8_t(c)))) {
+      ASSERT_EQ(e4m3_encode(e4m3_decode(uint8_t(c))), c);
+    }
   EXPECT_EQ(e4m3_decode(0x7e), 448.0f);
   EXPECT_EQ(e4m3_decode(0x01), std::ldexp(1.0f, -9));
 }
