@@ -6,10 +6,22 @@
 #include "core/error.hpp"
 #include "optimized/engram.hpp"
 #include "optimized/residual.hpp"
+#include "optimized/vision.hpp"
+
+#include <cmath>
 
 #if defined(TANDEM_WITH_CUDA)
 #include <cuda_runtime.h>
 #endif
+
+// Runs fn on the backend `opt` selects; without CUDA in the build, cuda is bad input.
+#if defined(TANDEM_WITH_CUDA)
+#define TANDEM_CUDA_OR_THROW(fn, ...) cuda_backend::fn(__VA_ARGS__)
+#else
+#define TANDEM_CUDA_OR_THROW(fn, ...) throw BadInput("backend cuda: " + cuda_status().detail)
+#endif
+#define TANDEM_DISPATCH(opt, fn, ...) \
+  ((opt).backend == Backend::emu ? emu_backend::fn(__VA_ARGS__) : TANDEM_CUDA_OR_THROW(fn, __VA_ARGS__))
 
 namespace tandem {
 
@@ -77,12 +89,7 @@ ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualP
         "--block-threads: a multiple of 32 in [32, 256] (residual kernels use ~200 "
         "registers per thread), got {}",
         opt.block_threads);
-  if (opt.backend == Backend::emu) return emu_backend::run_residual_stack(in, path, opt);
-#if defined(TANDEM_WITH_CUDA)
-  return cuda_backend::run_residual_stack(in, path, opt);
-#else
-  throw_bad_input("backend cuda: {}", cuda_status().detail);
-#endif
+  return TANDEM_DISPATCH(opt, run_residual_stack, in, path, opt);
 }
 
 }  // namespace tandem
@@ -113,12 +120,41 @@ void validate_engram_inputs(const EngramInputs& in) {
 
 EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {
   validate_engram_inputs(in);
-  if (opt.backend == Backend::emu) return emu_backend::run_engram_layer(in, opt);
-#if defined(TANDEM_WITH_CUDA)
-  return cuda_backend::run_engram_layer(in, opt);
-#else
-  throw_bad_input("backend cuda: {}", cuda_status().detail);
-#endif
+  return TANDEM_DISPATCH(opt, run_engram_layer, in, opt);
+}
+
+}  // namespace tandem
+
+namespace tandem {
+
+UnshuffleOutputs run_unshuffle(const Tensor<float>& grid, ActDType act, const RunOptions& opt) {
+  if (grid.shape.size() != 3 || grid.size() == 0)
+    throw_bad_input("vision unshuffle input: expected a non-empty [h, w, C] grid");
+  if (grid.dim(0) * grid.dim(1) > (1 << 24) || grid.dim(2) > (1 << 16))
+    throw_bad_input("vision unshuffle input: grid {}x{}x{} too large", grid.dim(0), grid.dim(1), grid.dim(2));
+  return TANDEM_DISPATCH(opt, run_unshuffle, grid, act, opt);
+}
+
+RopeOutputs run_rope_2d(const RopeInputs& in, ActDType act, const RunOptions& opt) {
+  const int64_t N = in.x.shape.size() == 3 ? in.x.dim(0) : -1;
+  if (N < 1 || in.x.dim(2) % 4 || in.row.size() != size_t(N) || in.col.size() != size_t(N))
+    throw_bad_input("vision rope input: expected x [N, heads, hd] with hd % 4 == 0 and N row/col positions");
+  return TANDEM_DISPATCH(opt, run_rope_2d, in, act, opt);
+}
+
+MoeGateOutputs run_moe_gate(const MoeGateInputs& in, const RunOptions& opt) {
+  const int64_t T = in.logits.shape.size() == 2 ? in.logits.dim(0) : -1;
+  const int64_t E = T >= 0 ? in.logits.dim(1) : 0;
+  if (T < 1 || E < 1 || E > 256)
+    throw_bad_input("moe gate input: expected logits [T >= 1, 1 <= E <= 256]");
+  if (in.top_k < 1 || in.top_k > 16 || in.top_k > E)
+    throw_bad_input("moe gate: top_k must be in [1, min(16, E = {})], got {}", E, in.top_k);
+  if (in.is_image.size() != size_t(T) || in.bias_text.size() != size_t(E) || in.bias_vl.size() != size_t(E))
+    throw_bad_input("moe gate input: is_image [T], bias_text [E] and bias_vl [E] expected");
+  for (int64_t i = 0; i < in.logits.size(); ++i)
+    if (!std::isfinite(in.logits.data[i]))
+      throw_bad_input("moe gate input: logits[{}, {}] is not finite ({})", i / E, i % E, in.logits.data[i]);
+  return TANDEM_DISPATCH(opt, run_moe_gate, in, opt);
 }
 
 }  // namespace tandem

@@ -82,6 +82,8 @@ inline unsigned lane_id() { return builtins().thread_idx.x % 32; }
 #define gridDim (::tandem::emu::builtins().grid_dim)
 
 inline void __syncthreads() { ::tandem::emu::syncthreads(); }
+// A full-warp barrier (memory ordering comes free: fibers share one address space).
+inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)::tandem::emu::warp_exchange(0, 0, mask); }
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   const unsigned lane = ::tandem::emu::lane_id();

@@ -1,0 +1,85 @@
+// Host launchers for the vision kernels; compiled once per backend from this source.
+#include <cmath>
+#include <string>
+
+#include "optimized/vision.hpp"  // host headers first: the emulator's macros come after
+#include "optimized/device_array.cuh"
+#include "optimized/vision.cuh"
+
+namespace tandem::TANDEM_BACKEND_NS {
+namespace {
+
+constexpr int kThreads = 128;
+
+template <class Act>
+UnshuffleOutputs unshuffle(const Tensor<float>& grid) {
+  const int h = int(grid.dim(0)), w = int(grid.dim(1)), C = int(grid.dim(2));
+  const int64_t tokens = int64_t{(h + 2) / 3} * ((w + 2) / 3);
+  DeviceArray<Act> d_grid(grid.data.size()), d_tokens(size_t(tokens) * 9 * C), d_back(grid.data.size());
+  d_grid.upload(to_storage<Act>(grid));
+  const std::string suffix = sizeof(Act) == 4 ? "<f32>" : "<bf16>";
+  TANDEM_LAUNCH(("vision_unshuffle" + suffix).c_str(), vision_unshuffle<Act>, dim3(unsigned(tokens)),
+                dim3(kThreads), 0, d_grid.data(), h, w, C, d_tokens.data());
+  TANDEM_LAUNCH(("vision_unshuffle_inverse" + suffix).c_str(), vision_unshuffle_inverse<Act>,
+                dim3(unsigned(h * w)), dim3(kThreads), 0, d_tokens.data(), h, w, C, d_back.data());
+  UnshuffleOutputs out;
+  out.tokens = download_floats(d_tokens, {tokens, 9 * int64_t{C}});
+  out.restored = download_floats(d_back, grid.shape);
+  return out;
+}
+
+template <class Act>
+Tensor<float> rope(const RopeInputs& in) {
+  const int64_t N = in.x.dim(0);
+  const int heads = int(in.x.dim(1)), hd = int(in.x.dim(2)), half = hd / 4;
+  std::vector<float> inv_freq(half);
+  for (int j = 0; j < half; ++j) inv_freq[j] = float(std::pow(in.theta, -double(2 * j) / (hd / 2)));
+  DeviceArray<Act> x(in.x.data.size()), out(in.x.data.size());
+  DeviceArray<int32_t> row(N), col(N);
+  DeviceArray<float> freq(half);
+  x.upload(to_storage<Act>(in.x));
+  row.upload(in.row), col.upload(in.col), freq.upload(inv_freq);
+  TANDEM_LAUNCH((std::string("vision_rope_2d") + (sizeof(Act) == 4 ? "<f32>" : "<bf16>")).c_str(),
+                vision_rope_2d<Act>, dim3(unsigned(N)), dim3(kThreads), 0, x.data(), row.data(),
+                col.data(), freq.data(), heads, hd, out.data());
+  return download_floats(out, in.x.shape);
+}
+
+}  // namespace
+
+UnshuffleOutputs run_unshuffle(const Tensor<float>& grid, ActDType act, const RunOptions& opt) {
+  begin_run(opt);
+  UnshuffleOutputs out = act == ActDType::f32 ? unshuffle<float>(grid) : unshuffle<bf16>(grid);
+  out.launches = end_run();
+  return out;
+}
+
+RopeOutputs run_rope_2d(const RopeInputs& in, ActDType act, const RunOptions& opt) {
+  begin_run(opt);
+  RopeOutputs out{act == ActDType::f32 ? rope<float>(in) : rope<bf16>(in), {}};
+  out.launches = end_run();
+  return out;
+}
+
+MoeGateOutputs run_moe_gate(const MoeGateInputs& in, const RunOptions& opt) {
+  begin_run(opt);
+  const int64_t T = in.logits.dim(0);
+  const int E = int(in.logits.dim(1)), k = in.top_k;
+  DeviceArray<float> logits(in.logits.data.size()), bias_text(E), bias_vl(E), weights(size_t(T) * k);
+  DeviceArray<uint8_t> is_image(T);
+  DeviceArray<int32_t> experts(size_t(T) * k);
+  logits.upload(in.logits.data), bias_text.upload(in.bias_text), bias_vl.upload(in.bias_vl);
+  is_image.upload(in.is_image);
+  const unsigned blocks = unsigned((T + kMoeWarpsPerBlock - 1) / kMoeWarpsPerBlock);
+  TANDEM_LAUNCH("moe_gate_biased_topk", moe_gate_biased_topk, dim3(blocks),
+                dim3(kMoeWarpsPerBlock * kWarpSize), 0, logits.data(), is_image.data(),
+                bias_text.data(), bias_vl.data(), int(T), E, k, in.route_scale, experts.data(),
+                weights.data());
+  MoeGateOutputs out;
+  out.experts = Tensor<int32_t>({T, k}, experts.download());
+  out.weights = Tensor<float>({T, k}, weights.download());
+  out.launches = end_run();
+  return out;
+}
+
+}  // namespace tandem::TANDEM_BACKEND_NS

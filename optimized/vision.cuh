@@ -1,0 +1,129 @@
+#pragma once
+// Vision kernels (DESIGN 5.3).
+// vision_unshuffle: one block per output token; threads walk its 9C outputs in order (coalesced
+// stores), each reading its source patch value or writing 0 for the right/bottom padding.
+// vision_unshuffle_inverse: one block per patch; threads walk its C channels.
+// vision_rope_2d: one block per token; a thread rotates one (x1[i], x2[i]) pair of one head.
+// moe_gate_biased_topk: one warp per token; each lane owns experts lane, lane + 32, ...; k rounds
+// of a warp argmax (ties: lower index) over s + bias; weights from the unbiased s.
+#include <climits>
+#include <cmath>
+
+#include "optimized/kernel.cuh"
+
+// Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
+namespace tandem::TANDEM_BACKEND_NS {
+
+inline constexpr int kMoeMaxExperts = 256;
+inline constexpr int kMoeExpertsPerLane = kMoeMaxExperts / kWarpSize;
+inline constexpr int kMoeMaxTopK = 16;
+inline constexpr int kMoeWarpsPerBlock = 4;
+static_assert(kMoeMaxExperts % kWarpSize == 0, "experts are spread evenly over the lanes");
+
+// grid: [h, w, C]; tokens: [ceil(h/3) * ceil(w/3), 9C], channel-major (c * 9 + ki * 3 + kj).
+template <class Act>
+__global__ void vision_unshuffle(const Act* __restrict__ grid, int h, int w, int C,
+                                 Act* __restrict__ tokens) {
+  const int tw = (w + 2) / 3;
+  const int ti = blockIdx.x / tw, tj = blockIdx.x % tw;
+  for (int o = threadIdx.x; o < 9 * C; o += blockDim.x) {
+    const int c = o / 9, ki = o % 9 / 3, kj = o % 3;
+    const int y = 3 * ti + ki, x = 3 * tj + kj;
+    Act v = from_float<Act>(0.0f);
+    if (y < h && x < w) v = ld(grid + (static_cast<size_t>(y) * w + x) * C + c, Traffic::activation);
+    st(tokens + static_cast<size_t>(blockIdx.x) * 9 * C + o, v, Traffic::activation);
+  }
+}
+
+template <class Act>
+__global__ void vision_unshuffle_inverse(const Act* __restrict__ tokens, int h, int w, int C,
+                                         Act* __restrict__ grid) {
+  const int y = blockIdx.x / w, x = blockIdx.x % w, tw = (w + 2) / 3;
+  const size_t token = static_cast<size_t>(y / 3) * tw + x / 3;
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    st(grid + static_cast<size_t>(blockIdx.x) * C + c,
+       ld(tokens + token * 9 * C + c * 9 + (y % 3) * 3 + x % 3, Traffic::activation),
+       Traffic::activation);
+}
+
+// x, out: [N, heads, hd]; row, col: [N]; inv_freq: [hd / 4] (theta^(-2j / rope), rope = hd / 2).
+template <class Act>
+__global__ void vision_rope_2d(const Act* __restrict__ x, const int32_t* __restrict__ row,
+                               const int32_t* __restrict__ col, const float* __restrict__ inv_freq,
+                               int heads, int hd, Act* __restrict__ out) {
+  __shared__ float pos[2];
+  const size_t n = blockIdx.x;
+  if (threadIdx.x == 0) {
+    pos[0] = static_cast<float>(ld(row + n, Traffic::coefficient));
+    pos[1] = static_cast<float>(ld(col + n, Traffic::coefficient));
+  }
+  __syncthreads();
+  const int rope = hd / 2, half = rope / 2;
+  for (int p = threadIdx.x; p < heads * rope; p += blockDim.x) {
+    const int head = p / rope, i = p % rope;
+    const size_t base = (n * heads + head) * hd;
+    const float angle = pos[i < half ? 0 : 1] * ld(inv_freq + i % half, Traffic::weight);
+    const float c = cosf(angle), s = sinf(angle);
+    const float x1 = to_float(ld(x + base + i, Traffic::activation));
+    const float x2 = to_float(ld(x + base + rope + i, Traffic::activation));
+    st(out + base + i, from_float<Act>(x1 * c - x2 * s), Traffic::activation);
+    st(out + base + rope + i, from_float<Act>(x2 * c + x1 * s), Traffic::activation);
+  }
+}
+
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// (value, index) order of the top-k: larger value first, ties to the lower index.
+__device__ __forceinline__ bool ranks_before(float va, int ia, float vb, int ib) {
+  return va > vb || (va == vb && ia < ib);
+}
+
+// logits: [T, E]; is_image: [T]; bias_text, bias_vl: [E]; experts, weights: [T, k].
+__global__ void moe_gate_biased_topk(const float* __restrict__ logits,
+                                     const uint8_t* __restrict__ is_image,
+                                     const float* __restrict__ bias_text,
+                                     const float* __restrict__ bias_vl, int T, int E, int k,
+                                     float route_scale, int32_t* __restrict__ experts,
+                                     float* __restrict__ weights) {
+  __shared__ int32_t chosen[kMoeWarpsPerBlock][kMoeMaxTopK];
+  __shared__ float chosen_s[kMoeWarpsPerBlock][kMoeMaxTopK];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int t = blockIdx.x * kMoeWarpsPerBlock + warp;
+  if (t >= T) return;  // whole warps only: T is per warp
+  const float* bias = ld(is_image + t, Traffic::activation) ? bias_vl : bias_text;
+  float s[kMoeExpertsPerLane], biased[kMoeExpertsPerLane];
+#pragma unroll
+  for (int m = 0; m < kMoeExpertsPerLane; ++m) {
+    const int e = lane + m * kWarpSize;
+    s[m] = e < E ? sqrtf(softplus(ld(logits + static_cast<size_t>(t) * E + e, Traffic::activation))) : 0.0f;
+    biased[m] = e < E ? s[m] + ld(bias + e, Traffic::weight) : -INFINITY;
+  }
+  for (int j = 0; j < k; ++j) {
+    float best = -INFINITY, best_s = 0.0f;
+    int best_e = INT32_MAX;
+#pragma unroll
+    for (int m = 0; m < kMoeExpertsPerLane; ++m)
+      if (ranks_before(biased[m], lane + m * kWarpSize, best, best_e))
+        best = biased[m], best_s = s[m], best_e = lane + m * kWarpSize;
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      const float v = __shfl_xor_sync(0xffffffffu, best, offset);
+      const float vs = __shfl_xor_sync(0xffffffffu, best_s, offset);
+      const int ve = __shfl_xor_sync(0xffffffffu, best_e, offset);
+      if (ranks_before(v, ve, best, best_e)) best = v, best_s = vs, best_e = ve;
+    }
+#pragma unroll
+    for (int m = 0; m < kMoeExpertsPerLane; ++m)
+      if (lane + m * kWarpSize == best_e) biased[m] = -INFINITY;  // taken
+    if (lane == 0) chosen[warp][j] = best_e, chosen_s[warp][j] = best_s;
+  }
+  __syncwarp();
+  float sum = 0.0f;
+  for (int j = 0; j < k; ++j) sum += chosen_s[warp][j];
+  if (lane < k) {
+    st(experts + static_cast<size_t>(t) * k + lane, chosen[warp][lane], Traffic::activation);
+    st(weights + static_cast<size_t>(t) * k + lane,
+       chosen_s[warp][lane] / (sum + 1e-20f) * route_scale, Traffic::activation);
+  }
+}
+
+}  // namespace tandem::TANDEM_BACKEND_NS

@@ -1,0 +1,195 @@
+#include "reference/vision.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace tandem::reference {
+
+VisionGeometry vision_geometry(int width, int height) {
+  if (width < 1 || height < 1 || width > (1 << 20) || height > (1 << 20))
+    throw_bad_input("image size {}x{} px: each side must be in [1, 2^20]", width, height);
+  double w = width, h = height;
+  if (w * h < kMinArea) {
+    const double s = std::sqrt(kMinArea / (w * h));
+    w = std::ceil(w * s), h = std::ceil(h * s);
+  }
+  VisionGeometry g;
+  for (;;) {
+    g.grid_w = static_cast<int>(std::ceil(w / kPatch));
+    g.grid_h = static_cast<int>(std::ceil(h / kPatch));
+    g.tokens_w = (g.grid_w + kUnshuffle - 1) / kUnshuffle;
+    g.tokens_h = (g.grid_h + kUnshuffle - 1) / kUnshuffle;
+    if (g.visual_tokens() <= kMaxVisualTokens) break;
+    const double s = std::sqrt(double(kMaxVisualTokens) / g.visual_tokens());  // < 1
+    w = std::max(1.0, std::floor(w * s)), h = std::max(1.0, std::floor(h * s));
+  }
+  g.resized_w = static_cast<int>(w), g.resized_h = static_cast<int>(h);
+  g.padded_w = g.grid_w * kPatch, g.padded_h = g.grid_h * kPatch;
+  return g;
+}
+
+std::vector<int32_t> image_token_layout(const VisionGeometry& g) {
+  std::vector<int32_t> t{kStart};
+  for (int r = 0; r < g.tokens_h; ++r) {
+    t.insert(t.end(), g.tokens_w, kImage);
+    t.push_back(kNewline);
+  }
+  t.push_back(kEnd);
+  return t;
+}
+
+Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g) {
+  const int64_t ih = rgb.dim(0), iw = rgb.dim(1);
+  Tensor<float> out({g.padded_h, g.padded_w, 3});
+  auto normalise = [](double v) { return static_cast<float>((v / 255.0 - 0.5) / 0.5); };
+  for (int64_t y = 0; y < g.padded_h; ++y) {
+    for (int64_t x = 0; x < g.padded_w; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        double v = 127;  // letterbox
+        if (y < g.resized_h && x < g.resized_w) {
+          const double sy = std::clamp((y + 0.5) * ih / g.resized_h - 0.5, 0.0, double(ih - 1));
+          const double sx = std::clamp((x + 0.5) * iw / g.resized_w - 0.5, 0.0, double(iw - 1));
+          const int64_t y0 = static_cast<int64_t>(sy), x0 = static_cast<int64_t>(sx);
+          const int64_t y1 = std::min(y0 + 1, ih - 1), x1 = std::min(x0 + 1, iw - 1);
+          const double fy = sy - y0, fx = sx - x0;
+          auto px = [&](int64_t yy, int64_t xx) { return double(rgb.data[(yy * iw + xx) * 3 + c]); };
+          v = (1 - fy) * ((1 - fx) * px(y0, x0) + fx * px(y0, x1)) +
+              fy * ((1 - fx) * px(y1, x0) + fx * px(y1, x1));
+        }
+        out.data[(y * g.padded_w + x) * 3 + c] = normalise(v);
+      }
+    }
+  }
+  return out;
+}
+
+Tensor<float> patchify(const Tensor<float>& image) {
+  const int64_t gh = image.dim(0) / kPatch, gw = image.dim(1) / kPatch, W = image.dim(1);
+  const int64_t P = 3 * kPatch * kPatch;
+  Tensor<float> p({gh, gw, P});
+  for (int64_t gy = 0; gy < gh; ++gy)
+    for (int64_t gx = 0; gx < gw; ++gx)
+      for (int c = 0; c < 3; ++c)
+        for (int py = 0; py < kPatch; ++py)
+          for (int px = 0; px < kPatch; ++px)
+            p.data[(gy * gw + gx) * P + c * kPatch * kPatch + py * kPatch + px] =
+                image.data[((gy * kPatch + py) * W + gx * kPatch + px) * 3 + c];
+  return p;
+}
+
+template <class S>
+Tensor<double> rope_2d(const RopeInputs& in) {
+  const int64_t N = in.x.dim(0), H = in.x.dim(1), hd = in.x.dim(2), rope = hd / 2, half = rope / 2;
+  Tensor<double> out(in.x.shape);
+  std::vector<S> inv_freq(half);
+  for (int64_t j = 0; j < half; ++j)
+    inv_freq[j] = static_cast<S>(std::pow(in.theta, -double(2 * j) / double(rope)));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float* x = in.x.ptr() + (n * H + h) * hd;
+      double* o = out.ptr() + (n * H + h) * hd;
+      for (int64_t i = 0; i < rope; ++i) {
+        const S pos = static_cast<S>(i < half ? in.row[n] : in.col[n]);
+        const S angle = pos * inv_freq[i % half];
+        const S c = std::cos(angle), s = std::sin(angle), x1 = x[i], x2 = x[rope + i];
+        o[i] = static_cast<double>(x1 * c - x2 * s);
+        o[rope + i] = static_cast<double>(x2 * c + x1 * s);
+      }
+    }
+  }
+  return out;
+}
+template Tensor<double> rope_2d<double>(const RopeInputs&);
+template Tensor<double> rope_2d<float>(const RopeInputs&);
+
+template <class T>
+Tensor<T> unshuffle(const Tensor<T>& grid) {
+  const int64_t h = grid.dim(0), w = grid.dim(1), C = grid.dim(2);
+  const int64_t th = (h + 2) / 3, tw = (w + 2) / 3;
+  Tensor<T> out({th * tw, 9 * C}, T{});
+  for (int64_t ti = 0; ti < th; ++ti)
+    for (int64_t tj = 0; tj < tw; ++tj)
+      for (int64_t c = 0; c < C; ++c)
+        for (int ki = 0; ki < 3; ++ki)
+          for (int kj = 0; kj < 3; ++kj) {
+            const int64_t y = 3 * ti + ki, x = 3 * tj + kj;
+            if (y < h && x < w)
+              out.data[(ti * tw + tj) * 9 * C + c * 9 + ki * 3 + kj] = grid.data[(y * w + x) * C + c];
+          }
+  return out;
+}
+
+template <class T>
+Tensor<T> unshuffle_inverse(const Tensor<T>& tokens, int64_t h, int64_t w) {
+  const int64_t C = tokens.dim(1) / 9, tw = (w + 2) / 3;
+  Tensor<T> grid({h, w, C});
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x)
+      for (int64_t c = 0; c < C; ++c)
+        grid.data[(y * w + x) * C + c] =
+            tokens.data[((y / 3) * tw + x / 3) * 9 * C + c * 9 + (y % 3) * 3 + x % 3];
+  return grid;
+}
+template Tensor<float> unshuffle<float>(const Tensor<float>&);
+template Tensor<double> unshuffle<double>(const Tensor<double>&);
+template Tensor<float> unshuffle_inverse<float>(const Tensor<float>&, int64_t, int64_t);
+
+Tensor<double> aligner(const Tensor<double>& x, const Tensor<double>& w1, const Tensor<double>& b1,
+                       const Tensor<double>& w2, const Tensor<double>& b2) {
+  using M = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Map<const M> X(x.ptr(), x.dim(0), x.dim(1)), W1(w1.ptr(), w1.dim(0), w1.dim(1)),
+      W2(w2.ptr(), w2.dim(0), w2.dim(1));
+  const Eigen::Map<const Eigen::RowVectorXd> B1(b1.ptr(), b1.size()), B2(b2.ptr(), b2.size());
+  M hidden = (X * W1.transpose()).rowwise() + B1;
+  hidden = hidden.unaryExpr([](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
+  const M y = (hidden * W2.transpose()).rowwise() + B2;
+  return Tensor<double>({y.rows(), y.cols()}, std::vector<double>(y.data(), y.data() + y.size()));
+}
+
+template <class S>
+MoeGateRef moe_gate(const MoeGateInputs& in) {
+  const int64_t T = in.logits.dim(0), E = in.logits.dim(1), k = in.top_k;
+  MoeGateRef r{Tensor<int32_t>({T, k}), Tensor<double>({T, k})};
+  std::vector<S> s(E), biased(E);
+  std::vector<int32_t> order(E);
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<float>& bias = in.is_image[t] ? in.bias_vl : in.bias_text;
+    for (int64_t e = 0; e < E; ++e) {
+      const S l = static_cast<S>(in.logits.data[t * E + e]);
+      s[e] = std::sqrt(l > S(20) ? l : std::log1p(std::exp(l)));
+      biased[e] = s[e] + static_cast<S>(bias[e]);
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return biased[a] > biased[b]; });
+    S sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += s[order[j]];
+    for (int64_t j = 0; j < k; ++j) {
+      r.experts.data[t * k + j] = order[j];
+      r.weights.data[t * k + j] = static_cast<double>(s[order[j]] / (sum + S(1e-20)) * S(in.route_scale));
+    }
+  }
+  return r;
+}
+template MoeGateRef moe_gate<double>(const MoeGateInputs&);
+template MoeGateRef moe_gate<float>(const MoeGateInputs&);
+
+std::vector<double> expert_load(const Tensor<int32_t>& experts, const std::vector<uint8_t>& is_image,
+                                bool image, int n_experts) {
+  std::vector<double> load(n_experts, 0);
+  for (int64_t t = 0; t < experts.dim(0); ++t)
+    if (bool(is_image[t]) == image)
+      for (int64_t j = 0; j < experts.dim(1); ++j) load[experts.data[t * experts.dim(1) + j]] += 1;
+  return load;
+}
+
+void update_bias(std::vector<float>& bias, const std::vector<double>& load, float speed) {
+  const double mean = std::accumulate(load.begin(), load.end(), 0.0) / load.size();
+  for (size_t e = 0; e < bias.size(); ++e)
+    bias[e] += speed * static_cast<float>((mean > load[e]) - (mean < load[e]));
+}
+
+}  // namespace tandem::reference
