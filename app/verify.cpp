@@ -6,6 +6,8 @@
 
 #include "golden/engram_case.hpp"
 #include "golden/residual_case.hpp"
+#include "golden/vision_case.hpp"
+#include "sim/vision_traffic.hpp"
 #include "sim/engram_traffic.hpp"
 
 namespace tandem::app {
@@ -118,6 +120,42 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
   return row;
 }
 
+VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions& opt) {
+  VisionCase c;
+  static_cast<VisionConfig&>(c) = model.vision;
+  c.act = act;
+  c.seed = model.seed;
+  const VisionInputs in = make_vision_inputs(c);
+  VerifyRow row;
+  row.component = "vision";
+  row.name = fmt::format("{}x{}px/{} {} tokens, E={} k={}", c.image_w, c.image_h,
+                         act_dtype_name(act), in.geometry.visual_tokens(), c.experts, c.top_k);
+  row.backend = backend_name(opt.backend);
+  const VisionResults out = run_vision(in, act, opt);
+  fold_checks(row, compare_vision(in, out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_vision(in, act, o); },
+      [&](const VisionResults& other) {
+        return other.unshuffle.tokens.data == out.unshuffle.tokens.data &&
+               other.rope.x.data == out.rope.x.data && other.gate.experts.data == out.gate.experts.data &&
+               other.gate.weights.data == out.gate.weights.data;
+      });
+  LaunchLog counted = out.unshuffle.launches;
+  counted.insert(counted.end(), out.rope.launches.begin(), out.rope.launches.end());
+  counted.insert(counted.end(), out.gate.launches.begin(), out.gate.launches.end());
+  const LaunchLog predicted = sim::predict_vision(
+      in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads, c.head_dim,
+      in.gate.logits.dim(0), c.experts, c.top_k, act);
+  bool same = predicted.size() == counted.size();
+  for (size_t i = 0; same && i < predicted.size(); ++i)
+    same = predicted[i].read == counted[i].read && predicted[i].written == counted[i].written;
+  row.bytes = fmt::format("{} -> {} tokens {}", in.geometry.patches(), in.geometry.visual_tokens(),
+                          same ? "== sim" : "!= sim");
+  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  return row;
+}
+
 }  // namespace
 
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
@@ -125,7 +163,8 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   std::vector<VerifyRow> rows;
   const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
-  const size_t total = std::size(paths) * std::size(acts) + model.engram.layer_ids.size();
+  const size_t total =
+      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + std::size(acts);
   for (ResidualPath p : paths) {
     for (ActDType a : acts) {
       if (progress)
@@ -138,6 +177,10 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
     if (progress)
       std::fprintf(stderr, "\r[%zu/%zu] engram layer %zu ...", rows.size() + 1, total, l);
     rows.push_back(verify_engram(model, static_cast<int>(l), acts[l % 2], opt));
+  }
+  for (ActDType a : acts) {
+    if (progress) std::fprintf(stderr, "\r[%zu/%zu] vision ...", rows.size() + 1, total);
+    rows.push_back(verify_vision(model, a, opt));
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;

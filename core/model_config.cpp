@@ -3,6 +3,8 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
+#include <algorithm>
+
 namespace tandem {
 namespace {
 
@@ -14,7 +16,9 @@ constexpr std::string_view kTiny = R"({
                "sites": 4, "tokens": 8},
   "engram": {"layer_ids": [1, 3], "max_order": 4, "heads": 8, "head_dim": 256,
              "table_base": 1000, "vocab": 4096, "compressed_vocab": 3001, "pad_id": 2, "seed": 0,
-             "d": 64, "norm_eps": 1e-6, "tokens": 16}
+             "d": 64, "norm_eps": 1e-6, "tokens": 16},
+  "vision": {"image_w": 640, "image_h": 480, "width": 32, "heads": 2, "head_dim": 16,
+             "experts": 64, "top_k": 6, "text_tokens": 8}
 })";
 
 }  // namespace
@@ -44,14 +48,37 @@ nlohmann::json to_json(const ResidualConfig& c) {
           {"tokens", c.tokens}};
 }
 
+VisionConfig parse_vision_config(const JsonFields& f) {
+  f.reject_unknown({"image_w", "image_h", "width", "heads", "head_dim", "experts", "top_k",
+                    "text_tokens"});
+  VisionConfig c;
+  c.image_w = static_cast<int>(f.integer("image_w", 1, 1 << 20));
+  c.image_h = static_cast<int>(f.integer("image_h", 1, 1 << 20));
+  c.width = static_cast<int>(f.integer("width", 1, 1 << 14));
+  c.heads = static_cast<int>(f.integer("heads", 1, 256));
+  c.head_dim = static_cast<int>(f.integer("head_dim", 4, 1024));
+  if (c.head_dim % 4) throw_bad_input("{}: must be a multiple of 4, got {}", f.where("head_dim"), c.head_dim);
+  c.experts = static_cast<int>(f.integer("experts", 1, 256));
+  c.top_k = static_cast<int>(f.integer("top_k", 1, std::min(16, c.experts)));
+  c.text_tokens = static_cast<int>(f.integer("text_tokens", 0, 1 << 20));
+  return c;
+}
+
+nlohmann::json to_json(const VisionConfig& c) {
+  return {{"image_w", c.image_w}, {"image_h", c.image_h}, {"width", c.width}, {"heads", c.heads},
+          {"head_dim", c.head_dim}, {"experts", c.experts}, {"top_k", c.top_k},
+          {"text_tokens", c.text_tokens}};
+}
+
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
   const JsonFields f(j, source);
-  f.reject_unknown({"name", "seed", "residual", "engram"});
+  f.reject_unknown({"name", "seed", "residual", "engram", "vision"});
   ModelConfig m;
   m.name = f.string("name");
   m.seed = f.unsigned_integer("seed");
   m.residual = parse_residual_config(f.object("residual"));
   m.engram = parse_engram_config(f.object("engram"));
+  m.vision = parse_vision_config(f.object("vision"));
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include "core/engram_config.hpp"
 #include "core/json_fields.hpp"
 #include "core/residual_config.hpp"
+#include "core/vision_config.hpp"
 
 namespace tandem {
 
@@ -17,7 +18,11 @@ struct ModelConfig {
   uint64_t seed = 0;
   ResidualConfig residual;
   EngramConfig engram;
+  VisionConfig vision;
 };
+
+VisionConfig parse_vision_config(const JsonFields& f);
+nlohmann::json to_json(const VisionConfig& c);
 
 ResidualConfig parse_residual_config(const JsonFields& f);
 nlohmann::json to_json(const ResidualConfig& c);

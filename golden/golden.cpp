@@ -11,6 +11,7 @@
 #include "core/safetensors.hpp"
 #include "golden/engram_case.hpp"
 #include "golden/residual_case.hpp"
+#include "golden/vision_case.hpp"
 
 #ifndef TANDEM_GIT_COMMIT
 #define TANDEM_GIT_COMMIT "unknown"
@@ -166,6 +167,35 @@ BuiltCase build_engram(const EngramConfig& cfg, ActDType act, int layer_index, u
   return b;
 }
 
+// ---------------------------------------------------------------- vision cases
+
+VisionCase vision_case(int w, int h, ActDType act, uint64_t seed) {
+  VisionCase c;
+  c.image_w = w, c.image_h = h, c.act = act, c.seed = seed;
+  return c;
+}
+
+BuiltCase build_vision(const VisionCase& c) {
+  BuiltCase b;
+  b.config = {{"vision", to_json(static_cast<const VisionConfig&>(c))}, {"act", act_dtype_name(c.act)}};
+  const VisionInputs in = make_vision_inputs(c);
+  b.blob.put("grid", in.grid);
+  b.blob.put("rope.x", in.rope.x);
+  b.blob.put("rope.row", Tensor<int32_t>({int64_t(in.rope.row.size())}, in.rope.row));
+  b.blob.put("rope.col", Tensor<int32_t>({int64_t(in.rope.col.size())}, in.rope.col));
+  b.blob.put("gate.logits", in.gate.logits);
+  b.blob.put("gate.is_image", Tensor<uint8_t>({int64_t(in.gate.is_image.size())}, in.gate.is_image));
+  b.blob.put("gate.bias_text", Tensor<float>({c.experts}, in.gate.bias_text));
+  b.blob.put("gate.bias_vl", Tensor<float>({c.experts}, in.gate.bias_vl));
+  const auto experts = reference::moe_gate<float>(in.gate).experts;
+  b.blob.put("expected.unshuffle", reference::unshuffle(in.grid));
+  b.blob.put("expected.rope", reference::rope_2d<double>(in.rope));
+  b.blob.put("expected.experts", experts);
+  b.blob.put("expected.gate_weights", reference::moe_weights<double>(in.gate, experts));
+  b.outputs = {{"unshuffle", "exact"}, {"rope", "tolerance"}, {"experts", "exact"}, {"gate_weights", "tolerance"}};
+  return b;
+}
+
 // The generator's cases; `tandem golden regen` writes exactly these. Add a case: one entry.
 const std::vector<CaseSpec>& specs() {
   using P = ResidualPath;
@@ -189,6 +219,8 @@ const std::vector<CaseSpec>& specs() {
        }},
       {"engram_layer1_f32", "engram", 201,
        [](uint64_t seed) { return build_engram(engram_cfg(16, 24, 2, 4, 300), A::f32, 0, seed); }},
+      {"vision_100x40_f32", "vision", 301, [](uint64_t seed) { return build_vision(vision_case(100, 40, A::f32, seed)); }},
+      {"vision_700x300_bf16", "vision", 302, [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }},
       {"engram_layer3_bf16", "engram", 202,
        [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
   };
@@ -214,7 +246,7 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   if (f.integer("format_version", 0, 1 << 20) != kFormatVersion)
     throw_bad_input("{}: this tandem reads version {}", f.where("format_version"), kFormatVersion);
   c.component = f.string("component");
-  if (c.component != "residual" && c.component != "engram")
+  if (c.component != "residual" && c.component != "engram" && c.component != "vision")
     throw_bad_input("{}: unknown component '{}'", f.where("component"), c.component);
   c.name = f.string("name");
   if (c.name != manifest_path.stem().string())
@@ -363,6 +395,37 @@ CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
   return report;
 }
 
+CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"vision", "act"});
+  const VisionConfig v = parse_vision_config(config.object("vision"));
+  const ActDType act = parse_act(config);
+  const std::string& src = c.blob_source;
+  VisionInputs in;
+  in.grid = c.blob.get_as<float>("grid", src);
+  in.rope.x = c.blob.get_as<float>("rope.x", src);
+  in.rope.row = c.blob.get_as<int32_t>("rope.row", src).data;
+  in.rope.col = c.blob.get_as<int32_t>("rope.col", src).data;
+  in.gate.logits = c.blob.get_as<float>("gate.logits", src);
+  in.gate.is_image = c.blob.get_as<uint8_t>("gate.is_image", src).data;
+  in.gate.bias_text = c.blob.get_as<float>("gate.bias_text", src).data;
+  in.gate.bias_vl = c.blob.get_as<float>("gate.bias_vl", src).data;
+  in.gate.top_k = v.top_k;
+  const auto experts = reference::moe_gate<float>(in.gate).experts;
+  CaseReport report{c.name, {}};
+  const std::pair<std::string, std::vector<double>> ref_now[] = {
+      {"unshuffle", doubles(reference::unshuffle(in.grid))},
+      {"rope", doubles(reference::rope_2d<double>(in.rope))},
+      {"experts", doubles(experts)},
+      {"gate_weights", doubles(reference::moe_weights<double>(in.gate, experts))}};
+  for (const auto& [name, now] : ref_now)
+    report.tensors.push_back(reference_check(name, now, c.blob.get("expected." + name, src)));
+  for (const auto& t : compare_vision(in, run_vision(in, act, opt), act))
+    report.tensors.push_back({t.name, t.name == "rope" || t.name == "gate_weights" ? "tolerance" : "exact",
+                              t.result.pass, t.result.summary()});
+  return report;
+}
+
 // Compares a regenerated blob with the one on disk, appending a per-tensor delta report.
 bool same_as_on_disk(const std::filesystem::path& manifest_path, const Safetensors& fresh,
                      std::vector<std::string>& deltas) {
@@ -415,7 +478,8 @@ std::vector<std::string> generator_case_names() {
 
 CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& opt) {
   const LoadedCase c = load_case(manifest);
-  return c.component == "residual" ? check_residual(c, opt) : check_engram(c, opt);
+  if (c.component == "residual") return check_residual(c, opt);
+  return c.component == "engram" ? check_engram(c, opt) : check_vision(c, opt);
 }
 
 std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool accept) {

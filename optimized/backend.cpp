@@ -139,6 +139,10 @@ RopeOutputs run_rope_2d(const RopeInputs& in, ActDType act, const RunOptions& op
   const int64_t N = in.x.shape.size() == 3 ? in.x.dim(0) : -1;
   if (N < 1 || in.x.dim(2) % 4 || in.row.size() != size_t(N) || in.col.size() != size_t(N))
     throw_bad_input("vision rope input: expected x [N, heads, hd] with hd % 4 == 0 and N row/col positions");
+  for (int64_t i = 0; i < N; ++i)
+    if (in.row[i] < 0 || in.col[i] < 0 || in.row[i] > (1 << 20) || in.col[i] > (1 << 20))
+      throw_bad_input("vision rope input: position ({}, {}) of token {} outside [0, 2^20]",
+                      in.row[i], in.col[i], i);
   return TANDEM_DISPATCH(opt, run_rope_2d, in, act, opt);
 }
 

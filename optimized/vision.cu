@@ -1,4 +1,5 @@
 // Host launchers for the vision kernels; compiled once per backend from this source.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -32,13 +33,20 @@ template <class Act>
 Tensor<float> rope(const RopeInputs& in) {
   const int64_t N = in.x.dim(0);
   const int heads = int(in.x.dim(1)), hd = int(in.x.dim(2)), half = hd / 4;
-  std::vector<float> inv_freq(half);
-  for (int j = 0; j < half; ++j) inv_freq[j] = float(std::pow(in.theta, -double(2 * j) / (hd / 2)));
+  // (cos, sin) of pos * inv_freq for every position a token uses, evaluated in double.
+  const int positions = 1 + std::max(*std::max_element(in.row.begin(), in.row.end()),
+                                     *std::max_element(in.col.begin(), in.col.end()));
+  std::vector<float2> rotation(size_t(positions) * half);
+  for (int p = 0; p < positions; ++p)
+    for (int j = 0; j < half; ++j) {
+      const double angle = p * std::pow(in.theta, -double(2 * j) / (hd / 2));
+      rotation[size_t(p) * half + j] = float2{float(std::cos(angle)), float(std::sin(angle))};
+    }
   DeviceArray<Act> x(in.x.data.size()), out(in.x.data.size());
   DeviceArray<int32_t> row(N), col(N);
-  DeviceArray<float> freq(half);
+  DeviceArray<float2> freq(rotation.size());
   x.upload(to_storage<Act>(in.x));
-  row.upload(in.row), col.upload(in.col), freq.upload(inv_freq);
+  row.upload(in.row), col.upload(in.col), freq.upload(rotation);
   TANDEM_LAUNCH((std::string("vision_rope_2d") + (sizeof(Act) == 4 ? "<f32>" : "<bf16>")).c_str(),
                 vision_rope_2d<Act>, dim3(unsigned(N)), dim3(kThreads), 0, x.data(), row.data(),
                 col.data(), freq.data(), heads, hd, out.data());

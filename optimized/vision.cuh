@@ -46,28 +46,30 @@ __global__ void vision_unshuffle_inverse(const Act* __restrict__ tokens, int h, 
        Traffic::activation);
 }
 
-// x, out: [N, heads, hd]; row, col: [N]; inv_freq: [hd / 4] (theta^(-2j / rope), rope = hd / 2).
+// x, out: [N, heads, hd]; row, col: [N]; rotation: [positions, hd / 4] (cos, sin) pairs of
+// pos * theta^(-2j / rope), rope = hd / 2, precomputed on the host (as freqs_cis in the model):
+// the kernel then needs no range reduction.
 template <class Act>
 __global__ void vision_rope_2d(const Act* __restrict__ x, const int32_t* __restrict__ row,
-                               const int32_t* __restrict__ col, const float* __restrict__ inv_freq,
+                               const int32_t* __restrict__ col, const float2* __restrict__ rotation,
                                int heads, int hd, Act* __restrict__ out) {
-  __shared__ float pos[2];
+  __shared__ int32_t pos[2];
   const size_t n = blockIdx.x;
   if (threadIdx.x == 0) {
-    pos[0] = static_cast<float>(ld(row + n, Traffic::coefficient));
-    pos[1] = static_cast<float>(ld(col + n, Traffic::coefficient));
+    pos[0] = ld(row + n, Traffic::coefficient);
+    pos[1] = ld(col + n, Traffic::coefficient);
   }
   __syncthreads();
   const int rope = hd / 2, half = rope / 2;
   for (int p = threadIdx.x; p < heads * rope; p += blockDim.x) {
     const int head = p / rope, i = p % rope;
     const size_t base = (n * heads + head) * hd;
-    const float angle = pos[i < half ? 0 : 1] * ld(inv_freq + i % half, Traffic::weight);
-    const float c = cosf(angle), s = sinf(angle);
+    const float2 cs = ld(rotation + static_cast<size_t>(pos[i < half ? 0 : 1]) * half + i % half,
+                         Traffic::weight);
     const float x1 = to_float(ld(x + base + i, Traffic::activation));
     const float x2 = to_float(ld(x + base + rope + i, Traffic::activation));
-    st(out + base + i, from_float<Act>(x1 * c - x2 * s), Traffic::activation);
-    st(out + base + rope + i, from_float<Act>(x2 * c + x1 * s), Traffic::activation);
+    st(out + base + i, from_float<Act>(x1 * cs.x - x2 * cs.y), Traffic::activation);
+    st(out + base + rope + i, from_float<Act>(x2 * cs.x + x1 * cs.y), Traffic::activation);
   }
 }
 

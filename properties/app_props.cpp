@@ -45,7 +45,7 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
-  EXPECT_EQ(j["cases"].size(), 6u);
+  EXPECT_EQ(j["cases"].size(), 8u);
   for (const auto& c : j["cases"]) {
     EXPECT_EQ(c["schedules"], "3 identical");
     const std::string bytes = c["bytes"];  // counted bytes == the design / the simulator
@@ -65,7 +65,7 @@ TEST(App, VerifyTableHasVerdicts) {
 TEST(App, BadInputExitsTwoNamingTheProblem) {
   const auto bad_field = temp_file(
       "tandem_bad_cfg.json",
-      R"({"name":"x","seed":1,"residual":{"hc_mult":4,"d":10,"sinkhorn_iters":20,"hc_eps":1e-6,"norm_eps":1e-6,"sites":2,"tokens":2},"engram":{}})");
+      R"({"name":"x","seed":1,"residual":{"hc_mult":4,"d":10,"sinkhorn_iters":20,"hc_eps":1e-6,"norm_eps":1e-6,"sites":2,"tokens":2},"engram":{},"vision":{}})");
   struct Case {
     std::vector<std::string> args;
     const char* message;

@@ -150,32 +150,51 @@ Tensor<double> aligner(const Tensor<double>& x, const Tensor<double>& w1, const 
   return Tensor<double>({y.rows(), y.cols()}, std::vector<double>(y.data(), y.data() + y.size()));
 }
 
+namespace {
+
+template <class S>
+S gate_score(float logit) {  // s = sqrt(softplus(logit))
+  const S l = static_cast<S>(logit);
+  return std::sqrt(l > S(20) ? l : std::log1p(std::exp(l)));
+}
+
+}  // namespace
+
+template <class S>
+Tensor<double> moe_weights(const MoeGateInputs& in, const Tensor<int32_t>& experts) {
+  const int64_t T = experts.dim(0), k = experts.dim(1), E = in.logits.dim(1);
+  Tensor<double> w({T, k});
+  for (int64_t t = 0; t < T; ++t) {
+    S sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += gate_score<S>(in.logits.data[t * E + experts.data[t * k + j]]);
+    for (int64_t j = 0; j < k; ++j)
+      w.data[t * k + j] = static_cast<double>(gate_score<S>(in.logits.data[t * E + experts.data[t * k + j]]) /
+                                              (sum + S(1e-20)) * S(in.route_scale));
+  }
+  return w;
+}
+
 template <class S>
 MoeGateRef moe_gate(const MoeGateInputs& in) {
   const int64_t T = in.logits.dim(0), E = in.logits.dim(1), k = in.top_k;
-  MoeGateRef r{Tensor<int32_t>({T, k}), Tensor<double>({T, k})};
-  std::vector<S> s(E), biased(E);
+  MoeGateRef r{Tensor<int32_t>({T, k}), {}};
+  std::vector<S> biased(E);
   std::vector<int32_t> order(E);
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<float>& bias = in.is_image[t] ? in.bias_vl : in.bias_text;
-    for (int64_t e = 0; e < E; ++e) {
-      const S l = static_cast<S>(in.logits.data[t * E + e]);
-      s[e] = std::sqrt(l > S(20) ? l : std::log1p(std::exp(l)));
-      biased[e] = s[e] + static_cast<S>(bias[e]);
-    }
+    for (int64_t e = 0; e < E; ++e)
+      biased[e] = gate_score<S>(in.logits.data[t * E + e]) + static_cast<S>(bias[e]);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return biased[a] > biased[b]; });
-    S sum = 0;
-    for (int64_t j = 0; j < k; ++j) sum += s[order[j]];
-    for (int64_t j = 0; j < k; ++j) {
-      r.experts.data[t * k + j] = order[j];
-      r.weights.data[t * k + j] = static_cast<double>(s[order[j]] / (sum + S(1e-20)) * S(in.route_scale));
-    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return biased[a] > biased[b]; });
+    for (int64_t j = 0; j < k; ++j) r.experts.data[t * k + j] = order[j];
   }
+  r.weights = moe_weights<S>(in, r.experts);
   return r;
 }
 template MoeGateRef moe_gate<double>(const MoeGateInputs&);
 template MoeGateRef moe_gate<float>(const MoeGateInputs&);
+template Tensor<double> moe_weights<double>(const MoeGateInputs&, const Tensor<int32_t>&);
 
 std::vector<double> expert_load(const Tensor<int32_t>& experts, const std::vector<uint8_t>& is_image,
                                 bool image, int n_experts) {

@@ -61,6 +61,9 @@ struct MoeGateRef {
 };
 template <class S>
 MoeGateRef moe_gate(const MoeGateInputs& in);
+// The weights for a given selection (to compare weights where two precisions selected alike).
+template <class S>
+Tensor<double> moe_weights(const MoeGateInputs& in, const Tensor<int32_t>& experts);
 // Per-token expert counts of one modality.
 std::vector<double> expert_load(const Tensor<int32_t>& experts, const std::vector<uint8_t>& is_image,
                                 bool image, int n_experts);

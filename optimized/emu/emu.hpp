@@ -20,6 +20,12 @@ struct uint3 {
 struct uint4 {
   unsigned x, y, z, w;
 };
+struct uint2 {
+  unsigned x, y;
+};
+struct float2 {
+  float x, y;
+};
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
@@ -109,3 +115,4 @@ T atomicAdd(T* p, T v) {
   return old;
 }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+

@@ -18,7 +18,8 @@ nlohmann::json tiny_json() {
             {"norm_eps", 1e-6},
             {"sites", 2},
             {"tokens", 3}}},
-          {"engram", to_json(EngramConfig{})}};
+          {"engram", to_json(EngramConfig{})},
+          {"vision", to_json(VisionConfig{})}};
 }
 
 // Parsing `j` fails with BadInput whose message contains every string in `parts`.

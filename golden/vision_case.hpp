@@ -1,0 +1,44 @@
+#pragma once
+// Vision cases: seeded inputs for the unshuffle, RoPE and MoE gate kernels, and their comparison
+// with the reference, shared by golden files, `tandem verify` and tests.
+#include <cstdint>
+#include <vector>
+
+#include "core/vision_config.hpp"
+#include "golden/residual_case.hpp"  // TensorCheck
+#include "optimized/vision.hpp"
+#include "reference/vision.hpp"
+
+namespace tandem {
+
+struct VisionCase : VisionConfig {
+  ActDType act = ActDType::f32;
+  uint64_t seed = 0;
+};
+
+struct VisionInputs {
+  reference::VisionGeometry geometry;
+  Tensor<float> grid;  // [grid_h, grid_w, C] patch embeddings (patchified pixels x W_patch)
+  RopeInputs rope;     // one row per patch: its (row, col)
+  MoeGateInputs gate;  // image tokens (the unshuffled ones), then text tokens
+};
+
+// Seeded gate inputs: `image_tokens` image positions, then `text_tokens` text positions.
+MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int experts, int top_k,
+                               uint64_t seed);
+
+// Pixels from the seed -> preprocessing -> patches -> linear patch embedding; RoPE and gate
+// inputs laid out from the geometry.
+VisionInputs make_vision_inputs(const VisionCase& c);
+
+struct VisionResults {
+  UnshuffleOutputs unshuffle;
+  RopeOutputs rope;
+  MoeGateOutputs gate;
+};
+VisionResults run_vision(const VisionInputs& in, ActDType act, const RunOptions& opt);
+
+// Unshuffle, its inverse, the gate's experts: bit-exact; RoPE and gate weights: tolerance.
+std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out, ActDType act);
+
+}  // namespace tandem

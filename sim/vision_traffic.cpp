@@ -1,0 +1,27 @@
+#include "sim/vision_traffic.hpp"
+
+#include <string>
+
+namespace tandem::sim {
+
+LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t heads, int64_t hd,
+                         int64_t T, int64_t E, int64_t k, ActDType act) {
+  const uint64_t e = act_bytes(act), tokens = uint64_t((h + 2) / 3) * ((w + 2) / 3);
+  const std::string suffix = std::string("<") + act_dtype_name(act) + ">";
+  constexpr int A = int(Traffic::activation), W = int(Traffic::weight), K = int(Traffic::coefficient);
+  LaunchCounts unshuffle{"vision_unshuffle" + suffix}, inverse{"vision_unshuffle_inverse" + suffix},
+      rope{"vision_rope_2d" + suffix}, gate{"moe_gate_biased_topk"};
+  unshuffle.read[A] = uint64_t(h * w * C) * e;  // padding is written as 0, never read
+  unshuffle.written[A] = tokens * 9 * C * e;
+  inverse.read[A] = inverse.written[A] = uint64_t(h * w * C) * e;
+  const uint64_t pairs = uint64_t(n * heads * hd / 2);
+  rope.read[K] = uint64_t(n) * 2 * sizeof(int32_t);
+  rope.read[W] = pairs * 2 * sizeof(float);  // (cos, sin) per pair
+  rope.read[A] = rope.written[A] = 2 * pairs * e;
+  gate.read[A] = uint64_t(T) * (E * sizeof(float) + 32 /* is_image, once per lane */);
+  gate.read[W] = uint64_t(T * E) * sizeof(float);
+  gate.written[A] = uint64_t(T * k) * (sizeof(int32_t) + sizeof(float));
+  return {unshuffle, inverse, rope, gate};
+}
+
+}  // namespace tandem::sim

@@ -1,0 +1,14 @@
+#pragma once
+// Byte model of the vision kernels, launch by launch; must equal the emulator's counts exactly.
+#include <cstdint>
+
+#include "optimized/residual.hpp"  // ActDType
+#include "optimized/traffic.hpp"
+
+namespace tandem::sim {
+
+// unshuffle + inverse over an [h, w, C] grid, 2D RoPE over [n, heads, hd], the gate over [T, E].
+LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t heads, int64_t hd,
+                         int64_t T, int64_t E, int64_t k, ActDType act);
+
+}  // namespace tandem::sim
