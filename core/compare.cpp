@@ -115,7 +115,10 @@ CompareResult compare_to_truth(std::span<const double> truth, std::span<const do
   if (sq_truth > 0) {
     r.nmse_optimized = sq_opt / sq_truth;
     r.nmse_baseline = sq_base / sq_truth;
-    r.nmse_budget = 2 * r.nmse_baseline + sq_ulp / sq_truth;
+    // NMSE is squared: the factor 2 on errors is 4 on it. (2 would be stricter than the
+    // element bound on the very same errors: one dominant element at 1.5x its budget scale
+    // passes element-wise yet fails a 2x NMSE bound, as seen on tiny tensors.)
+    r.nmse_budget = 4 * r.nmse_baseline + sq_ulp / sq_truth;
   }
   if (r.failure.empty() && r.worst_ratio > 1)
     r.failure = fmt::format("element {}: |opt - truth| = {:.3e} > budget {:.3e}", r.worst_index,

@@ -2,8 +2,8 @@
 // The comparison library (DESIGN section 4).
 //  * discrete outputs: bit-exact (compare_exact);
 //  * floating outputs: err(opt, truth) <= 2 * err(baseline, truth) + 2 * ulp_out(|truth|) per
-//    element (with row scales, below), and NMSE(opt) <= 2 * NMSE(baseline) + the same 2-ulp
-//    term globally, where truth is the double reference and baseline the naive same-precision
+//    element (with row scales, below), and NMSE(opt) <= 4 * NMSE(baseline) + the same 2-ulp
+//    term (squared) globally (the factor 2 on errors, squared), where truth is the double reference and baseline the naive same-precision
 //    reference;
 //  * NaN and +-Inf positions and signs must match truth exactly.
 #include <algorithm>

@@ -57,15 +57,11 @@ VisionInputs make_vision_inputs(const VisionCase& c) {
     rgb.data[i] = static_cast<uint8_t>(philox_draw(c.seed, 1, uint32_t(i)).v[0]);
   const Tensor<float> patches = reference::patchify(reference::preprocess(rgb, g));
   const int64_t P = patches.dim(2), C = c.width, n = g.patches();
-  std::vector<float> w(C * P);
-  for (int64_t i = 0; i < C * P; ++i) w[i] = uniform(c.seed, 2, uint32_t(i), -1.0f, 1.0f) / std::sqrt(float(P));
+  Tensor<float> w({C, P});
+  for (int64_t i = 0; i < C * P; ++i) w.data[i] = uniform(c.seed, 2, uint32_t(i), -1.0f, 1.0f) / std::sqrt(float(P));
+  const Tensor<double> embedded = reference::patch_embedding(patches, w);
   in.grid = Tensor<float>({g.grid_h, g.grid_w, C});
-  for (int64_t p = 0; p < n; ++p)
-    for (int64_t o = 0; o < C; ++o) {
-      double acc = 0;
-      for (int64_t k = 0; k < P; ++k) acc += double(w[o * P + k]) * patches.data[p * P + k];
-      in.grid.data[p * C + o] = round_act(float(acc), c.act);
-    }
+  for (int64_t i = 0; i < in.grid.size(); ++i) in.grid.data[i] = round_act(float(embedded.data[i]), c.act);
   in.rope.x = Tensor<float>({n, c.heads, c.head_dim});
   for (int64_t i = 0; i < in.rope.x.size(); ++i)
     in.rope.x.data[i] = round_act(uniform(c.seed, 3, uint32_t(i), -2.0f, 2.0f), c.act);

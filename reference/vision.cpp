@@ -81,6 +81,17 @@ Tensor<float> patchify(const Tensor<float>& image) {
   return p;
 }
 
+Tensor<double> patch_embedding(const Tensor<float>& patches, const Tensor<float>& w) {
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const int64_t n = patches.dim(0) * patches.dim(1), P = patches.dim(2), C = w.dim(0);
+  const Eigen::Map<const M> X(patches.ptr(), n, P), W(w.ptr(), C, P);
+  const Eigen::MatrixXd Y = X.cast<double>() * W.cast<double>().transpose();
+  Tensor<double> out({patches.dim(0), patches.dim(1), C});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < C; ++o) out.data[i * C + o] = Y(i, o);
+  return out;
+}
+
 template <class S>
 Tensor<double> rope_2d(const RopeInputs& in) {
   const int64_t N = in.x.dim(0), H = in.x.dim(1), hd = in.x.dim(2), rope = hd / 2, half = rope / 2;

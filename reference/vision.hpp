@@ -38,6 +38,9 @@ Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g);
 // [grid_h, grid_w, 3*14*14] patches (channel-major within a patch: c*196 + py*14 + px).
 Tensor<float> patchify(const Tensor<float>& image);
 
+// Linear patch embedding: [grid_h, grid_w, 588] x w [C, 588]^T -> [grid_h, grid_w, C].
+Tensor<double> patch_embedding(const Tensor<float>& patches, const Tensor<float>& w);
+
 // 2D RoPE, half-split: rope = hd/2; inv_freq = theta^(-arange(0, rope, 2)/rope);
 // angles = [row * inv_freq, col * inv_freq]; [x1 cos - x2 sin, x2 cos + x1 sin].
 template <class S>

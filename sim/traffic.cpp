@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "reference/vision.hpp"
 #include "sim/residual_traffic.hpp"
 
 namespace tandem::sim {
@@ -45,28 +46,14 @@ double expected_emitted(const Workload& w, int budget) {
   return e;
 }
 
-// Preprocessing geometry (DESIGN 5.3): upscale below 544^2 px, round up to 14-px patches, shrink
-// until at most 1024 visual tokens remain after the 3x3 unshuffle.
+// Visual tokens of one image with the reference preprocessing geometry (DESIGN 5.3).
 VisionImage vision_tokens(const Image& img) {
-  constexpr double kMinArea = 544.0 * 544.0;
-  constexpr int kPatch = 14, kMaxTokens = 1024;
+  const reference::VisionGeometry g = reference::vision_geometry(img.width, img.height);
   VisionImage v{img};
-  double w = img.width, h = img.height;
-  if (w * h < kMinArea) {
-    const double s = std::sqrt(kMinArea / (w * h));
-    w = std::ceil(w * s), h = std::ceil(h * s);
-  }
-  for (;;) {
-    v.grid_w = static_cast<int>(std::ceil(w / kPatch));
-    v.grid_h = static_cast<int>(std::ceil(h / kPatch));
-    v.tokens_with = int64_t{(v.grid_w + 2) / 3} * ((v.grid_h + 2) / 3);
-    if (v.tokens_with <= kMaxTokens) break;
-    const double s = std::min(0.999, std::sqrt(double(kMaxTokens) / v.tokens_with));
-    w = std::max(1.0, std::floor(w * s)), h = std::max(1.0, std::floor(h * s));
-  }
-  v.tokens_without = int64_t{v.grid_w} * v.grid_h;
-  const int64_t wp = (v.grid_w + 2) / 3, hp = (v.grid_h + 2) / 3;
-  v.sequence_tokens = 2 + hp * (wp + 1);
+  v.grid_w = g.grid_w, v.grid_h = g.grid_h;
+  v.tokens_without = g.patches();
+  v.tokens_with = g.visual_tokens();
+  v.sequence_tokens = g.sequence_tokens();
   return v;
 }
 

@@ -59,7 +59,7 @@ TEST(Compare, BudgetScalesWithBaselineError) {
   Case c = ramp(100);
   for (size_t i = 0; i < c.truth.size(); ++i) {
     c.baseline[i] = c.truth[i] + 1e-4;
-    c.optimized[i] = c.truth[i] + 1.4e-4;  // within 2x baseline (and NMSE within 2x: 1.96)
+    c.optimized[i] = c.truth[i] + 1.9e-4;  // within 2x baseline
   }
   EXPECT_TRUE(c.run().pass);
   for (size_t i = 0; i < c.truth.size(); ++i) c.optimized[i] = c.truth[i] + 2.5e-4;
@@ -97,12 +97,14 @@ TEST(Compare, PoisonIsNaNInEveryFloatingDtype) {
 
 TEST(Compare, NmseIsCheckedGlobally) {
   Case c = ramp(1000);
-  // Every element just inside its own budget but biased: global NMSE exceeds 2x the baseline's.
+  // Every element within its row's budget (the row's baseline error is 1e-3), but the optimized
+  // error is 1.99e-3 everywhere while the baseline's is 1e-3 on half: NMSE ratio ~7.9 > 4.
   for (size_t i = 0; i < c.truth.size(); ++i) {
     c.baseline[i] = c.truth[i] + ((i % 2) ? 1e-3 : 0.0);
-    c.optimized[i] = c.truth[i] + ((i % 2) ? 1.99e-3 : 0.0);
+    c.optimized[i] = c.truth[i] + 1.99e-3;
   }
   const auto r = c.run(OutDType::F64, 2);
+  EXPECT_EQ(r.pass_fraction, 1.0) << r.summary();
   EXPECT_FALSE(r.pass) << r.summary();
   EXPECT_NE(r.failure.find("NMSE"), std::string::npos) << r.summary();
 }
