@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "optimized/engram.hpp"
 #include "optimized/residual.hpp"
+#include "optimized/dspark.hpp"
 #include "optimized/vision.hpp"
 
 #include <cmath>
@@ -159,6 +160,22 @@ MoeGateOutputs run_moe_gate(const MoeGateInputs& in, const RunOptions& opt) {
     if (!std::isfinite(in.logits.data[i]))
       throw_bad_input("moe gate input: logits[{}, {}] is not finite ({})", i / E, i % E, in.logits.data[i]);
   return TANDEM_DISPATCH(opt, run_moe_gate, in, opt);
+}
+
+VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
+  const int64_t R = in.requests, V = in.vocab, K = in.budget;
+  if (R < 1 || V < 1 || V > (int64_t{1} << 31) || K < 1 || K > kDsparkMaxDraft)
+    throw_bad_input("dspark verify: requests >= 1, vocab in [1, 2^31], budget in [1, {}]", kDsparkMaxDraft);
+  if (in.draft.shape != Shape{R, K} || in.p_draft.shape != Shape{R, K, V} ||
+      in.p_target.shape != Shape{R, K + 1, V} || in.position.size() != size_t(R))
+    throw_bad_input("dspark verify: expected draft [R, K], p_draft [R, K, V], p_target [R, K+1, V], position [R]");
+  for (int64_t i = 0; i < in.draft.size(); ++i)
+    if (in.draft.data[i] < 0 || in.draft.data[i] >= V)
+      throw_bad_input("dspark verify: drafted token {} of request {} is {}, outside [0, {})", i % K, i / K, in.draft.data[i], V);
+  for (const Tensor<float>* p : {&in.p_draft, &in.p_target})
+    for (float v : p->data)
+      if (!(v >= 0.0f && v <= 1.0f)) throw_bad_input("dspark verify: a probability is {} (must be in [0, 1])", v);
+  return TANDEM_DISPATCH(opt, run_dspark_verify, in, opt);
 }
 
 }  // namespace tandem

@@ -1,0 +1,201 @@
+// DSpark verification and scheduler (DESIGN 5.4): kernel decisions bit-identical to the
+// reference under the same Philox draws, acceptance bounds, the exact one-step output
+// distribution, tokens per step, and the scheduler's admission rules.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "core/philox.hpp"
+#include "reference/dspark.hpp"
+
+namespace tandem {
+namespace {
+
+// A seeded distribution over V tokens (some zeros), normalised in float.
+std::vector<float> distribution(int64_t V, uint64_t seed, uint32_t id) {
+  std::vector<float> p(V);
+  float sum = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const uint32_t w = philox_draw(seed, id, uint32_t(v)).v[0];
+    p[v] = (w % 7 == 0) ? 0.0f : philox_uniform(w) + 0.01f;
+    sum += p[v];
+  }
+  for (float& x : p) x = sum > 0 ? x / sum : 1.0f / V;
+  return p;
+}
+
+VerifyInputs random_verify(int64_t R, int K, int64_t V, uint64_t seed, bool greedy) {
+  VerifyInputs in;
+  in.requests = R, in.vocab = V, in.budget = K, in.seed = seed, in.greedy = greedy;
+  in.draft = Tensor<int32_t>({R, K});
+  in.p_draft = Tensor<float>({R, K, V});
+  in.p_target = Tensor<float>({R, K + 1, V});
+  for (int64_t r = 0; r < R; ++r) {
+    in.position.push_back(uint32_t(100 + 7 * r));
+    for (int k = 0; k <= K; ++k) {
+      const auto t = distribution(V, seed, uint32_t(1000 + r * 16 + k));
+      std::copy(t.begin(), t.end(), in.p_target.ptr() + (r * (K + 1) + k) * V);
+      if (k == K) continue;
+      // The drafter: often close to the target (mixing), so that acceptances happen.
+      const auto d = distribution(V, seed, uint32_t(2000 + r * 16 + k));
+      float* pd = in.p_draft.ptr() + (r * K + k) * V;
+      for (int64_t v = 0; v < V; ++v) pd[v] = 0.7f * t[v] + 0.3f * d[v];
+      // Drafted token: drawn from the draft distribution (greedy: its argmax, sometimes wrong).
+      in.draft.data[r * K + k] = greedy ? (r % 3 ? reference::argmax(t) : reference::argmax({pd, size_t(V)}))
+                                        : reference::inverse_cdf({pd, size_t(V)}, philox_uniform(philox_draw(seed, 9, uint32_t(r * 16 + k)).v[0]));
+    }
+  }
+  return in;
+}
+
+RC_GTEST_PROP(DsparkVerify, KernelDecisionsEqualReferenceBitForBit, ()) {
+  const int64_t R = *rc::gen::inRange(1, 9), V = *rc::gen::inRange(1, 300);
+  const int K = *rc::gen::inRange(1, 6);
+  const bool greedy = *rc::gen::arbitrary<bool>();
+  const VerifyInputs in = random_verify(R, K, V, *rc::gen::arbitrary<uint64_t>(), greedy);
+  const VerifyOutputs want = reference::dspark_verify(in);
+  for (const auto& s : emu::test_schedules()) {
+    const VerifyOutputs got = run_dspark_verify(in, {Backend::emu, s, 128});
+    RC_ASSERT(got.accepted == want.accepted);
+    RC_ASSERT(got.emitted.data == want.emitted.data);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    RC_ASSERT(want.accepted[r] >= 0 && want.accepted[r] <= K);
+    int emitted = 0;
+    for (int j = 0; j <= K; ++j) emitted += want.emitted.data[r * (K + 1) + j] >= 0;
+    RC_ASSERT(emitted == want.accepted[r] + 1);
+  }
+}
+
+TEST(DsparkVerify, PerfectDrafterAcceptsAllAndAlwaysWrongAcceptsNone) {
+  for (bool greedy : {true, false}) {
+    VerifyInputs in = random_verify(6, 5, 50, 3, greedy);
+    for (int64_t r = 0; r < 6; ++r)
+      for (int k = 0; k < 5; ++k) {
+        const float* pt = in.p_target.ptr() + (r * 6 + k) * 50;
+        std::copy(pt, pt + 50, in.p_draft.ptr() + (r * 5 + k) * 50);  // p_d == p_t
+        in.draft.data[r * 5 + k] = reference::argmax({pt, 50});
+      }
+    for (int32_t a : run_dspark_verify(in, {}).accepted) EXPECT_EQ(a, 5) << "greedy " << greedy;
+    for (int64_t r = 0; r < 6; ++r)
+      for (int k = 0; k < 5; ++k) {
+        float* pt = in.p_target.ptr() + (r * 6 + k) * 50;
+        const int32_t x = in.draft.data[r * 5 + k];
+        pt[x] = 0.0f;  // the target never produces the drafted token
+      }
+    for (int32_t a : run_dspark_verify(in, {}).accepted) EXPECT_EQ(a, 0) << "greedy " << greedy;
+  }
+}
+
+// The implementation's uniform takes the 2^24 values i * 2^-24, so its decision probabilities
+// can be counted exactly (both tests below are monotone in u: binary search).
+constexpr int64_t kDraws = int64_t{1} << 24;
+float uniform_at(int64_t i) { return static_cast<float>(i) * (1.0f / 16777216.0f); }
+
+int64_t first_index(const std::function<bool(float)>& pred) {  // smallest i with pred(u_i)
+  int64_t lo = 0, hi = kDraws;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (pred(uniform_at(mid))) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+TEST(DsparkVerify, OneStepOutputDistributionIsTheTargetExactly) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const int64_t V = 6;
+    const auto pt = distribution(V, seed, 1), pd = distribution(V, seed, 2);
+    std::vector<double> out(V, 0.0);
+    std::vector<float> residual(V);
+    for (int64_t v = 0; v < V; ++v) residual[v] = std::max(0.0f, pt[v] - pd[v]);
+    for (int64_t x = 0; x < V; ++x) {  // the drafted token, drawn with probability p_d(x)
+      if (pd[x] == 0) continue;
+      // accept iff u * p_d(x) < p_t(x): the accepted u form a prefix of the draws
+      const int64_t accepted = first_index([&](float u) { return !reference::accepts(u, pd[x], pt[x]); });
+      out[x] += pd[x] * double(accepted) / kDraws;
+      for (int64_t y = 0; y < V; ++y) {
+        const int64_t lo = first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y; });
+        const int64_t hi = first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y + 1; });
+        out[y] += pd[x] * double(kDraws - accepted) / kDraws * double(hi - lo) / kDraws;
+      }
+    }
+    // "To rounding": float probabilities (~1e-7 each) and the 2^-24 grid of draws.
+    for (int64_t y = 0; y < V; ++y) EXPECT_NEAR(out[y], pt[y], 1e-6) << "token " << y << " seed " << seed;
+  }
+}
+
+TEST(DsparkVerify, MeanTokensPerStepMatchesTheClosedForm) {
+  for (double a : {0.3, 0.7, 0.9}) {
+    const int K = 5;
+    const int64_t R = 20000;
+    VerifyInputs in;
+    in.requests = R, in.vocab = 2, in.budget = K, in.seed = 77;
+    in.draft = Tensor<int32_t>({R, K}, 0);
+    in.p_draft = Tensor<float>({R, K, 2});
+    in.p_target = Tensor<float>({R, K + 1, 2});
+    for (int64_t i = 0; i < R * K; ++i) in.p_draft.data[2 * i] = 1.0f, in.p_draft.data[2 * i + 1] = 0.0f;
+    for (int64_t i = 0; i < R * (K + 1); ++i)
+      in.p_target.data[2 * i] = float(a), in.p_target.data[2 * i + 1] = float(1 - a);
+    for (int64_t r = 0; r < R; ++r) in.position.push_back(uint32_t(r));
+    const auto out = reference::dspark_verify(in);
+    double mean = 0, expect = (1 - std::pow(a, K + 1)) / (1 - a), second = 0;
+    for (int32_t acc : out.accepted) mean += acc + 1;
+    mean /= R;
+    for (int j = 0; j <= K; ++j) {  // exact variance of the truncated geometric count
+      const double p = j < K ? std::pow(a, j) * (1 - a) : std::pow(a, K);
+      second += p * (j + 1) * (j + 1);
+    }
+    const double sd = std::sqrt(second - expect * expect);
+    EXPECT_NEAR(mean, expect, 5 * sd / std::sqrt(double(R))) << "a = " << a;  // 5 sigma
+  }
+}
+
+RC_GTEST_PROP(DsparkScheduler, AdmissionIsPrefixClosedWithinCapacityAndMonotone, ()) {
+  const int R = *rc::gen::inRange(1, 8), g = 5;
+  std::vector<std::vector<double>> c(R, std::vector<double>(g));
+  for (auto& row : c)
+    for (double& x : row) x = *rc::gen::inRange(0, 1001) / 1000.0;
+  std::vector<int> previous(R, 0);
+  for (int B = 0; B <= R * g; ++B) {
+    const std::vector<int> admitted = reference::admit(c, B);
+    RC_ASSERT(std::accumulate(admitted.begin(), admitted.end(), 0) == B);  // fills capacity
+    for (int r = 0; r < R; ++r) {
+      RC_ASSERT(admitted[r] >= previous[r]);  // monotone in capacity
+      RC_ASSERT(admitted[r] <= g);            // prefix-closed: a count of leading positions
+    }
+    previous = admitted;
+  }
+}
+
+TEST(DsparkScheduler, UnderLoadOnePerRequestWithRoomAllFive) {
+  const int R = 8;
+  const std::vector<std::vector<double>> c(R, std::vector<double>(5, 0.8));
+  std::vector<double> flat(R + 5 * R + 1, 100.0), loaded(R + 5 * R + 1);
+  for (size_t n = 0; n < loaded.size(); ++n)  // steps/s flat up to 2R tokens, then falling fast
+    loaded[n] = n <= size_t(2 * R) ? 100.0 : 100.0 * std::pow(double(2 * R) / n, 3);
+  const auto room = reference::schedule(c, flat);
+  for (int a : room.admitted) EXPECT_EQ(a, 5);
+  const auto busy = reference::schedule(c, loaded);
+  for (int a : busy.admitted) EXPECT_EQ(a, 1);
+  EXPECT_EQ(busy.capacity, R);
+}
+
+TEST(DsparkVerify, BadInputNamesTheProblem) {
+  VerifyInputs in = random_verify(2, 2, 10, 1, false);
+  in.draft.data[3] = 10;
+  try {
+    run_dspark_verify(in, {});
+    FAIL();
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("request 1"), std::string::npos) << e.what();
+  }
+  in = random_verify(2, 2, 10, 1, false);
+  in.p_target.data[0] = NAN;
+  EXPECT_THROW(run_dspark_verify(in, {}), BadInput);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,35 @@
+#pragma once
+// Reference of DSpark's verification and scheduler (DESIGN 5.4), written to read like the rules.
+// Decisions use the same float arithmetic as the kernel (discrete outputs must be bit-exact):
+// accept x with probability min(1, p_t(x)/p_d(x)) as u * p_d(x) < p_t(x); inverse-CDF draws sum
+// the weights in 32 contiguous blocks, blocks in order (the kernel's warp layout).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "optimized/dspark.hpp"
+
+namespace tandem::reference {
+
+// Index drawn from unnormalised weights w >= 0 with uniform u in [0, 1) (inverse CDF).
+int32_t inverse_cdf(std::span<const float> w, float u);
+// The acceptance rule: accept x with probability min(1, p_t(x) / p_d(x)) given uniform u.
+inline bool accepts(float u, float p_draft, float p_target) { return u * p_draft < p_target; }
+// Lowest index of the largest value.
+int32_t argmax(std::span<const float> p);
+
+VerifyOutputs dspark_verify(const VerifyInputs& in);
+
+// Scheduler: survival a_{r,j} = prod_{i<=j} c_{r,i}; candidates admitted greedily by survival
+// (ties: lower request, then lower position), prefix-closed; the capacity B maximises
+// (R + sum of admitted survivals) * sps[R + B] (ties: smaller B).
+struct Schedule {
+  int capacity = 0;                  // B
+  std::vector<int> admitted;         // [R] drafted tokens verified per request (a prefix)
+  double value = 0;
+};
+// The first B candidates in admission order: per request, how many of its drafted tokens.
+std::vector<int> admit(const std::vector<std::vector<double>>& confidence, int capacity);
+Schedule schedule(const std::vector<std::vector<double>>& confidence, const std::vector<double>& sps);
+
+}  // namespace tandem::reference
