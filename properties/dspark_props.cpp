@@ -8,46 +8,18 @@
 #include <numeric>
 
 #include "core/philox.hpp"
+#include "golden/dspark_case.hpp"
 #include "reference/dspark.hpp"
 
 namespace tandem {
 namespace {
 
-// A seeded distribution over V tokens (some zeros), normalised in float.
 std::vector<float> distribution(int64_t V, uint64_t seed, uint32_t id) {
-  std::vector<float> p(V);
-  float sum = 0;
-  for (int64_t v = 0; v < V; ++v) {
-    const uint32_t w = philox_draw(seed, id, uint32_t(v)).v[0];
-    p[v] = (w % 7 == 0) ? 0.0f : philox_uniform(w) + 0.01f;
-    sum += p[v];
-  }
-  for (float& x : p) x = sum > 0 ? x / sum : 1.0f / V;
-  return p;
+  return seeded_distribution(V, seed, id);
 }
 
 VerifyInputs random_verify(int64_t R, int K, int64_t V, uint64_t seed, bool greedy) {
-  VerifyInputs in;
-  in.requests = R, in.vocab = V, in.budget = K, in.seed = seed, in.greedy = greedy;
-  in.draft = Tensor<int32_t>({R, K});
-  in.p_draft = Tensor<float>({R, K, V});
-  in.p_target = Tensor<float>({R, K + 1, V});
-  for (int64_t r = 0; r < R; ++r) {
-    in.position.push_back(uint32_t(100 + 7 * r));
-    for (int k = 0; k <= K; ++k) {
-      const auto t = distribution(V, seed, uint32_t(1000 + r * 16 + k));
-      std::copy(t.begin(), t.end(), in.p_target.ptr() + (r * (K + 1) + k) * V);
-      if (k == K) continue;
-      // The drafter: often close to the target (mixing), so that acceptances happen.
-      const auto d = distribution(V, seed, uint32_t(2000 + r * 16 + k));
-      float* pd = in.p_draft.ptr() + (r * K + k) * V;
-      for (int64_t v = 0; v < V; ++v) pd[v] = 0.7f * t[v] + 0.3f * d[v];
-      // Drafted token: drawn from the draft distribution (greedy: its argmax, sometimes wrong).
-      in.draft.data[r * K + k] = greedy ? (r % 3 ? reference::argmax(t) : reference::argmax({pd, size_t(V)}))
-                                        : reference::inverse_cdf({pd, size_t(V)}, philox_uniform(philox_draw(seed, 9, uint32_t(r * 16 + k)).v[0]));
-    }
-  }
-  return in;
+  return make_verify_inputs(R, K, V, seed, greedy);
 }
 
 RC_GTEST_PROP(DsparkVerify, KernelDecisionsEqualReferenceBitForBit, ()) {
@@ -195,6 +167,84 @@ TEST(DsparkVerify, BadInputNamesTheProblem) {
   in = random_verify(2, 2, 10, 1, false);
   in.p_target.data[0] = NAN;
   EXPECT_THROW(run_dspark_verify(in, {}), BadInput);
+}
+
+}  // namespace
+}  // namespace tandem
+
+#include "reference/backbone.hpp"
+
+namespace tandem {
+namespace {
+
+using reference::Drafter;
+using reference::TinyBackbone;
+
+constexpr int64_t kVocab = 23, kDim = 8;
+
+// The backbone's own greedy continuation (a perfect drafter), computed on a fresh copy.
+std::vector<int32_t> greedy_ahead(const std::vector<int32_t>& text, int K, uint64_t seed) {
+  TinyBackbone copy(kVocab, kDim, seed);
+  const auto full = reference::greedy_decode(copy, text, K);
+  return {full.end() - K, full.end()};
+}
+
+Drafter make_drafter(int kind, uint64_t seed) {
+  switch (kind) {
+    case 0:  // perfect
+      return [seed](const std::vector<int32_t>& text, int K) { return greedy_ahead(text, K, seed); };
+    case 1:  // always wrong: the argmax shifted by one
+      return [seed](const std::vector<int32_t>& text, int K) {
+        auto d = greedy_ahead(text, 1, seed);
+        std::vector<int32_t> out(K, int32_t((d[0] + 1) % kVocab));
+        return out;
+      };
+    default:  // random
+      return [seed](const std::vector<int32_t>& text, int K) {
+        std::vector<int32_t> out;
+        for (int k = 0; k < K; ++k)
+          out.push_back(int32_t(philox_draw(seed, uint32_t(text.size()), uint32_t(k)).v[0] % kVocab));
+        return out;
+      };
+  }
+}
+
+RC_GTEST_PROP(DsparkBackbone, GreedySpeculativeEqualsPlainGreedyAndKeepsTheSameCache, ()) {
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const int kind = *rc::gen::inRange(0, 3), steps = *rc::gen::inRange(1, 14);
+  std::vector<int32_t> prompt;
+  for (int i = 0, n = *rc::gen::inRange(1, 6); i < n; ++i) prompt.push_back(*rc::gen::inRange<int32_t>(0, kVocab));
+  const std::vector<int> budgets = *rc::gen::container<std::vector<int>>(16, rc::gen::inRange(1, 6));
+  TinyBackbone plain(kVocab, kDim, seed), spec(kVocab, kDim, seed);
+  const auto want = reference::greedy_decode(plain, prompt, steps);
+  reference::SpeculativeStats stats;
+  const auto got = reference::speculative_greedy_decode(
+      spec, prompt, steps, make_drafter(kind, seed), [&](int pass) { return budgets[pass % 16]; }, &stats);
+  RC_ASSERT(got == want);
+  RC_ASSERT(spec.cache_snapshot() == plain.cache_snapshot());  // exactly the emitted tokens
+  for (size_t p = 0; p < stats.accepted_per_step.size(); ++p) {
+    RC_ASSERT(stats.accepted_per_step[p] >= 0 && stats.accepted_per_step[p] <= budgets[p % 16]);
+    if (kind == 1) RC_ASSERT(stats.accepted_per_step[p] == 0);
+  }
+}
+
+TEST(DsparkBackbone, VerifyOneFiveAndScheduledGiveTheSameTextFiveUsesFewerPasses) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const std::vector<int32_t> prompt{3, 1, 4};
+    auto run = [&](const std::function<int(int)>& budget, reference::SpeculativeStats& s) {
+      TinyBackbone m(kVocab, kDim, seed);
+      return reference::speculative_greedy_decode(m, prompt, 20, make_drafter(0, seed), budget, &s);
+    };
+    reference::SpeculativeStats one, five, scheduled;
+    const auto a = run([](int) { return 1; }, one);
+    const auto b = run([](int) { return 5; }, five);
+    const auto c = run([](int pass) { return pass % 2 ? 5 : 1; }, scheduled);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, c);
+    EXPECT_LE(five.passes, one.passes);
+    // The perfect drafter: every pass accepts its full budget (the last may be cut at 20).
+    for (size_t p = 0; p + 1 < five.accepted_per_step.size(); ++p) EXPECT_EQ(five.accepted_per_step[p], 5);
+  }
 }
 
 }  // namespace
