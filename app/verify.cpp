@@ -6,11 +6,11 @@
 
 #include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
-#include "reference/dspark.hpp"
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
-#include "sim/vision_traffic.hpp"
+#include "reference/dspark.hpp"
 #include "sim/engram_traffic.hpp"
+#include "sim/vision_traffic.hpp"
 
 namespace tandem::app {
 namespace {
@@ -140,15 +140,16 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
       row, opt, [&](const RunOptions& o) { return run_vision(in, act, o); },
       [&](const VisionResults& other) {
         return other.unshuffle.tokens.data == out.unshuffle.tokens.data &&
-               other.rope.x.data == out.rope.x.data && other.gate.experts.data == out.gate.experts.data &&
+               other.rope.x.data == out.rope.x.data &&
+               other.gate.experts.data == out.gate.experts.data &&
                other.gate.weights.data == out.gate.weights.data;
       });
   LaunchLog counted = out.unshuffle.launches;
   counted.insert(counted.end(), out.rope.launches.begin(), out.rope.launches.end());
   counted.insert(counted.end(), out.gate.launches.begin(), out.gate.launches.end());
-  const LaunchLog predicted = sim::predict_vision(
-      in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads, c.head_dim,
-      in.gate.logits.dim(0), c.experts, c.top_k, act);
+  const LaunchLog predicted =
+      sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
+                          c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, act);
   bool same = predicted.size() == counted.size();
   for (size_t i = 0; same && i < predicted.size(); ++i)
     same = predicted[i].read == counted[i].read && predicted[i].written == counted[i].written;
@@ -176,9 +177,12 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
   int accepted = 0;
   for (int32_t a : got.accepted) accepted += a;
   row.bytes = fmt::format("{} of {} drafts accepted", accepted, R * K);
-  if (!row.pass) row.first_divergence = "decisions", row.detail = "accept/reject or tokens differ from the reference";
+  if (!row.pass)
+    row.first_divergence = "decisions",
+    row.detail = "accept/reject or tokens differ from the reference";
   if (opt.backend == Backend::emu)
-    check_schedules(row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
+    check_schedules(
+        row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
   return row;
 }
 

@@ -1,9 +1,9 @@
 #include "core/model_config.hpp"
 
+#include <algorithm>
+
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-
-#include <algorithm>
 
 namespace tandem {
 namespace {
@@ -49,15 +49,16 @@ nlohmann::json to_json(const ResidualConfig& c) {
 }
 
 VisionConfig parse_vision_config(const JsonFields& f) {
-  f.reject_unknown({"image_w", "image_h", "width", "heads", "head_dim", "experts", "top_k",
-                    "text_tokens"});
+  f.reject_unknown(
+      {"image_w", "image_h", "width", "heads", "head_dim", "experts", "top_k", "text_tokens"});
   VisionConfig c;
   c.image_w = static_cast<int>(f.integer("image_w", 1, 1 << 20));
   c.image_h = static_cast<int>(f.integer("image_h", 1, 1 << 20));
   c.width = static_cast<int>(f.integer("width", 1, 1 << 14));
   c.heads = static_cast<int>(f.integer("heads", 1, 256));
   c.head_dim = static_cast<int>(f.integer("head_dim", 4, 1024));
-  if (c.head_dim % 4) throw_bad_input("{}: must be a multiple of 4, got {}", f.where("head_dim"), c.head_dim);
+  if (c.head_dim % 4)
+    throw_bad_input("{}: must be a multiple of 4, got {}", f.where("head_dim"), c.head_dim);
   c.experts = static_cast<int>(f.integer("experts", 1, 256));
   c.top_k = static_cast<int>(f.integer("top_k", 1, std::min(16, c.experts)));
   c.text_tokens = static_cast<int>(f.integer("text_tokens", 0, 1 << 20));
@@ -65,9 +66,9 @@ VisionConfig parse_vision_config(const JsonFields& f) {
 }
 
 nlohmann::json to_json(const VisionConfig& c) {
-  return {{"image_w", c.image_w}, {"image_h", c.image_h}, {"width", c.width}, {"heads", c.heads},
-          {"head_dim", c.head_dim}, {"experts", c.experts}, {"top_k", c.top_k},
-          {"text_tokens", c.text_tokens}};
+  return {{"image_w", c.image_w}, {"image_h", c.image_h},        {"width", c.width},
+          {"heads", c.heads},     {"head_dim", c.head_dim},      {"experts", c.experts},
+          {"top_k", c.top_k},     {"text_tokens", c.text_tokens}};
 }
 
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {

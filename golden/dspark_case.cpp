@@ -34,8 +34,11 @@ VerifyInputs make_verify_inputs(int64_t R, int K, int64_t V, uint64_t seed, bool
       float* pd = in.p_draft.ptr() + (r * K + k) * V;
       for (int64_t v = 0; v < V; ++v) pd[v] = 0.7f * t[v] + 0.3f * d[v];
       // Drafted token: drawn from the draft distribution (greedy: its argmax, sometimes wrong).
-      in.draft.data[r * K + k] = greedy ? (r % 3 ? reference::argmax(t) : reference::argmax({pd, size_t(V)}))
-                                        : reference::inverse_cdf({pd, size_t(V)}, philox_uniform(philox_draw(seed, 9, uint32_t(r * 16 + k)).v[0]));
+      in.draft.data[r * K + k] =
+          greedy ? (r % 3 ? reference::argmax(t) : reference::argmax({pd, size_t(V)}))
+                 : reference::inverse_cdf(
+                       {pd, size_t(V)},
+                       philox_uniform(philox_draw(seed, 9, uint32_t(r * 16 + k)).v[0]));
     }
   }
   return in;

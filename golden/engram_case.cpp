@@ -3,39 +3,10 @@
 #include <cmath>
 
 #include "core/philox.hpp"
+#include "golden/case_util.hpp"
 
 namespace tandem {
-namespace {
-
-Tensor<float> uniform(Shape shape, uint64_t seed, uint32_t id, float lo, float hi) {
-  Tensor<float> t(std::move(shape));
-  for (int64_t i = 0; i < t.size(); ++i)
-    t.data[i] =
-        lo + (hi - lo) * philox_uniform(philox_draw(seed, id, static_cast<uint32_t>(i)).v[0]);
-  return t;
-}
-
-std::vector<double> as_double(const Tensor<float>& t) { return {t.data.begin(), t.data.end()}; }
-
-// Exact comparison as a TensorCheck (discrete outputs: DESIGN 4).
-template <class T>
-TensorCheck exact(std::string name, const Tensor<T>& want, const Tensor<T>& got) {
-  const ExactResult e = compare_exact<T>(want.span(), got.span());
-  CompareResult r;
-  r.pass = e.pass;
-  r.n = e.n;
-  r.worst_index = e.first_mismatch;
-  if (e.first_mismatch >= 0 && e.first_mismatch < want.size() && e.first_mismatch < got.size()) {
-    r.worst_truth = r.worst_baseline = static_cast<double>(want.data[e.first_mismatch]);
-    r.worst_optimized = static_cast<double>(got.data[e.first_mismatch]);
-  }
-  r.worst_ratio = e.pass ? 0 : INFINITY;
-  r.pass_fraction = e.n ? 1.0 - double(e.mismatches) / e.n : 1.0;
-  if (!e.pass) r.failure = e.summary();
-  return {std::move(name), r};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<int64_t> synthetic_token_ids(int64_t tokens, int64_t vocab, uint64_t seed,
                                          bool with_markers) {
@@ -62,11 +33,11 @@ EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::Compre
   in.table = reference::synthetic_table(in.tables.rows, cfg.row_bytes(), seed);
   const int64_t T = static_cast<int64_t>(ids.size()), d = cfg.d;
   const int64_t E = int64_t{cfg.lookups()} * cfg.head_dim;
-  in.h = uniform({T, 4, d}, seed, 2, -2.0f, 2.0f);
+  in.h = seeded_tensor({T, 4, d}, seed, 2, -2.0f, 2.0f);
   for (float& v : in.h.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
   const float w = 1.0f / std::sqrt(float(E));
-  in.wkv = uniform({5 * d, E}, seed, 3, -w, w);
-  in.gate_w = uniform({4, d}, seed, 4, 0.75f, 1.25f);
+  in.wkv = seeded_tensor({5 * d, E}, seed, 3, -w, w);
+  in.gate_w = seeded_tensor({4, d}, seed, 4, 0.75f, 1.25f);
   return in;
 }
 
@@ -138,13 +109,13 @@ std::vector<TensorCheck> compare_engram(const EngramReference& ref, const Engram
                                         ActDType act) {
   const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
   std::vector<TensorCheck> checks;
-  checks.push_back(exact("addresses", ref.addresses, out.addresses));
-  checks.push_back(exact("rows", ref.rows, out.rows));
+  checks.push_back(exact_check("addresses", ref.addresses, out.addresses));
+  checks.push_back(exact_check("rows", ref.rows, out.rows));
   checks.push_back({"gates", compare_to_truth(ref.truth.gates.span(), ref.baseline.gates.span(),
-                                              as_double(out.gates), OutDType::F32, 4)});
+                                              as_doubles(out.gates), OutDType::F32, 4)});
   const int64_t row = ref.truth.h_out.size() / ref.truth.h_out.dim(0);
   checks.push_back({"h_out", compare_to_truth(ref.truth.h_out.span(), ref.baseline.h_out.span(),
-                                              as_double(out.h_out), dt, row)});
+                                              as_doubles(out.h_out), dt, row)});
   return checks;
 }
 

@@ -177,14 +177,16 @@ VisionCase vision_case(int w, int h, ActDType act, uint64_t seed) {
 
 BuiltCase build_vision(const VisionCase& c) {
   BuiltCase b;
-  b.config = {{"vision", to_json(static_cast<const VisionConfig&>(c))}, {"act", act_dtype_name(c.act)}};
+  b.config = {{"vision", to_json(static_cast<const VisionConfig&>(c))},
+              {"act", act_dtype_name(c.act)}};
   const VisionInputs in = make_vision_inputs(c);
   b.blob.put("grid", in.grid);
   b.blob.put("rope.x", in.rope.x);
   b.blob.put("rope.row", Tensor<int32_t>({int64_t(in.rope.row.size())}, in.rope.row));
   b.blob.put("rope.col", Tensor<int32_t>({int64_t(in.rope.col.size())}, in.rope.col));
   b.blob.put("gate.logits", in.gate.logits);
-  b.blob.put("gate.is_image", Tensor<uint8_t>({int64_t(in.gate.is_image.size())}, in.gate.is_image));
+  b.blob.put("gate.is_image",
+             Tensor<uint8_t>({int64_t(in.gate.is_image.size())}, in.gate.is_image));
   b.blob.put("gate.bias_text", Tensor<float>({c.experts}, in.gate.bias_text));
   b.blob.put("gate.bias_vl", Tensor<float>({c.experts}, in.gate.bias_vl));
   const auto experts = reference::moe_gate<float>(in.gate).experts;
@@ -192,7 +194,10 @@ BuiltCase build_vision(const VisionCase& c) {
   b.blob.put("expected.rope", reference::rope_2d<double>(in.rope));
   b.blob.put("expected.experts", experts);
   b.blob.put("expected.gate_weights", reference::moe_weights<double>(in.gate, experts));
-  b.outputs = {{"unshuffle", "exact"}, {"rope", "tolerance"}, {"experts", "exact"}, {"gate_weights", "tolerance"}};
+  b.outputs = {{"unshuffle", "exact"},
+               {"rope", "tolerance"},
+               {"experts", "exact"},
+               {"gate_weights", "tolerance"}};
   return b;
 }
 
@@ -219,8 +224,10 @@ const std::vector<CaseSpec>& specs() {
        }},
       {"engram_layer1_f32", "engram", 201,
        [](uint64_t seed) { return build_engram(engram_cfg(16, 24, 2, 4, 300), A::f32, 0, seed); }},
-      {"vision_100x40_f32", "vision", 301, [](uint64_t seed) { return build_vision(vision_case(100, 40, A::f32, seed)); }},
-      {"vision_700x300_bf16", "vision", 302, [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }},
+      {"vision_100x40_f32", "vision", 301,
+       [](uint64_t seed) { return build_vision(vision_case(100, 40, A::f32, seed)); }},
+      {"vision_700x300_bf16", "vision", 302,
+       [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }},
       {"engram_layer3_bf16", "engram", 202,
        [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
   };
@@ -421,7 +428,8 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
   for (const auto& [name, now] : ref_now)
     report.tensors.push_back(reference_check(name, now, c.blob.get("expected." + name, src)));
   for (const auto& t : compare_vision(in, run_vision(in, act, opt), act))
-    report.tensors.push_back({t.name, t.name == "rope" || t.name == "gate_weights" ? "tolerance" : "exact",
+    report.tensors.push_back({t.name,
+                              t.name == "rope" || t.name == "gate_weights" ? "tolerance" : "exact",
                               t.result.pass, t.result.summary()});
   return report;
 }

@@ -2,28 +2,19 @@
 
 #include <cmath>
 
-#include "core/philox.hpp"
+#include "golden/case_util.hpp"
 
 namespace tandem {
 namespace {
 
-// Uniform values in [lo, hi) keyed by (seed, tensor, element): the same numbers everywhere.
-Tensor<float> uniform(Shape shape, uint64_t seed, uint32_t tensor_id, float lo, float hi) {
-  Tensor<float> t(std::move(shape));
-  for (int64_t i = 0; i < t.size(); ++i) {
-    const Philox4 r = philox_draw(seed, tensor_id, static_cast<uint32_t>(i));
-    t.data[i] = lo + (hi - lo) * philox_uniform(r.v[0]);
-  }
-  return t;
-}
-
 ResidualSiteWeights make_site(const ResidualConfig& c, uint64_t seed, uint32_t id, float gain) {
   const int64_t d = c.d;
   const float fn_range = 2.0f / std::sqrt(4.0f * d), w_range = gain * 1.5f / std::sqrt(float(d));
-  ResidualSiteWeights w{
-      uniform({24, 4 * d}, seed, id + 0, -fn_range, fn_range),
-      uniform({24}, seed, id + 1, -1.0f, 1.0f), uniform({3}, seed, id + 2, 0.5f, 1.5f),
-      uniform({d}, seed, id + 3, 0.75f, 1.25f), uniform({d, d}, seed, id + 4, -w_range, w_range)};
+  ResidualSiteWeights w{seeded_tensor({24, 4 * d}, seed, id + 0, -fn_range, fn_range),
+                        seeded_tensor({24}, seed, id + 1, -1.0f, 1.0f),
+                        seeded_tensor({3}, seed, id + 2, 0.5f, 1.5f),
+                        seeded_tensor({d}, seed, id + 3, 0.75f, 1.25f),
+                        seeded_tensor({d, d}, seed, id + 4, -w_range, w_range)};
   return w;
 }
 
@@ -40,7 +31,7 @@ ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t toke
   ResidualStackInputs in;
   in.cfg = cfg;
   in.act = act;
-  in.x0 = uniform({tokens, 4, cfg.d}, seed, 0, -2.0f, 2.0f);
+  in.x0 = seeded_tensor({tokens, 4, cfg.d}, seed, 0, -2.0f, 2.0f);
   for (float& v : in.x0.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
   for (int l = 0; l < cfg.sites; ++l)
     in.sites.push_back(make_site(cfg, seed, 16 + 8 * l, sublayer_gain));
@@ -83,12 +74,6 @@ ResidualStackInputs get_residual_inputs(const Safetensors& st, const ResidualCon
 }  // namespace tandem
 
 namespace tandem {
-namespace {
-
-std::vector<double> as_double(const Tensor<float>& t) { return {t.data.begin(), t.data.end()}; }
-
-}  // namespace
-
 namespace {
 
 // perm[i]: the original hidden index at position i.
@@ -170,7 +155,7 @@ std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& t
                    const Tensor<float>& o) {
     // A row is one token's values (its 4 x d state or d-vector): they share the token's norm,
     // mixing coefficients and reductions, so their errors are correlated.
-    checks.push_back({std::move(name), compare_to_truth(t.span(), b.span(), as_double(o), out,
+    checks.push_back({std::move(name), compare_to_truth(t.span(), b.span(), as_doubles(o), out,
                                                         t.size() / t.dim(0))});
   };
   if (optimized.taps_y.size() != truth.taps_y.size() ||

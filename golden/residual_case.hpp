@@ -5,6 +5,7 @@
 
 #include "core/compare.hpp"
 #include "core/safetensors.hpp"
+#include "golden/tensor_check.hpp"
 #include "optimized/residual.hpp"
 #include "reference/residual.hpp"
 
@@ -30,12 +31,6 @@ namespace tandem {
 // the per-token coefficients dominate) a single draw is often far below its typical size.
 reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in, ResidualPath path,
                                                    const reference::ResidualRefOutputs& truth);
-
-// One compared tensor: its name and the tolerance-policy result.
-struct TensorCheck {
-  std::string name;
-  CompareResult result;
-};
 
 // Compares every tap in execution order (site0.y, site0.x, site1.y, ...), then y_out and x_out.
 // The first failing entry is where the optimized model diverged.

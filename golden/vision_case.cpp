@@ -3,28 +3,11 @@
 #include <cmath>
 
 #include "core/philox.hpp"
+#include "golden/case_util.hpp"
 #include "reference/residual.hpp"  // store<Act>
 
 namespace tandem {
 namespace {
-
-float uniform(uint64_t seed, uint32_t id, uint32_t i, float lo, float hi) {
-  return lo + (hi - lo) * philox_uniform(philox_draw(seed, id, i).v[0]);
-}
-
-template <class T>
-TensorCheck exact(std::string name, const Tensor<T>& want, const Tensor<T>& got) {
-  const ExactResult e = compare_exact<T>(want.span(), got.span());
-  CompareResult r;
-  r.pass = e.pass && want.shape == got.shape;
-  r.n = e.n;
-  r.worst_index = e.first_mismatch;
-  r.worst_ratio = r.pass ? 0 : INFINITY;
-  if (!r.pass) r.failure = e.summary();
-  return {std::move(name), r};
-}
-
-std::vector<double> doubles(const Tensor<float>& t) { return {t.data.begin(), t.data.end()}; }
 
 float round_act(float v, ActDType act) {
   return act == ActDType::bf16 ? reference::store<bf16>(v) : v;
@@ -38,11 +21,11 @@ MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int ex
   const int64_t T = image_tokens + text_tokens;
   in.logits = Tensor<float>({T, experts});
   for (int64_t i = 0; i < in.logits.size(); ++i)
-    in.logits.data[i] = uniform(seed, 4, uint32_t(i), -4.0f, 4.0f);
+    in.logits.data[i] = seeded_uniform(seed, 4, uint32_t(i), -4.0f, 4.0f);
   for (int64_t t = 0; t < T; ++t) in.is_image.push_back(t < image_tokens);
   for (int e = 0; e < experts; ++e) {
-    in.bias_text.push_back(uniform(seed, 5, e, -0.5f, 0.5f));
-    in.bias_vl.push_back(uniform(seed, 6, e, -0.5f, 0.5f));
+    in.bias_text.push_back(seeded_uniform(seed, 5, e, -0.5f, 0.5f));
+    in.bias_vl.push_back(seeded_uniform(seed, 6, e, -0.5f, 0.5f));
   }
   in.top_k = top_k;
   return in;
@@ -58,13 +41,15 @@ VisionInputs make_vision_inputs(const VisionCase& c) {
   const Tensor<float> patches = reference::patchify(reference::preprocess(rgb, g));
   const int64_t P = patches.dim(2), C = c.width, n = g.patches();
   Tensor<float> w({C, P});
-  for (int64_t i = 0; i < C * P; ++i) w.data[i] = uniform(c.seed, 2, uint32_t(i), -1.0f, 1.0f) / std::sqrt(float(P));
+  for (int64_t i = 0; i < C * P; ++i)
+    w.data[i] = seeded_uniform(c.seed, 2, uint32_t(i), -1.0f, 1.0f) / std::sqrt(float(P));
   const Tensor<double> embedded = reference::patch_embedding(patches, w);
   in.grid = Tensor<float>({g.grid_h, g.grid_w, C});
-  for (int64_t i = 0; i < in.grid.size(); ++i) in.grid.data[i] = round_act(float(embedded.data[i]), c.act);
+  for (int64_t i = 0; i < in.grid.size(); ++i)
+    in.grid.data[i] = round_act(float(embedded.data[i]), c.act);
   in.rope.x = Tensor<float>({n, c.heads, c.head_dim});
   for (int64_t i = 0; i < in.rope.x.size(); ++i)
-    in.rope.x.data[i] = round_act(uniform(c.seed, 3, uint32_t(i), -2.0f, 2.0f), c.act);
+    in.rope.x.data[i] = round_act(seeded_uniform(c.seed, 3, uint32_t(i), -2.0f, 2.0f), c.act);
   for (int64_t p = 0; p < n; ++p)
     in.rope.row.push_back(int32_t(p / g.grid_w)), in.rope.col.push_back(int32_t(p % g.grid_w));
   in.gate = make_gate_inputs(g.visual_tokens(), c.text_tokens, c.experts, c.top_k, c.seed);
@@ -72,26 +57,28 @@ VisionInputs make_vision_inputs(const VisionCase& c) {
 }
 
 VisionResults run_vision(const VisionInputs& in, ActDType act, const RunOptions& opt) {
-  return {run_unshuffle(in.grid, act, opt), run_rope_2d(in.rope, act, opt), run_moe_gate(in.gate, opt)};
+  return {run_unshuffle(in.grid, act, opt), run_rope_2d(in.rope, act, opt),
+          run_moe_gate(in.gate, opt)};
 }
 
-std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out, ActDType act) {
+std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out,
+                                        ActDType act) {
   std::vector<TensorCheck> checks;
-  checks.push_back(exact("unshuffle", reference::unshuffle(in.grid), out.unshuffle.tokens));
-  checks.push_back(exact("unshuffle_inverse", in.grid, out.unshuffle.restored));
+  checks.push_back(exact_check("unshuffle", reference::unshuffle(in.grid), out.unshuffle.tokens));
+  checks.push_back(exact_check("unshuffle_inverse", in.grid, out.unshuffle.restored));
   const Tensor<double> truth = reference::rope_2d<double>(in.rope);
   Tensor<double> baseline = reference::rope_2d<float>(in.rope);
   for (double& v : baseline.data) v = round_act(float(v), act);
   const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
-  checks.push_back({"rope", compare_to_truth(truth.span(), baseline.span(), doubles(out.rope.x), dt,
-                                             in.rope.x.dim(2))});
+  checks.push_back({"rope", compare_to_truth(truth.span(), baseline.span(), as_doubles(out.rope.x),
+                                             dt, in.rope.x.dim(2))});
   // The experts are discrete: the float gate (the kernels' precision, same formula) selects them.
   const reference::MoeGateRef base = reference::moe_gate<float>(in.gate);
-  checks.push_back(exact("experts", base.experts, out.gate.experts));
+  checks.push_back(exact_check("experts", base.experts, out.gate.experts));
   const Tensor<double> truth_w = reference::moe_weights<double>(in.gate, base.experts);
-  checks.push_back({"gate_weights", compare_to_truth(truth_w.span(), base.weights.span(),
-                                                     doubles(out.gate.weights), OutDType::F32,
-                                                     in.gate.top_k)});
+  checks.push_back({"gate_weights",
+                    compare_to_truth(truth_w.span(), base.weights.span(),
+                                     as_doubles(out.gate.weights), OutDType::F32, in.gate.top_k)});
   return checks;
 }
 

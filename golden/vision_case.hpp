@@ -39,6 +39,7 @@ struct VisionResults {
 VisionResults run_vision(const VisionInputs& in, ActDType act, const RunOptions& opt);
 
 // Unshuffle, its inverse, the gate's experts: bit-exact; RoPE and gate weights: tolerance.
-std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out, ActDType act);
+std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out,
+                                        ActDType act);
 
 }  // namespace tandem

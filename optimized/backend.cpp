@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
+
 #include "core/error.hpp"
+#include "optimized/dspark.hpp"
 #include "optimized/engram.hpp"
 #include "optimized/residual.hpp"
-#include "optimized/dspark.hpp"
 #include "optimized/vision.hpp"
-
-#include <cmath>
 
 #if defined(TANDEM_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -21,8 +21,9 @@
 #else
 #define TANDEM_CUDA_OR_THROW(fn, ...) throw BadInput("backend cuda: " + cuda_status().detail)
 #endif
-#define TANDEM_DISPATCH(opt, fn, ...) \
-  ((opt).backend == Backend::emu ? emu_backend::fn(__VA_ARGS__) : TANDEM_CUDA_OR_THROW(fn, __VA_ARGS__))
+#define TANDEM_DISPATCH(opt, fn, ...)                           \
+  ((opt).backend == Backend::emu ? emu_backend::fn(__VA_ARGS__) \
+                                 : TANDEM_CUDA_OR_THROW(fn, __VA_ARGS__))
 
 namespace tandem {
 
@@ -105,18 +106,22 @@ void validate_engram_inputs(const EngramInputs& in) {
   if (c.head_dim != 256 || c.lookups() > 24 || c.max_order > 4)
     throw_bad_input("engram config: the kernels need head_dim 256, max_order <= 4, <= 24 lookups");
   if (in.history.size() > static_cast<size_t>(kEngramHistory))
-    throw_bad_input("engram input: history has {} ids, at most {}", in.history.size(), kEngramHistory);
+    throw_bad_input("engram input: history has {} ids, at most {}", in.history.size(),
+                    kEngramHistory);
   for (int64_t id : in.compressed)
     if (id >= c.compressed_vocab)
-      throw_bad_input("engram input: compressed id {} >= engram.compressed_vocab {}", id, c.compressed_vocab);
+      throw_bad_input("engram input: compressed id {} >= engram.compressed_vocab {}", id,
+                      c.compressed_vocab);
   if (static_cast<int64_t>(in.table.size()) != in.tables.rows * c.row_bytes())
     throw_bad_input("engram input: table has {} bytes, {} rows x {} B expected", in.table.size(),
                     in.tables.rows, c.row_bytes());
   if (in.h.shape != Shape{T, 4, d}) throw_bad_input("engram input 'h': expected [{}, 4, {}]", T, d);
-  if (in.wkv.shape != Shape{5 * d, E}) throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
+  if (in.wkv.shape != Shape{5 * d, E})
+    throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
   if (in.gate_w.shape != Shape{4, d}) throw_bad_input("engram input 'gate_w': expected [4, {}]", d);
   if (sizeof(float) * (E + 9 * d) > (48u << 10))
-    throw_bad_input("engram config: lookups x 256 + 9d floats exceed 48 KiB of shared memory (d = {})", d);
+    throw_bad_input(
+        "engram config: lookups x 256 + 9d floats exceed 48 KiB of shared memory (d = {})", d);
 }
 
 EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {
@@ -132,14 +137,16 @@ UnshuffleOutputs run_unshuffle(const Tensor<float>& grid, ActDType act, const Ru
   if (grid.shape.size() != 3 || grid.size() == 0)
     throw_bad_input("vision unshuffle input: expected a non-empty [h, w, C] grid");
   if (grid.dim(0) * grid.dim(1) > (1 << 24) || grid.dim(2) > (1 << 16))
-    throw_bad_input("vision unshuffle input: grid {}x{}x{} too large", grid.dim(0), grid.dim(1), grid.dim(2));
+    throw_bad_input("vision unshuffle input: grid {}x{}x{} too large", grid.dim(0), grid.dim(1),
+                    grid.dim(2));
   return TANDEM_DISPATCH(opt, run_unshuffle, grid, act, opt);
 }
 
 RopeOutputs run_rope_2d(const RopeInputs& in, ActDType act, const RunOptions& opt) {
   const int64_t N = in.x.shape.size() == 3 ? in.x.dim(0) : -1;
   if (N < 1 || in.x.dim(2) % 4 || in.row.size() != size_t(N) || in.col.size() != size_t(N))
-    throw_bad_input("vision rope input: expected x [N, heads, hd] with hd % 4 == 0 and N row/col positions");
+    throw_bad_input(
+        "vision rope input: expected x [N, heads, hd] with hd % 4 == 0 and N row/col positions");
   for (int64_t i = 0; i < N; ++i)
     if (in.row[i] < 0 || in.col[i] < 0 || in.row[i] > (1 << 20) || in.col[i] > (1 << 20))
       throw_bad_input("vision rope input: position ({}, {}) of token {} outside [0, 2^20]",
@@ -154,27 +161,34 @@ MoeGateOutputs run_moe_gate(const MoeGateInputs& in, const RunOptions& opt) {
     throw_bad_input("moe gate input: expected logits [T >= 1, 1 <= E <= 256]");
   if (in.top_k < 1 || in.top_k > 16 || in.top_k > E)
     throw_bad_input("moe gate: top_k must be in [1, min(16, E = {})], got {}", E, in.top_k);
-  if (in.is_image.size() != size_t(T) || in.bias_text.size() != size_t(E) || in.bias_vl.size() != size_t(E))
+  if (in.is_image.size() != size_t(T) || in.bias_text.size() != size_t(E) ||
+      in.bias_vl.size() != size_t(E))
     throw_bad_input("moe gate input: is_image [T], bias_text [E] and bias_vl [E] expected");
   for (int64_t i = 0; i < in.logits.size(); ++i)
     if (!std::isfinite(in.logits.data[i]))
-      throw_bad_input("moe gate input: logits[{}, {}] is not finite ({})", i / E, i % E, in.logits.data[i]);
+      throw_bad_input("moe gate input: logits[{}, {}] is not finite ({})", i / E, i % E,
+                      in.logits.data[i]);
   return TANDEM_DISPATCH(opt, run_moe_gate, in, opt);
 }
 
 VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
   const int64_t R = in.requests, V = in.vocab, K = in.budget;
   if (R < 1 || V < 1 || V > (int64_t{1} << 31) || K < 1 || K > kDsparkMaxDraft)
-    throw_bad_input("dspark verify: requests >= 1, vocab in [1, 2^31], budget in [1, {}]", kDsparkMaxDraft);
+    throw_bad_input("dspark verify: requests >= 1, vocab in [1, 2^31], budget in [1, {}]",
+                    kDsparkMaxDraft);
   if (in.draft.shape != Shape{R, K} || in.p_draft.shape != Shape{R, K, V} ||
       in.p_target.shape != Shape{R, K + 1, V} || in.position.size() != size_t(R))
-    throw_bad_input("dspark verify: expected draft [R, K], p_draft [R, K, V], p_target [R, K+1, V], position [R]");
+    throw_bad_input(
+        "dspark verify: expected draft [R, K], p_draft [R, K, V], p_target [R, K+1, V], position "
+        "[R]");
   for (int64_t i = 0; i < in.draft.size(); ++i)
     if (in.draft.data[i] < 0 || in.draft.data[i] >= V)
-      throw_bad_input("dspark verify: drafted token {} of request {} is {}, outside [0, {})", i % K, i / K, in.draft.data[i], V);
+      throw_bad_input("dspark verify: drafted token {} of request {} is {}, outside [0, {})", i % K,
+                      i / K, in.draft.data[i], V);
   for (const Tensor<float>* p : {&in.p_draft, &in.p_target})
     for (float v : p->data)
-      if (!(v >= 0.0f && v <= 1.0f)) throw_bad_input("dspark verify: a probability is {} (must be in [0, 1])", v);
+      if (!(v >= 0.0f && v <= 1.0f))
+        throw_bad_input("dspark verify: a probability is {} (must be in [0, 1])", v);
   return TANDEM_DISPATCH(opt, run_dspark_verify, in, opt);
 }
 

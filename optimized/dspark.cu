@@ -1,7 +1,7 @@
 // Host launcher for DSpark verification; compiled once per backend from this source.
-#include "optimized/dspark.hpp"  // host headers first: the emulator's macros come after
 #include "optimized/device_array.cuh"
 #include "optimized/dspark.cuh"
+#include "optimized/dspark.hpp"  // host headers first: the emulator's macros come after
 
 namespace tandem::TANDEM_BACKEND_NS {
 
@@ -14,9 +14,10 @@ VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
   draft.upload(in.draft.data), p_draft.upload(in.p_draft.data), p_target.upload(in.p_target.data);
   position.upload(in.position);
   const unsigned blocks = unsigned((R + kVerifyWarpsPerBlock - 1) / kVerifyWarpsPerBlock);
-  TANDEM_LAUNCH("dspark_verify", dspark_verify, dim3(blocks), dim3(kVerifyWarpsPerBlock * kWarpSize),
-                0, draft.data(), p_draft.data(), p_target.data(), position.data(), int(R), int(K),
-                in.vocab, in.seed, in.greedy, accepted.data(), emitted.data());
+  TANDEM_LAUNCH("dspark_verify", dspark_verify, dim3(blocks),
+                dim3(kVerifyWarpsPerBlock * kWarpSize), 0, draft.data(), p_draft.data(),
+                p_target.data(), position.data(), int(R), int(K), in.vocab, in.seed, in.greedy,
+                accepted.data(), emitted.data());
   VerifyOutputs out{accepted.download(), Tensor<int32_t>({R, K + 1}, emitted.download()), {}};
   out.launches = end_run();
   return out;

@@ -102,7 +102,8 @@ __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __
     const Philox4 draw = philox_draw(seed, static_cast<uint32_t>(r), pos0 + k, 0);
     int accept = 0;
     if (lane == 0)
-      accept = philox_uniform(draw.v[0]) * ld(pd + x, Traffic::activation) < ld(pt + x, Traffic::activation);
+      accept = philox_uniform(draw.v[0]) * ld(pd + x, Traffic::activation) <
+               ld(pt + x, Traffic::activation);
     if (__shfl_sync(0xffffffffu, accept, 0)) continue;
     const Philox4 sample = philox_draw(seed, static_cast<uint32_t>(r), pos0 + k, 1);
     extra = warp_inverse_cdf(pt, pd, V, philox_uniform(sample.v[0]));
@@ -110,9 +111,11 @@ __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __
   }
   if (k == K) {
     const float* pt = p_target + (static_cast<size_t>(r) * (K + 1) + K) * V;
-    extra = greedy ? warp_argmax(pt, V)
-                   : warp_inverse_cdf(pt, nullptr, V,
-                                      philox_uniform(philox_draw(seed, static_cast<uint32_t>(r), pos0 + K, 1).v[0]));
+    extra =
+        greedy ? warp_argmax(pt, V)
+               : warp_inverse_cdf(
+                     pt, nullptr, V,
+                     philox_uniform(philox_draw(seed, static_cast<uint32_t>(r), pos0 + K, 1).v[0]));
   }
   if (lane == 0) st(accepted + r, static_cast<int32_t>(k), Traffic::activation);
   for (int j = lane; j <= K; j += kWarpSize) {

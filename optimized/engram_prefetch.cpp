@@ -15,9 +15,11 @@ void EngramAddressGenerator::generate(std::span<const int64_t> compressed,
                                       std::span<const int64_t> history,
                                       std::span<int64_t> out) const {
   const size_t T = compressed.size(), L = cfg_.lookups();
-  if (out.size() != T * L) throw_bad_input("engram addresses: output holds {}, needs {}", out.size(), T * L);
+  if (out.size() != T * L)
+    throw_bad_input("engram addresses: output holds {}, needs {}", out.size(), T * L);
   if (history.size() > static_cast<size_t>(kEngramHistory))
-    throw_bad_input("engram addresses: history has {} ids, at most {}", history.size(), kEngramHistory);
+    throw_bad_input("engram addresses: history has {} ids, at most {}", history.size(),
+                    kEngramHistory);
   const std::vector<int64_t> ids = engram_ids_with_history(compressed, history);
   std::vector<int64_t> term(T), hash(T);
   std::vector<uint8_t> blocked(T, 0);
@@ -35,8 +37,7 @@ void EngramAddressGenerator::generate(std::span<const int64_t> compressed,
     for (int j = 0; j < cfg_.heads; ++j) {
       const size_t l = static_cast<size_t>((order - 2) * cfg_.heads + j);
       const int64_t p = tables_.primes[l], offset = tables_.offsets[l];
-      for (size_t t = 0; t < T; ++t)
-        out[t * L + l] = compressed[t] < 0 ? -1 : offset + hash[t] % p;
+      for (size_t t = 0; t < T; ++t) out[t * L + l] = compressed[t] < 0 ? -1 : offset + hash[t] % p;
     }
   }
 }

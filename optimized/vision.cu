@@ -3,9 +3,9 @@
 #include <cmath>
 #include <string>
 
-#include "optimized/vision.hpp"  // host headers first: the emulator's macros come after
 #include "optimized/device_array.cuh"
 #include "optimized/vision.cuh"
+#include "optimized/vision.hpp"  // host headers first: the emulator's macros come after
 
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
@@ -16,11 +16,12 @@ template <class Act>
 UnshuffleOutputs unshuffle(const Tensor<float>& grid) {
   const int h = int(grid.dim(0)), w = int(grid.dim(1)), C = int(grid.dim(2));
   const int64_t tokens = int64_t{(h + 2) / 3} * ((w + 2) / 3);
-  DeviceArray<Act> d_grid(grid.data.size()), d_tokens(size_t(tokens) * 9 * C), d_back(grid.data.size());
+  DeviceArray<Act> d_grid(grid.data.size()), d_tokens(size_t(tokens) * 9 * C),
+      d_back(grid.data.size());
   d_grid.upload(to_storage<Act>(grid));
   const std::string suffix = sizeof(Act) == 4 ? "<f32>" : "<bf16>";
-  TANDEM_LAUNCH(("vision_unshuffle" + suffix).c_str(), vision_unshuffle<Act>, dim3(unsigned(tokens)),
-                dim3(kThreads), 0, d_grid.data(), h, w, C, d_tokens.data());
+  TANDEM_LAUNCH(("vision_unshuffle" + suffix).c_str(), vision_unshuffle<Act>,
+                dim3(unsigned(tokens)), dim3(kThreads), 0, d_grid.data(), h, w, C, d_tokens.data());
   TANDEM_LAUNCH(("vision_unshuffle_inverse" + suffix).c_str(), vision_unshuffle_inverse<Act>,
                 dim3(unsigned(h * w)), dim3(kThreads), 0, d_tokens.data(), h, w, C, d_back.data());
   UnshuffleOutputs out;
@@ -73,7 +74,8 @@ MoeGateOutputs run_moe_gate(const MoeGateInputs& in, const RunOptions& opt) {
   begin_run(opt);
   const int64_t T = in.logits.dim(0);
   const int E = int(in.logits.dim(1)), k = in.top_k;
-  DeviceArray<float> logits(in.logits.data.size()), bias_text(E), bias_vl(E), weights(size_t(T) * k);
+  DeviceArray<float> logits(in.logits.data.size()), bias_text(E), bias_vl(E),
+      weights(size_t(T) * k);
   DeviceArray<uint8_t> is_image(T);
   DeviceArray<int32_t> experts(size_t(T) * k);
   logits.upload(in.logits.data), bias_text.upload(in.bias_text), bias_vl.upload(in.bias_vl);

@@ -30,7 +30,8 @@ __global__ void vision_unshuffle(const Act* __restrict__ grid, int h, int w, int
     const int c = o / 9, ki = o % 9 / 3, kj = o % 3;
     const int y = 3 * ti + ki, x = 3 * tj + kj;
     Act v = from_float<Act>(0.0f);
-    if (y < h && x < w) v = ld(grid + (static_cast<size_t>(y) * w + x) * C + c, Traffic::activation);
+    if (y < h && x < w)
+      v = ld(grid + (static_cast<size_t>(y) * w + x) * C + c, Traffic::activation);
     st(tokens + static_cast<size_t>(blockIdx.x) * 9 * C + o, v, Traffic::activation);
   }
 }
@@ -97,7 +98,8 @@ __global__ void moe_gate_biased_topk(const float* __restrict__ logits,
 #pragma unroll
   for (int m = 0; m < kMoeExpertsPerLane; ++m) {
     const int e = lane + m * kWarpSize;
-    s[m] = e < E ? sqrtf(softplus(ld(logits + static_cast<size_t>(t) * E + e, Traffic::activation))) : 0.0f;
+    s[m] = e < E ? sqrtf(softplus(ld(logits + static_cast<size_t>(t) * E + e, Traffic::activation)))
+                 : 0.0f;
     biased[m] = e < E ? s[m] + ld(bias + e, Traffic::weight) : -INFINITY;
   }
   for (int j = 0; j < k; ++j) {

@@ -70,8 +70,10 @@ int64_t first_index(const std::function<bool(float)>& pred) {  // smallest i wit
   int64_t lo = 0, hi = kDraws;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (pred(uniform_at(mid))) hi = mid;
-    else lo = mid + 1;
+    if (pred(uniform_at(mid)))
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
@@ -86,16 +88,20 @@ TEST(DsparkVerify, OneStepOutputDistributionIsTheTargetExactly) {
     for (int64_t x = 0; x < V; ++x) {  // the drafted token, drawn with probability p_d(x)
       if (pd[x] == 0) continue;
       // accept iff u * p_d(x) < p_t(x): the accepted u form a prefix of the draws
-      const int64_t accepted = first_index([&](float u) { return !reference::accepts(u, pd[x], pt[x]); });
+      const int64_t accepted =
+          first_index([&](float u) { return !reference::accepts(u, pd[x], pt[x]); });
       out[x] += pd[x] * double(accepted) / kDraws;
       for (int64_t y = 0; y < V; ++y) {
-        const int64_t lo = first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y; });
-        const int64_t hi = first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y + 1; });
+        const int64_t lo =
+            first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y; });
+        const int64_t hi =
+            first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y + 1; });
         out[y] += pd[x] * double(kDraws - accepted) / kDraws * double(hi - lo) / kDraws;
       }
     }
     // "To rounding": float probabilities (~1e-7 each) and the 2^-24 grid of draws.
-    for (int64_t y = 0; y < V; ++y) EXPECT_NEAR(out[y], pt[y], 1e-6) << "token " << y << " seed " << seed;
+    for (int64_t y = 0; y < V; ++y)
+      EXPECT_NEAR(out[y], pt[y], 1e-6) << "token " << y << " seed " << seed;
   }
 }
 
@@ -108,7 +114,8 @@ TEST(DsparkVerify, MeanTokensPerStepMatchesTheClosedForm) {
     in.draft = Tensor<int32_t>({R, K}, 0);
     in.p_draft = Tensor<float>({R, K, 2});
     in.p_target = Tensor<float>({R, K + 1, 2});
-    for (int64_t i = 0; i < R * K; ++i) in.p_draft.data[2 * i] = 1.0f, in.p_draft.data[2 * i + 1] = 0.0f;
+    for (int64_t i = 0; i < R * K; ++i)
+      in.p_draft.data[2 * i] = 1.0f, in.p_draft.data[2 * i + 1] = 0.0f;
     for (int64_t i = 0; i < R * (K + 1); ++i)
       in.p_target.data[2 * i] = float(a), in.p_target.data[2 * i + 1] = float(1 - a);
     for (int64_t r = 0; r < R; ++r) in.position.push_back(uint32_t(r));
@@ -192,7 +199,8 @@ std::vector<int32_t> greedy_ahead(const std::vector<int32_t>& text, int K, uint6
 Drafter make_drafter(int kind, uint64_t seed) {
   switch (kind) {
     case 0:  // perfect
-      return [seed](const std::vector<int32_t>& text, int K) { return greedy_ahead(text, K, seed); };
+      return
+          [seed](const std::vector<int32_t>& text, int K) { return greedy_ahead(text, K, seed); };
     case 1:  // always wrong: the argmax shifted by one
       return [seed](const std::vector<int32_t>& text, int K) {
         auto d = greedy_ahead(text, 1, seed);
@@ -203,7 +211,8 @@ Drafter make_drafter(int kind, uint64_t seed) {
       return [seed](const std::vector<int32_t>& text, int K) {
         std::vector<int32_t> out;
         for (int k = 0; k < K; ++k)
-          out.push_back(int32_t(philox_draw(seed, uint32_t(text.size()), uint32_t(k)).v[0] % kVocab));
+          out.push_back(
+              int32_t(philox_draw(seed, uint32_t(text.size()), uint32_t(k)).v[0] % kVocab));
         return out;
       };
   }
@@ -213,13 +222,16 @@ RC_GTEST_PROP(DsparkBackbone, GreedySpeculativeEqualsPlainGreedyAndKeepsTheSameC
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
   const int kind = *rc::gen::inRange(0, 3), steps = *rc::gen::inRange(1, 14);
   std::vector<int32_t> prompt;
-  for (int i = 0, n = *rc::gen::inRange(1, 6); i < n; ++i) prompt.push_back(*rc::gen::inRange<int32_t>(0, kVocab));
-  const std::vector<int> budgets = *rc::gen::container<std::vector<int>>(16, rc::gen::inRange(1, 6));
+  for (int i = 0, n = *rc::gen::inRange(1, 6); i < n; ++i)
+    prompt.push_back(*rc::gen::inRange<int32_t>(0, kVocab));
+  const std::vector<int> budgets =
+      *rc::gen::container<std::vector<int>>(16, rc::gen::inRange(1, 6));
   TinyBackbone plain(kVocab, kDim, seed), spec(kVocab, kDim, seed);
   const auto want = reference::greedy_decode(plain, prompt, steps);
   reference::SpeculativeStats stats;
   const auto got = reference::speculative_greedy_decode(
-      spec, prompt, steps, make_drafter(kind, seed), [&](int pass) { return budgets[pass % 16]; }, &stats);
+      spec, prompt, steps, make_drafter(kind, seed), [&](int pass) { return budgets[pass % 16]; },
+      &stats);
   RC_ASSERT(got == want);
   RC_ASSERT(spec.cache_snapshot() == plain.cache_snapshot());  // exactly the emitted tokens
   for (size_t p = 0; p < stats.accepted_per_step.size(); ++p) {
@@ -243,7 +255,8 @@ TEST(DsparkBackbone, VerifyOneFiveAndScheduledGiveTheSameTextFiveUsesFewerPasses
     EXPECT_EQ(a, c);
     EXPECT_LE(five.passes, one.passes);
     // The perfect drafter: every pass accepts its full budget (the last may be cut at 20).
-    for (size_t p = 0; p + 1 < five.accepted_per_step.size(); ++p) EXPECT_EQ(five.accepted_per_step[p], 5);
+    for (size_t p = 0; p + 1 < five.accepted_per_step.size(); ++p)
+      EXPECT_EQ(five.accepted_per_step[p], 5);
   }
 }
 

@@ -69,7 +69,8 @@ TEST(VisionUnshuffle, ExactlyNineTimesFewerTokensOnMultiplesOfThree) {
 RC_GTEST_PROP(VisionRope, PreservesNormsAndDependsOnlyOnOffsets, ()) {
   const int hd = 4 * *rc::gen::inRange(1, 9);
   const int r1 = *rc::gen::inRange(0, 60), c1 = *rc::gen::inRange(0, 60);
-  const int dr = *rc::gen::inRange(-5, 6), dc = *rc::gen::inRange(-5, 6), shift = *rc::gen::inRange(0, 30);
+  const int dr = *rc::gen::inRange(-5, 6), dc = *rc::gen::inRange(-5, 6),
+            shift = *rc::gen::inRange(0, 30);
   RopeInputs in;
   in.x = Tensor<float>({4, 1, hd});
   for (int64_t i = 0; i < in.x.size(); ++i) in.x.data[i] = std::sin(1.7 * i + 0.3) + 0.1f * (i % 5);
@@ -84,9 +85,11 @@ RC_GTEST_PROP(VisionRope, PreservesNormsAndDependsOnlyOnOffsets, ()) {
     for (int i = 0; i < hd; ++i) s += double(t.data[a * hd + i]) * t.data[b * hd + i];
     return s;
   };
-  for (int n = 0; n < 4; ++n) RC_ASSERT(std::fabs(dot(y, n, n) - dot(in.x, n, n)) <= 1e-12 * dot(in.x, n, n));
+  for (int n = 0; n < 4; ++n)
+    RC_ASSERT(std::fabs(dot(y, n, n) - dot(in.x, n, n)) <= 1e-12 * dot(in.x, n, n));
   // 1e-9: positions up to ~100 enter cos/sin as angles; double rounding of the angles.
-  RC_ASSERT(std::fabs(dot(y, 0, 1) - dot(y, 2, 3)) <= 1e-9 * std::sqrt(dot(y, 0, 0) * dot(y, 1, 1)));
+  RC_ASSERT(std::fabs(dot(y, 0, 1) - dot(y, 2, 3)) <=
+            1e-9 * std::sqrt(dot(y, 0, 0) * dot(y, 1, 1)));
 }
 
 MoeGateInputs gate_inputs(int T, int E, int k, uint64_t seed) {
@@ -117,8 +120,10 @@ RC_GTEST_PROP(VisionGate, EachModalityUsesOnlyItsOwnBias, ()) {
   const int64_t k = in.top_k;
   for (int64_t tok = 0; tok < base.dim(0); ++tok)
     for (int64_t j = 0; j < k; ++j) {
-      if (in.is_image[tok]) RC_ASSERT(t.data[tok * k + j] == base.data[tok * k + j]);
-      else RC_ASSERT(v.data[tok * k + j] == base.data[tok * k + j]);
+      if (in.is_image[tok])
+        RC_ASSERT(t.data[tok * k + j] == base.data[tok * k + j]);
+      else
+        RC_ASSERT(v.data[tok * k + j] == base.data[tok * k + j]);
     }
 }
 
@@ -136,7 +141,8 @@ TEST(VisionGate, TiesGoToTheLowerIndexOnBothBackends) {
     const auto out = run_moe_gate(in, {b, {}, 128});
     EXPECT_EQ(out.experts.data, (std::vector<int32_t>{0, 1, 2, 33, 0, 1})) << backend_name(b);
   }
-  EXPECT_EQ(reference::moe_gate<double>(in).experts.data, (std::vector<int32_t>{0, 1, 2, 33, 0, 1}));
+  EXPECT_EQ(reference::moe_gate<double>(in).experts.data,
+            (std::vector<int32_t>{0, 1, 2, 33, 0, 1}));
 }
 
 TEST(VisionGate, BiasUpdatesReduceImbalanceOnAStationaryLoad) {
@@ -152,15 +158,18 @@ TEST(VisionGate, BiasUpdatesReduceImbalanceOnAStationaryLoad) {
   in.bias_text.assign(E, 0.0f), in.bias_vl.assign(E, 0.0f);
   in.top_k = 4;
   auto imbalance = [&](bool image) {
-    const auto load = reference::expert_load(reference::moe_gate<double>(in).experts, in.is_image, image, E);
+    const auto load =
+        reference::expert_load(reference::moe_gate<double>(in).experts, in.is_image, image, E);
     const double mean = std::accumulate(load.begin(), load.end(), 0.0) / E;
     return *std::max_element(load.begin(), load.end()) / mean;
   };
   const double start_text = imbalance(false), start_vl = imbalance(true);
   for (int step = 0; step < 60; ++step) {
     const auto experts = reference::moe_gate<double>(in).experts;
-    reference::update_bias(in.bias_text, reference::expert_load(experts, in.is_image, false, E), 0.01f);
-    reference::update_bias(in.bias_vl, reference::expert_load(experts, in.is_image, true, E), 0.01f);
+    reference::update_bias(in.bias_text, reference::expert_load(experts, in.is_image, false, E),
+                           0.01f);
+    reference::update_bias(in.bias_vl, reference::expert_load(experts, in.is_image, true, E),
+                           0.01f);
   }
   EXPECT_LT(imbalance(false), 0.6 * start_text);
   EXPECT_LT(imbalance(true), 0.6 * start_vl);
@@ -192,9 +201,9 @@ RC_GTEST_PROP(VisionEmu, KernelsMatchReference, ()) {
   LaunchLog counted = out.unshuffle.launches;
   counted.insert(counted.end(), out.rope.launches.begin(), out.rope.launches.end());
   counted.insert(counted.end(), out.gate.launches.begin(), out.gate.launches.end());
-  const LaunchLog predicted = sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width,
-                                                  in.rope.x.dim(0), c.heads, c.head_dim,
-                                                  in.gate.logits.dim(0), c.experts, c.top_k, c.act);
+  const LaunchLog predicted =
+      sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
+                          c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, c.act);
   RC_ASSERT(counted.size() == predicted.size());
   for (size_t i = 0; i < counted.size(); ++i) {
     RC_LOG() << counted[i].kernel;
@@ -244,7 +253,7 @@ TEST(VisionPreprocess, LetterboxIsGrayAndPixelsAreNormalised) {
   Tensor<uint8_t> rgb({600, 600, 3}, 255);
   const Tensor<float> img = reference::preprocess(rgb, g);
   EXPECT_EQ(img.dim(0), 602);
-  EXPECT_FLOAT_EQ(img.data[0], 1.0f);                                 // 255 -> 1
+  EXPECT_FLOAT_EQ(img.data[0], 1.0f);                                  // 255 -> 1
   EXPECT_FLOAT_EQ(img.data[(601 * 602 + 601) * 3], 127 / 127.5f - 1);  // gray letterbox
   EXPECT_EQ(reference::patchify(img).dim(2), 3 * 14 * 14);
 }

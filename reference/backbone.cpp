@@ -23,7 +23,9 @@ int32_t argmax_row(const Eigen::MatrixXd& logits, int64_t row) {
 }  // namespace
 
 TinyBackbone::TinyBackbone(int64_t vocab, int64_t d, uint64_t seed)
-    : vocab_(vocab), d_(d), embed_(seeded(vocab, d, seed, 1, 1.0)),
+    : vocab_(vocab),
+      d_(d),
+      embed_(seeded(vocab, d, seed, 1, 1.0)),
       wq_(seeded(d, d, seed, 2, 1.0 / std::sqrt(double(d)))),
       wk_(seeded(d, d, seed, 3, 1.0 / std::sqrt(double(d)))),
       wv_(seeded(d, d, seed, 4, 1.0 / std::sqrt(double(d)))),
@@ -56,7 +58,8 @@ void TinyBackbone::rollback(int64_t length) {
 
 Eigen::MatrixXd TinyBackbone::cache_snapshot() const {
   Eigen::MatrixXd m(keys_.size(), 2 * d_);
-  for (size_t j = 0; j < keys_.size(); ++j) m.row(j) << keys_[j].transpose(), values_[j].transpose();
+  for (size_t j = 0; j < keys_.size(); ++j)
+    m.row(j) << keys_[j].transpose(), values_[j].transpose();
   return m;
 }
 

@@ -38,8 +38,12 @@ VerifyOutputs dspark_verify(const VerifyInputs& in) {
   VerifyOutputs out{std::vector<int32_t>(R), Tensor<int32_t>({R, K + 1}, -1), {}};
   std::vector<float> residual(V);
   for (int64_t r = 0; r < R; ++r) {
-    auto target = [&](int64_t k) { return std::span<const float>(in.p_target.ptr() + (r * (K + 1) + k) * V, V); };
-    auto draft = [&](int64_t k) { return std::span<const float>(in.p_draft.ptr() + (r * K + k) * V, V); };
+    auto target = [&](int64_t k) {
+      return std::span<const float>(in.p_target.ptr() + (r * (K + 1) + k) * V, V);
+    };
+    auto draft = [&](int64_t k) {
+      return std::span<const float>(in.p_draft.ptr() + (r * K + k) * V, V);
+    };
     int64_t k = 0;
     int32_t extra = -1;
     for (; k < K; ++k) {
@@ -58,8 +62,10 @@ VerifyOutputs dspark_verify(const VerifyInputs& in) {
     }
     if (k == K) {  // all accepted: the bonus token from the last target distribution
       const uint32_t pos = in.position[r] + static_cast<uint32_t>(K);
-      extra = in.greedy ? argmax(target(K))
-                        : inverse_cdf(target(K), philox_uniform(philox_draw(in.seed, uint32_t(r), pos, 1).v[0]));
+      extra = in.greedy
+                  ? argmax(target(K))
+                  : inverse_cdf(target(K),
+                                philox_uniform(philox_draw(in.seed, uint32_t(r), pos, 1).v[0]));
     }
     out.accepted[r] = static_cast<int32_t>(k);
     for (int64_t j = 0; j < k; ++j) out.emitted.data[r * (K + 1) + j] = in.draft.data[r * K + j];
@@ -79,16 +85,19 @@ std::vector<int> admit(const std::vector<std::vector<double>>& confidence, int c
     for (int j = 0; j < int(confidence[r].size()); ++j) c.push_back({a *= confidence[r][j], r, j});
   }
   std::stable_sort(c.begin(), c.end(), [](const Candidate& x, const Candidate& y) {
-    return std::tie(y.survival, x.request, x.position) < std::tie(x.survival, y.request, y.position);
+    return std::tie(y.survival, x.request, x.position) <
+           std::tie(x.survival, y.request, y.position);
   });
   std::vector<int> admitted(confidence.size(), 0);
   int taken = 0;
   for (size_t i = 0; i < c.size() && taken < capacity; ++i)
-    if (admitted[c[i].request] == c[i].position) ++admitted[c[i].request], ++taken;  // prefix-closed
+    if (admitted[c[i].request] == c[i].position)
+      ++admitted[c[i].request], ++taken;  // prefix-closed
   return admitted;
 }
 
-Schedule schedule(const std::vector<std::vector<double>>& confidence, const std::vector<double>& sps) {
+Schedule schedule(const std::vector<std::vector<double>>& confidence,
+                  const std::vector<double>& sps) {
   const int R = static_cast<int>(confidence.size());
   int max_b = 0;
   for (const auto& c : confidence) max_b += static_cast<int>(c.size());

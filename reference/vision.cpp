@@ -56,7 +56,9 @@ Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g) {
           const int64_t y0 = static_cast<int64_t>(sy), x0 = static_cast<int64_t>(sx);
           const int64_t y1 = std::min(y0 + 1, ih - 1), x1 = std::min(x0 + 1, iw - 1);
           const double fy = sy - y0, fx = sx - x0;
-          auto px = [&](int64_t yy, int64_t xx) { return double(rgb.data[(yy * iw + xx) * 3 + c]); };
+          auto px = [&](int64_t yy, int64_t xx) {
+            return double(rgb.data[(yy * iw + xx) * 3 + c]);
+          };
           v = (1 - fy) * ((1 - fx) * px(y0, x0) + fx * px(y0, x1)) +
               fy * ((1 - fx) * px(y1, x0) + fx * px(y1, x1));
         }
@@ -129,7 +131,8 @@ Tensor<T> unshuffle(const Tensor<T>& grid) {
           for (int kj = 0; kj < 3; ++kj) {
             const int64_t y = 3 * ti + ki, x = 3 * tj + kj;
             if (y < h && x < w)
-              out.data[(ti * tw + tj) * 9 * C + c * 9 + ki * 3 + kj] = grid.data[(y * w + x) * C + c];
+              out.data[(ti * tw + tj) * 9 * C + c * 9 + ki * 3 + kj] =
+                  grid.data[(y * w + x) * C + c];
           }
   return out;
 }
@@ -177,10 +180,12 @@ Tensor<double> moe_weights(const MoeGateInputs& in, const Tensor<int32_t>& exper
   Tensor<double> w({T, k});
   for (int64_t t = 0; t < T; ++t) {
     S sum = 0;
-    for (int64_t j = 0; j < k; ++j) sum += gate_score<S>(in.logits.data[t * E + experts.data[t * k + j]]);
     for (int64_t j = 0; j < k; ++j)
-      w.data[t * k + j] = static_cast<double>(gate_score<S>(in.logits.data[t * E + experts.data[t * k + j]]) /
-                                              (sum + S(1e-20)) * S(in.route_scale));
+      sum += gate_score<S>(in.logits.data[t * E + experts.data[t * k + j]]);
+    for (int64_t j = 0; j < k; ++j)
+      w.data[t * k + j] =
+          static_cast<double>(gate_score<S>(in.logits.data[t * E + experts.data[t * k + j]]) /
+                              (sum + S(1e-20)) * S(in.route_scale));
   }
   return w;
 }
@@ -207,8 +212,8 @@ template MoeGateRef moe_gate<double>(const MoeGateInputs&);
 template MoeGateRef moe_gate<float>(const MoeGateInputs&);
 template Tensor<double> moe_weights<double>(const MoeGateInputs&, const Tensor<int32_t>&);
 
-std::vector<double> expert_load(const Tensor<int32_t>& experts, const std::vector<uint8_t>& is_image,
-                                bool image, int n_experts) {
+std::vector<double> expert_load(const Tensor<int32_t>& experts,
+                                const std::vector<uint8_t>& is_image, bool image, int n_experts) {
   std::vector<double> load(n_experts, 0);
   for (int64_t t = 0; t < experts.dim(0); ++t)
     if (bool(is_image[t]) == image)

@@ -8,7 +8,8 @@ LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t hea
                          int64_t T, int64_t E, int64_t k, ActDType act) {
   const uint64_t e = act_bytes(act), tokens = uint64_t((h + 2) / 3) * ((w + 2) / 3);
   const std::string suffix = std::string("<") + act_dtype_name(act) + ">";
-  constexpr int A = int(Traffic::activation), W = int(Traffic::weight), K = int(Traffic::coefficient);
+  constexpr int A = int(Traffic::activation), W = int(Traffic::weight),
+                K = int(Traffic::coefficient);
   LaunchCounts unshuffle{"vision_unshuffle" + suffix}, inverse{"vision_unshuffle_inverse" + suffix},
       rope{"vision_rope_2d" + suffix}, gate{"moe_gate_biased_topk"};
   unshuffle.read[A] = uint64_t(h * w * C) * e;  // padding is written as 0, never read

@@ -1,0 +1,34 @@
+#pragma once
+// One compared tensor: its name and the comparison result (tolerance policy or bit-exact).
+#include <cmath>
+#include <string>
+
+#include "core/compare.hpp"
+#include "core/tensor.hpp"
+
+namespace tandem {
+
+struct TensorCheck {
+  std::string name;
+  CompareResult result;
+};
+
+// A discrete output (DESIGN 4): bit-exact, reported as a CompareResult with the first mismatch.
+template <class T>
+TensorCheck exact_check(std::string name, const Tensor<T>& want, const Tensor<T>& got) {
+  const ExactResult e = compare_exact<T>(want.span(), got.span());
+  CompareResult r;
+  r.pass = e.pass && want.shape == got.shape;
+  r.n = e.n;
+  r.worst_index = e.first_mismatch;
+  r.worst_ratio = r.pass ? 0 : INFINITY;
+  r.pass_fraction = e.n ? 1.0 - double(e.mismatches) / e.n : 1.0;
+  if (e.first_mismatch >= 0 && e.first_mismatch < want.size() && e.first_mismatch < got.size()) {
+    r.worst_truth = r.worst_baseline = static_cast<double>(want.data[e.first_mismatch]);
+    r.worst_optimized = static_cast<double>(got.data[e.first_mismatch]);
+  }
+  if (!r.pass) r.failure = want.shape == got.shape ? e.summary() : "shape mismatch";
+  return {std::move(name), r};
+}
+
+}  // namespace tandem
