@@ -23,7 +23,7 @@ UnshuffleOutputs unshuffle(const Tensor<float>& grid) {
   TANDEM_LAUNCH(("vision_unshuffle" + suffix).c_str(), vision_unshuffle<Act>,
                 dim3(unsigned(tokens)), dim3(kThreads), 0, d_grid.data(), h, w, C, d_tokens.data());
   TANDEM_LAUNCH(("vision_unshuffle_inverse" + suffix).c_str(), vision_unshuffle_inverse<Act>,
-                dim3(unsigned(h * w)), dim3(kThreads), 0, d_tokens.data(), h, w, C, d_back.data());
+                dim3(unsigned(h * w)), dim3(kThreads), 0, d_tokens.data(), w, C, d_back.data());
   UnshuffleOutputs out;
   out.tokens = download_floats(d_tokens, {tokens, 9 * int64_t{C}});
   out.restored = download_floats(d_back, grid.shape);

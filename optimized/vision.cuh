@@ -37,7 +37,8 @@ __global__ void vision_unshuffle(const Act* __restrict__ grid, int h, int w, int
 }
 
 template <class Act>
-__global__ void vision_unshuffle_inverse(const Act* __restrict__ tokens, int h, int w, int C,
+// One block per patch of the [h, w] grid (h = gridDim.x / w).
+__global__ void vision_unshuffle_inverse(const Act* __restrict__ tokens, int w, int C,
                                          Act* __restrict__ grid) {
   const int y = blockIdx.x / w, x = blockIdx.x % w, tw = (w + 2) / 3;
   const size_t token = static_cast<size_t>(y / 3) * tw + x / 3;
