@@ -112,10 +112,7 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
   int64_t lookups = 0;
   for (int64_t id : in.compressed) lookups += id >= 0;
   const LaunchLog predicted = sim::predict_engram_layer(cfg, cfg.tokens, lookups, act);
-  bool same = predicted.size() == out.launches.size();
-  for (size_t i = 0; same && i < predicted.size(); ++i)
-    same = predicted[i].read == out.launches[i].read &&
-           predicted[i].written == out.launches[i].written;
+  const bool same = same_traffic(predicted, out.launches);
   row.bytes = fmt::format("{} rows x {} B {}", lookups * cfg.lookups(), cfg.row_bytes(),
                           same ? "== sim" : "!= sim");
   if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
@@ -150,9 +147,7 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
   const LaunchLog predicted =
       sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
                           c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, act);
-  bool same = predicted.size() == counted.size();
-  for (size_t i = 0; same && i < predicted.size(); ++i)
-    same = predicted[i].read == counted[i].read && predicted[i].written == counted[i].written;
+  const bool same = same_traffic(predicted, counted);
   row.bytes = fmt::format("{} -> {} tokens {}", in.geometry.patches(), in.geometry.visual_tokens(),
                           same ? "== sim" : "!= sim");
   if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";

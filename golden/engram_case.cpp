@@ -68,23 +68,6 @@ reference::GateOutputs permuted_gate_baseline(const EngramInputs& in, const Tens
   return g;
 }
 
-void keep_farthest(Tensor<double>& kept, const Tensor<double>& other, const Tensor<double>& truth) {
-  for (int64_t i = 0; i < kept.size(); ++i)
-    if (std::fabs(other.data[i] - truth.data[i]) > std::fabs(kept.data[i] - truth.data[i]))
-      kept.data[i] = other.data[i];
-}
-
-std::vector<int64_t> reversed(int64_t n) {
-  std::vector<int64_t> p(n);
-  for (int64_t i = 0; i < n; ++i) p[i] = n - 1 - i;
-  return p;
-}
-std::vector<int64_t> rotated(int64_t n) {
-  std::vector<int64_t> p(n);
-  for (int64_t i = 0; i < n; ++i) p[i] = (i + n / 2) % n;
-  return p;
-}
-
 }  // namespace
 
 EngramReference run_engram_reference(const EngramInputs& in) {
@@ -96,8 +79,8 @@ EngramReference run_engram_reference(const EngramInputs& in) {
   // The baseline's error scale from three orderings, as for the residual (residual_case.hpp).
   r.baseline = reference::engram_gate_baseline(in, r.rows);
   const int64_t d = in.cfg.d, E = r.rows.dim(1);
-  for (const auto& [pd, pe] :
-       {std::pair{reversed(d), reversed(E)}, std::pair{rotated(d), rotated(E)}}) {
+  for (const auto& [pd, pe] : {std::pair{reversed_order(d), reversed_order(E)},
+                               std::pair{rotated_order(d), rotated_order(E)}}) {
     const reference::GateOutputs b = permuted_gate_baseline(in, r.rows, pd, pe);
     keep_farthest(r.baseline.gates, b.gates, r.truth.gates);
     keep_farthest(r.baseline.h_out, b.h_out, r.truth.h_out);

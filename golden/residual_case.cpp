@@ -120,21 +120,13 @@ reference::ResidualRefOutputs permuted_baseline(const ResidualStackInputs& in, R
   return out;
 }
 
-void keep_farthest(Tensor<double>& kept, const Tensor<double>& other, const Tensor<double>& truth) {
-  for (int64_t i = 0; i < kept.size(); ++i)
-    if (std::fabs(other.data[i] - truth.data[i]) > std::fabs(kept.data[i] - truth.data[i]))
-      kept.data[i] = other.data[i];
-}
-
 }  // namespace
 
 reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in, ResidualPath path,
                                                    const reference::ResidualRefOutputs& truth) {
   const int64_t d = in.cfg.d;
-  Perm reversed(d), rotated(d);
-  for (int64_t i = 0; i < d; ++i) reversed[i] = d - 1 - i, rotated[i] = (i + d / 2) % d;
   reference::ResidualRefOutputs worst = reference::run_baseline(in, path);
-  for (const Perm& p : {reversed, rotated}) {
+  for (const Perm& p : {reversed_order(d), rotated_order(d)}) {
     const reference::ResidualRefOutputs b = permuted_baseline(in, path, p);
     for (size_t l = 0; l < worst.taps_y.size(); ++l) {
       keep_farthest(worst.taps_y[l], b.taps_y[l], truth.taps_y[l]);

@@ -15,7 +15,6 @@ enum class Traffic : int {
   coefficient = 2,  // small per-token mixing coefficients (pre/post/comb)
 };
 inline constexpr int kTrafficClasses = 3;
-const char* traffic_name(Traffic t);
 
 struct LaunchCounts {
   std::string kernel;
@@ -27,5 +26,14 @@ struct LaunchCounts {
 };
 
 using LaunchLog = std::vector<LaunchCounts>;
+
+// The same launches (by name) moving the same bytes in every class, in the same order.
+inline bool same_traffic(const LaunchLog& a, const LaunchLog& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kernel != b[i].kernel || a[i].read != b[i].read || a[i].written != b[i].written)
+      return false;
+  return true;
+}
 
 }  // namespace tandem
