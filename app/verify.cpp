@@ -9,6 +9,7 @@
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
 #include "reference/dspark.hpp"
+#include "sim/dspark_traffic.hpp"
 #include "sim/engram_traffic.hpp"
 #include "sim/vision_traffic.hpp"
 
@@ -155,12 +156,12 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
 }
 
 VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions& opt) {
-  const int64_t R = 16, V = 257;
-  const int K = 5;
-  const VerifyInputs in = make_verify_inputs(R, K, V, model.seed, greedy);
+  const DsparkConfig& c = model.dspark;
+  const VerifyInputs in = make_verify_inputs(c.requests, c.gamma, c.vocab, model.seed, greedy);
   VerifyRow row;
   row.component = "dspark";
-  row.name = fmt::format("verify/{} R={} K={} V={}", greedy ? "greedy" : "sampling", R, K, V);
+  row.name = fmt::format("verify/{} R={} K={} V={}", greedy ? "greedy" : "sampling", c.requests,
+                         c.gamma, c.vocab);
   row.backend = backend_name(opt.backend);
   const VerifyOutputs want = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
   auto same = [&](const VerifyOutputs& o) {
@@ -171,13 +172,45 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
   row.worst_tensor = "decisions";
   int accepted = 0;
   for (int32_t a : got.accepted) accepted += a;
-  row.bytes = fmt::format("{} of {} drafts accepted", accepted, R * K);
+  row.bytes = fmt::format("{}/{} accepted", accepted, c.requests * c.gamma);
   if (!row.pass)
     row.first_divergence = "decisions",
     row.detail = "accept/reject or tokens differ from the reference";
-  if (opt.backend == Backend::emu)
-    check_schedules(
-        row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
+  const bool same_bytes = same_traffic(got.launches, sim::predict_dspark_verify(in, want));
+  row.bytes += same_bytes ? " == sim" : " != sim";
+  if (!same_bytes) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  return row;
+}
+
+// Speculative decoding through the small backbone with the DSpark drafter: the kernel verifying
+// each pass must give the reference's text, pass by pass.
+VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunOptions& opt) {
+  constexpr int kSteps = 24;
+  const DsparkConfig& c = model.dspark;
+  VerifyRow row;
+  row.component = "dspark";
+  row.name = fmt::format("decode/{} {} tokens, window {}", greedy ? "greedy" : "sampling", kSteps,
+                         c.window);
+  row.backend = backend_name(opt.backend);
+  const DsparkDecode want = dspark_decode(c, model.seed, greedy, kSteps, reference::dspark_verify);
+  auto decode = [&](const RunOptions& o) {
+    return dspark_decode(c, model.seed, greedy, kSteps,
+                         [&](const VerifyInputs& in) { return run_dspark_verify(in, o); });
+  };
+  auto same = [&](const DsparkDecode& d) { return d.text == want.text && d.accepted == want.accepted; };
+  const DsparkDecode got = decode(opt);
+  row.pass = same(got);
+  row.margin = row.pass ? 1 : 0;
+  row.worst_tensor = "text";
+  int accepted = 0;
+  for (int a : got.accepted) accepted += a;
+  row.bytes = fmt::format("{} accepted in {} passes", accepted, got.passes);
+  if (!row.pass)
+    row.first_divergence = "text", row.detail = "decoded text differs from the reference's";
+  if (opt.backend == Backend::emu) check_schedules(row, opt, decode, same);
   return row;
 }
 
@@ -189,7 +222,7 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
   const size_t total =
-      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + std::size(acts) + 2;
+      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + std::size(acts) + 4;
   for (ResidualPath p : paths) {
     for (ActDType a : acts) {
       if (progress)
@@ -210,6 +243,7 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   for (bool greedy : {false, true}) {
     if (progress) std::fprintf(stderr, "\r[%zu/%zu] dspark ...", rows.size() + 1, total);
     rows.push_back(verify_dspark(model, greedy, opt));
+    rows.push_back(verify_dspark_decode(model, greedy, opt));
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;

@@ -70,6 +70,12 @@ std::string JsonFields::string(const char* key) const {
   return v.get<std::string>();
 }
 
+bool JsonFields::boolean(const char* key) const {
+  const auto& v = at(key);
+  if (!v.is_boolean()) throw_bad_input("{}: expected true or false, got {}", where(key), v.dump());
+  return v.get<bool>();
+}
+
 std::string JsonFields::string_or(const char* key, std::string fallback) const {
   return has(key) ? string(key) : fallback;
 }

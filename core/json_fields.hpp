@@ -23,6 +23,7 @@ class JsonFields {
   double number(const char* key, double lo, double hi) const;
   double number_or(const char* key, double fallback, double lo, double hi) const;
   std::string string(const char* key) const;
+  bool boolean(const char* key) const;
   std::string string_or(const char* key, std::string fallback) const;
   JsonFields object(const char* key) const;
   bool has(const char* key) const { return j_.contains(key); }

@@ -18,7 +18,9 @@ constexpr std::string_view kTiny = R"({
              "table_base": 1000, "vocab": 4096, "compressed_vocab": 3001, "pad_id": 2, "seed": 0,
              "d": 64, "norm_eps": 1e-6, "tokens": 16},
   "vision": {"image_w": 640, "image_h": 480, "width": 32, "heads": 2, "head_dim": 16,
-             "experts": 64, "top_k": 6, "text_tokens": 8}
+             "experts": 64, "top_k": 6, "text_tokens": 8},
+  "dspark": {"vocab": 257, "backbone_width": 16, "backbone_layers": 4, "width": 32, "blocks": 3,
+             "window": 128, "gamma": 5, "markov_rank": 8, "requests": 16, "temperature": 1.0}
 })";
 
 }  // namespace
@@ -71,15 +73,46 @@ nlohmann::json to_json(const VisionConfig& c) {
           {"top_k", c.top_k},     {"text_tokens", c.text_tokens}};
 }
 
+DsparkConfig parse_dspark_config(const JsonFields& f) {
+  f.reject_unknown({"vocab", "backbone_width", "backbone_layers", "width", "blocks", "window",
+                    "gamma", "markov_rank", "requests", "temperature"});
+  DsparkConfig c;
+  c.vocab = static_cast<int>(f.integer("vocab", 2, 1 << 20));
+  c.backbone_width = static_cast<int>(f.integer("backbone_width", 1, 4096));
+  c.backbone_layers = static_cast<int>(f.integer("backbone_layers", 3, 64));
+  c.width = static_cast<int>(f.integer("width", 1, 4096));
+  c.blocks = static_cast<int>(f.integer("blocks", 1, 64));
+  c.window = static_cast<int>(f.integer("window", 1, 1 << 20));
+  c.gamma = static_cast<int>(f.integer("gamma", 1, kDsparkMaxDraft));
+  c.markov_rank = static_cast<int>(f.integer("markov_rank", 1, 4096));
+  c.requests = static_cast<int>(f.integer("requests", 1, 1 << 16));
+  c.temperature = f.number("temperature", 1e-3, 1e3);
+  return c;
+}
+
+nlohmann::json to_json(const DsparkConfig& c) {
+  return {{"vocab", c.vocab},
+          {"backbone_width", c.backbone_width},
+          {"backbone_layers", c.backbone_layers},
+          {"width", c.width},
+          {"blocks", c.blocks},
+          {"window", c.window},
+          {"gamma", c.gamma},
+          {"markov_rank", c.markov_rank},
+          {"requests", c.requests},
+          {"temperature", c.temperature}};
+}
+
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
   const JsonFields f(j, source);
-  f.reject_unknown({"name", "seed", "residual", "engram", "vision"});
+  f.reject_unknown({"name", "seed", "residual", "engram", "vision", "dspark"});
   ModelConfig m;
   m.name = f.string("name");
   m.seed = f.unsigned_integer("seed");
   m.residual = parse_residual_config(f.object("residual"));
   m.engram = parse_engram_config(f.object("engram"));
   m.vision = parse_vision_config(f.object("vision"));
+  m.dspark = parse_dspark_config(f.object("dspark"));
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/dspark_config.hpp"
 #include "core/engram_config.hpp"
 #include "core/json_fields.hpp"
 #include "core/residual_config.hpp"
@@ -19,10 +20,14 @@ struct ModelConfig {
   ResidualConfig residual;
   EngramConfig engram;
   VisionConfig vision;
+  DsparkConfig dspark;
 };
 
 VisionConfig parse_vision_config(const JsonFields& f);
 nlohmann::json to_json(const VisionConfig& c);
+
+DsparkConfig parse_dspark_config(const JsonFields& f);
+nlohmann::json to_json(const DsparkConfig& c);
 
 ResidualConfig parse_residual_config(const JsonFields& f);
 nlohmann::json to_json(const ResidualConfig& c);

@@ -1,6 +1,9 @@
 #include "golden/dspark_case.hpp"
 
+#include <algorithm>
+
 #include "core/philox.hpp"
+#include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 
 namespace tandem {
@@ -42,6 +45,31 @@ VerifyInputs make_verify_inputs(int64_t R, int K, int64_t V, uint64_t seed, bool
     }
   }
   return in;
+}
+
+
+DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, bool greedy, int steps,
+                           const reference::Verifier& verify) {
+  reference::TinyBackbone model(c.vocab, c.backbone_width, seed, c.backbone_layers);
+  const reference::DsparkDrafter drafter(c, 3 * c.backbone_width, seed);
+  DsparkDecode d;
+  for (uint32_t i = 0; i < 6; ++i)
+    d.prompt.push_back(int32_t(philox_draw(seed, 7, i).v[0] % uint32_t(c.vocab)));
+  auto propose = [&](const std::vector<int32_t>& text, int K) {
+    const reference::DraftChoice choice{greedy, seed, 0, uint32_t(text.size()), c.temperature};
+    const reference::Draft draft =
+        drafter.propose(model.target_features(), text.back(), K, choice);
+    return reference::Proposal{draft.tokens, draft.p_draft};
+  };
+  static constexpr int kBudgets[] = {5, 3, 1, 4, 2};
+  reference::SpeculativeStats stats;
+  d.text = reference::speculative_sample_decode(
+      model, d.prompt, steps, propose,
+      [&](int pass) { return std::min(kBudgets[pass % 5], c.gamma); },
+      {seed, c.temperature, greedy}, verify, &stats);
+  d.accepted = stats.accepted_per_step;
+  d.passes = stats.passes;
+  return d;
 }
 
 }  // namespace tandem

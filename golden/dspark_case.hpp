@@ -1,8 +1,12 @@
 #pragma once
-// DSpark cases: seeded verification inputs (target and draft distributions, drafted tokens).
+// DSpark cases: seeded verification inputs (target and draft distributions, drafted tokens) and
+// speculative decoding of the small backbone with the DSpark drafter, shared by golden files,
+// `tandem verify` and tests.
 #include <cstdint>
 
+#include "core/dspark_config.hpp"
 #include "optimized/dspark.hpp"
+#include "reference/backbone.hpp"
 
 namespace tandem {
 
@@ -12,5 +16,16 @@ std::vector<float> seeded_distribution(int64_t V, uint64_t seed, uint32_t id);
 // sampled tokens are drawn from the draft, greedy ones are the target's argmax for two requests
 // in three and the draft's otherwise.
 VerifyInputs make_verify_inputs(int64_t R, int K, int64_t V, uint64_t seed, bool greedy);
+
+// Speculative decoding of `steps` tokens: the config's backbone and drafter (weights from
+// `seed`), the drafter reading the backbone's target features, budgets cycling 5, 3, 1, 4, 2
+// (a stand-in schedule), each pass checked by `verify`.
+struct DsparkDecode {
+  std::vector<int32_t> prompt, text;
+  std::vector<int> accepted;  // per pass
+  int passes = 0;
+};
+DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, bool greedy, int steps,
+                           const reference::Verifier& verify);
 
 }  // namespace tandem

@@ -9,9 +9,13 @@
 #include "core/json_fields.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
+#include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
+#include "reference/drafter.hpp"
+#include "reference/dspark.hpp"
+#include "reference/seeded_matrix.hpp"
 
 #ifndef TANDEM_GIT_COMMIT
 #define TANDEM_GIT_COMMIT "unknown"
@@ -201,6 +205,77 @@ BuiltCase build_vision(const VisionCase& c) {
   return b;
 }
 
+// ---------------------------------------------------------------- dspark cases
+// Verification: seeded distributions and drafts; draws keyed by the manifest's seed.
+BuiltCase build_dspark_verify(int64_t R, int K, int64_t V, bool greedy, uint64_t seed) {
+  const VerifyInputs in = make_verify_inputs(R, K, V, seed, greedy);
+  BuiltCase b;
+  b.config = {{"requests", R}, {"budget", K}, {"vocab", V}, {"greedy", greedy}};
+  b.blob.put("draft", in.draft);
+  b.blob.put("p_draft", in.p_draft);
+  b.blob.put("p_target", in.p_target);
+  b.blob.put("position", Tensor<int64_t>({R}, {in.position.begin(), in.position.end()}));
+  const VerifyOutputs out = reference::dspark_verify(in);
+  b.blob.put("expected.accepted", Tensor<int32_t>({R}, out.accepted));
+  b.blob.put("expected.emitted", out.emitted);
+  b.outputs = {{"accepted", "exact"}, {"emitted", "exact"}};
+  return b;
+}
+
+constexpr int kDecodeSteps = 16;
+
+Tensor<double> to_tensor(const Eigen::MatrixXd& m) {
+  Tensor<double> t({m.rows(), m.cols()});
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) t.data[i * m.cols() + j] = m(i, j);
+  return t;
+}
+Eigen::MatrixXd to_matrix(const Tensor<double>& t) {
+  Eigen::MatrixXd m(t.dim(0), t.dim(1));
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) m(i, j) = t.data[i * m.cols() + j];
+  return m;
+}
+
+// The drafter's one pass over a window of seeded features, and speculative decoding of the
+// small backbone with the drafter (reference and kernel verification must give this text).
+struct DrafterOutputs {
+  Tensor<int32_t> draft, text;
+  Tensor<double> logits, confidence;
+};
+DrafterOutputs run_drafter_case(const DsparkConfig& cfg, const Tensor<double>& features,
+                                int32_t last, uint64_t seed, const reference::Verifier& verify) {
+  const reference::DsparkDrafter drafter(cfg, features.dim(1), seed);
+  const reference::DraftChoice choice{false, seed, 0, uint32_t(features.dim(0)) + 1,
+                                      cfg.temperature};
+  const reference::Draft d = drafter.propose(to_matrix(features), last, cfg.gamma, choice);
+  const DsparkDecode decode = dspark_decode(cfg, seed, false, kDecodeSteps, verify);
+  return {Tensor<int32_t>({cfg.gamma}, d.tokens),
+          Tensor<int32_t>({int64_t(decode.text.size())}, decode.text), to_tensor(d.logits),
+          Tensor<double>({cfg.gamma}, d.confidence)};
+}
+
+BuiltCase build_dspark_drafter(const DsparkConfig& cfg, int64_t positions, uint64_t seed) {
+  BuiltCase b;
+  b.config = {{"dspark", to_json(cfg)}};
+  const Tensor<double> features =
+      to_tensor(reference::seeded_matrix(positions, 3 * cfg.backbone_width, seed, 1, 1.0));
+  const int32_t last = int32_t(seed % uint64_t(cfg.vocab));
+  b.blob.put("features", features);
+  b.blob.put("last", Tensor<int32_t>({1}, last));
+  const DrafterOutputs out = run_drafter_case(cfg, features, last, seed, reference::dspark_verify);
+  b.blob.put("expected.draft", out.draft);
+  b.blob.put("expected.logits", out.logits);
+  b.blob.put("expected.confidence", out.confidence);
+  b.blob.put("expected.text", out.text);
+  // The drafter has no optimized twin yet: its floating outputs are checked in double only.
+  b.outputs = {{"draft", "exact"},
+               {"logits", "reference"},
+               {"confidence", "reference"},
+               {"text", "exact"}};
+  return b;
+}
+
 // The generator's cases; `tandem golden regen` writes exactly these. Add a case: one entry.
 const std::vector<CaseSpec>& specs() {
   using P = ResidualPath;
@@ -230,6 +305,12 @@ const std::vector<CaseSpec>& specs() {
        [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }},
       {"engram_layer3_bf16", "engram", 202,
        [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
+      {"dspark_verify_sampling", "dspark", 401,
+       [](uint64_t seed) { return build_dspark_verify(8, 5, 257, false, seed); }},
+      {"dspark_verify_greedy", "dspark", 402,
+       [](uint64_t seed) { return build_dspark_verify(8, 4, 100, true, seed); }},
+      {"dspark_drafter", "dspark", 403,
+       [](uint64_t seed) { return build_dspark_drafter(builtin_model("tiny").dspark, 150, seed); }},
   };
   return s;
 }
@@ -253,7 +334,8 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   if (f.integer("format_version", 0, 1 << 20) != kFormatVersion)
     throw_bad_input("{}: this tandem reads version {}", f.where("format_version"), kFormatVersion);
   c.component = f.string("component");
-  if (c.component != "residual" && c.component != "engram" && c.component != "vision")
+  if (c.component != "residual" && c.component != "engram" && c.component != "vision" &&
+      c.component != "dspark")
     throw_bad_input("{}: unknown component '{}'", f.where("component"), c.component);
   c.name = f.string("name");
   if (c.name != manifest_path.stem().string())
@@ -267,7 +349,7 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   const JsonFields outputs = f.object("outputs");
   for (const auto& [name, v] : c.manifest.at("outputs").items()) {
     const std::string rule = outputs.object(name.c_str()).string("rule");
-    if (rule != "tolerance" && rule != "exact")
+    if (rule != "tolerance" && rule != "exact" && rule != "reference")
       throw_bad_input("{}: unknown rule '{}'", outputs.where(name), rule);
     c.outputs.emplace_back(name, rule);
   }
@@ -434,6 +516,84 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
   return report;
 }
 
+// A stored tensor of the expected shape (BadInput naming the file and tensor otherwise).
+template <class T>
+Tensor<T> get_shaped(const LoadedCase& c, const std::string& name, const Shape& shape) {
+  Tensor<T> t = c.blob.get_as<T>(name, c.blob_source);
+  if (t.shape != shape)
+    throw_bad_input("{}: tensor '{}' has shape {}, expected {}", c.blob_source, name,
+                    fmt::join(t.shape, "x"), fmt::join(shape, "x"));
+  return t;
+}
+
+CheckedTensor exact_output(const std::string& name, const std::string& who,
+                           const Tensor<int32_t>& want, const Tensor<int32_t>& got) {
+  const TensorCheck t = exact_check(name, want, got);
+  return {name, "exact", t.result.pass, who + ": " + (t.result.pass ? "bit-exact" : t.result.summary())};
+}
+
+CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
+                               const RunOptions& opt) {
+  config.reject_unknown({"requests", "budget", "vocab", "greedy"});
+  VerifyInputs in;
+  in.requests = config.integer("requests", 1, 1 << 16);
+  in.budget = static_cast<int>(config.integer("budget", 1, kDsparkMaxDraft));
+  in.vocab = config.integer("vocab", 1, int64_t{1} << 31);
+  in.greedy = config.boolean("greedy");
+  in.seed = c.manifest.at("seed").get<uint64_t>();
+  const int64_t R = in.requests, K = in.budget, V = in.vocab;
+  in.draft = get_shaped<int32_t>(c, "draft", {R, K});
+  in.p_draft = get_shaped<float>(c, "p_draft", {R, K, V});
+  in.p_target = get_shaped<float>(c, "p_target", {R, K + 1, V});
+  for (int64_t p : get_shaped<int64_t>(c, "position", {R}).data) {
+    if (p < 0 || p > UINT32_MAX)
+      throw_bad_input("{}: tensor 'position' holds {}, outside [0, 2^32)", c.blob_source, p);
+    in.position.push_back(uint32_t(p));
+  }
+  const Tensor<int32_t> accepted = get_shaped<int32_t>(c, "expected.accepted", {R});
+  const Tensor<int32_t> emitted = get_shaped<int32_t>(c, "expected.emitted", {R, K + 1});
+  const VerifyOutputs now = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(exact_output("accepted", "reference",  accepted, Tensor<int32_t>({R}, now.accepted)));
+  report.tensors.push_back(exact_output("emitted", "reference", emitted, now.emitted));
+  report.tensors.push_back(exact_output("accepted", "optimized", accepted, Tensor<int32_t>({R}, got.accepted)));
+  report.tensors.push_back(exact_output("emitted", "optimized", emitted, got.emitted));
+  return report;
+}
+
+CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
+                                const RunOptions& opt) {
+  config.reject_unknown({"dspark"});
+  const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
+  const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
+  const Tensor<double> features = c.blob.get_as<double>("features", c.blob_source);
+  if (features.shape.size() != 2 || features.dim(1) != 3 * cfg.backbone_width)
+    throw_bad_input("{}: tensor 'features' must be [T, {}] (3 x backbone_width)", c.blob_source,
+                    3 * cfg.backbone_width);
+  const int32_t last = get_shaped<int32_t>(c, "last", {1}).data[0];
+  if (last < 0 || last >= cfg.vocab)
+    throw_bad_input("{}: tensor 'last' holds token {}, outside [0, {})", c.blob_source, last,
+                    cfg.vocab);
+  const DrafterOutputs now = run_drafter_case(cfg, features, last, seed, reference::dspark_verify);
+  const DrafterOutputs got = run_drafter_case(
+      cfg, features, last, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
+  auto stored = [&](const char* name) { return c.blob.get("expected." + std::string(name), c.blob_source); };
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(reference_check("draft", doubles(now.draft), stored("draft")));
+  report.tensors.push_back(reference_check("logits", doubles(now.logits), stored("logits")));
+  report.tensors.push_back(reference_check("confidence", doubles(now.confidence), stored("confidence")));
+  const Tensor<int32_t> text = c.blob.get_as<int32_t>("expected.text", c.blob_source);
+  report.tensors.push_back(exact_output("text", "reference verification", text, now.text));
+  report.tensors.push_back(exact_output("text", "optimized verification", text, got.text));
+  return report;
+}
+
+CaseReport check_dspark(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  return c.manifest.at("config").contains("dspark") ? check_dspark_drafter(c, config, opt)
+                                                    : check_dspark_verify(c, config, opt);
+}
+
 // Compares a regenerated blob with the one on disk, appending a per-tensor delta report.
 bool same_as_on_disk(const std::filesystem::path& manifest_path, const Safetensors& fresh,
                      std::vector<std::string>& deltas) {
@@ -487,6 +647,7 @@ std::vector<std::string> generator_case_names() {
 CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& opt) {
   const LoadedCase c = load_case(manifest);
   if (c.component == "residual") return check_residual(c, opt);
+  if (c.component == "dspark") return check_dspark(c, opt);
   return c.component == "engram" ? check_engram(c, opt) : check_vision(c, opt);
 }
 

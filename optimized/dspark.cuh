@@ -84,7 +84,9 @@ __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __
   const int r = blockIdx.x * kVerifyWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= R) return;  // whole warps: one request per warp
-  const uint32_t pos0 = ld(position + r, Traffic::coefficient);
+  uint32_t pos0 = 0;
+  if (lane == 0) pos0 = ld(position + r, Traffic::coefficient);
+  pos0 = __shfl_sync(0xffffffffu, pos0, 0);
   int k = 0;
   int32_t extra = -1;
   for (; k < K; ++k) {

@@ -5,13 +5,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/dspark_config.hpp"  // kDsparkMaxDraft
 #include "core/tensor.hpp"
 #include "optimized/backend.hpp"
 #include "optimized/traffic.hpp"
 
 namespace tandem {
-
-inline constexpr int kDsparkMaxDraft = 8;
 
 struct VerifyInputs {
   int64_t requests = 0, vocab = 0;

@@ -10,6 +10,7 @@
 #include "core/philox.hpp"
 #include "golden/dspark_case.hpp"
 #include "reference/dspark.hpp"
+#include "sim/dspark_traffic.hpp"
 
 namespace tandem {
 namespace {
@@ -32,6 +33,8 @@ RC_GTEST_PROP(DsparkVerify, KernelDecisionsEqualReferenceBitForBit, ()) {
     const VerifyOutputs got = run_dspark_verify(in, {Backend::emu, s, 128});
     RC_ASSERT(got.accepted == want.accepted);
     RC_ASSERT(got.emitted.data == want.emitted.data);
+    // The byte model, given the decisions, predicts every counted byte.
+    RC_ASSERT(same_traffic(got.launches, sim::predict_dspark_verify(in, want)));
   }
   for (int64_t r = 0; r < R; ++r) {
     RC_ASSERT(want.accepted[r] >= 0 && want.accepted[r] <= K);
@@ -162,6 +165,19 @@ TEST(DsparkScheduler, UnderLoadOnePerRequestWithRoomAllFive) {
   EXPECT_EQ(busy.capacity, R);
 }
 
+TEST(DsparkCuda, DecisionsEqualReferenceBitForBit) {
+  const BackendStatus cuda = cuda_status();
+  if (!cuda.available) GTEST_SKIP() << cuda.detail;
+  for (bool greedy : {false, true})
+    for (int64_t V : {1, 31, 257, 4099}) {
+      const VerifyInputs in = random_verify(37, 5, V, uint64_t(V), greedy);
+      const VerifyOutputs want = reference::dspark_verify(in);
+      const VerifyOutputs got = run_dspark_verify(in, {Backend::cuda, {}, 128});
+      EXPECT_EQ(got.accepted, want.accepted) << "V " << V << " greedy " << greedy;
+      EXPECT_EQ(got.emitted.data, want.emitted.data) << "V " << V << " greedy " << greedy;
+    }
+}
+
 TEST(DsparkVerify, BadInputNamesTheProblem) {
   VerifyInputs in = random_verify(2, 2, 10, 1, false);
   in.draft.data[3] = 10;
@@ -179,15 +195,27 @@ TEST(DsparkVerify, BadInputNamesTheProblem) {
 }  // namespace
 }  // namespace tandem
 
+#include "core/model_config.hpp"
 #include "reference/backbone.hpp"
+#include "reference/drafter.hpp"
+#include "reference/seeded_matrix.hpp"
 
 namespace tandem {
 namespace {
 
+using reference::Backbone;
 using reference::Drafter;
+using reference::DsparkDrafter;
 using reference::TinyBackbone;
 
 constexpr int64_t kVocab = 23, kDim = 8;
+
+// The tiny model's DSpark sizes (window 128, 3 blocks, gamma 5) at a test vocabulary.
+DsparkConfig drafter_config(int64_t vocab) {
+  DsparkConfig c = builtin_model("tiny").dspark;
+  c.vocab = int(vocab), c.width = 16, c.markov_rank = 4;
+  return c;
+}
 
 // The backbone's own greedy continuation (a perfect drafter), computed on a fresh copy.
 std::vector<int32_t> greedy_ahead(const std::vector<int32_t>& text, int K, uint64_t seed) {
@@ -196,8 +224,14 @@ std::vector<int32_t> greedy_ahead(const std::vector<int32_t>& text, int K, uint6
   return {full.end() - K, full.end()};
 }
 
-Drafter make_drafter(int kind, uint64_t seed) {
+// Kinds: 0 perfect, 1 always wrong, 2 random, 3 DSpark (reading `model`'s target features).
+Drafter make_drafter(int kind, uint64_t seed, const Backbone* model = nullptr) {
   switch (kind) {
+    case 3:
+      return [model, d = DsparkDrafter(drafter_config(kVocab), 3 * kDim, seed)](
+                 const std::vector<int32_t>& text, int K) {
+        return d.propose(model->target_features(), text.back(), K, {}).tokens;
+      };
     case 0:  // perfect
       return
           [seed](const std::vector<int32_t>& text, int K) { return greedy_ahead(text, K, seed); };
@@ -220,7 +254,7 @@ Drafter make_drafter(int kind, uint64_t seed) {
 
 RC_GTEST_PROP(DsparkBackbone, GreedySpeculativeEqualsPlainGreedyAndKeepsTheSameCache, ()) {
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  const int kind = *rc::gen::inRange(0, 3), steps = *rc::gen::inRange(1, 14);
+  const int kind = *rc::gen::inRange(0, 4), steps = *rc::gen::inRange(1, 14);
   std::vector<int32_t> prompt;
   for (int i = 0, n = *rc::gen::inRange(1, 6); i < n; ++i)
     prompt.push_back(*rc::gen::inRange<int32_t>(0, kVocab));
@@ -230,7 +264,8 @@ RC_GTEST_PROP(DsparkBackbone, GreedySpeculativeEqualsPlainGreedyAndKeepsTheSameC
   const auto want = reference::greedy_decode(plain, prompt, steps);
   reference::SpeculativeStats stats;
   const auto got = reference::speculative_greedy_decode(
-      spec, prompt, steps, make_drafter(kind, seed), [&](int pass) { return budgets[pass % 16]; },
+      spec, prompt, steps, make_drafter(kind, seed, &spec),
+      [&](int pass) { return budgets[pass % 16]; },
       &stats);
   RC_ASSERT(got == want);
   RC_ASSERT(spec.cache_snapshot() == plain.cache_snapshot());  // exactly the emitted tokens
@@ -258,6 +293,150 @@ TEST(DsparkBackbone, VerifyOneFiveAndScheduledGiveTheSameTextFiveUsesFewerPasses
     for (size_t p = 0; p + 1 < five.accepted_per_step.size(); ++p)
       EXPECT_EQ(five.accepted_per_step[p], 5);
   }
+}
+
+// ---------------------------------------------------------------- the drafter
+
+Eigen::MatrixXd seeded_features(int64_t T, int64_t F, uint64_t seed) {
+  return reference::seeded_matrix(T, F, seed, 99, 1.0);
+}
+
+bool same_draft(const reference::Draft& a, const reference::Draft& b) {
+  return a.tokens == b.tokens && a.logits == b.logits && a.confidence == b.confidence;
+}
+
+RC_GTEST_PROP(DsparkDrafter, DraftIgnoresFeaturesOlderThanTheWindow, ()) {
+  const DsparkConfig c = drafter_config(kVocab);
+  const int64_t T = c.window + *rc::gen::inRange(1, 40), F = 3 * kDim;
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const DsparkDrafter drafter(c, F, seed);
+  const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+  const reference::DraftChoice choice{*rc::gen::arbitrary<bool>(), seed, 0, uint32_t(T) + 1, 1.0};
+  const Eigen::MatrixXd features = seeded_features(T, F, seed);
+  const auto want = drafter.propose(features, last, c.gamma, choice);
+  Eigen::MatrixXd older = features;
+  const int64_t old_rows = T - c.window;
+  older.topRows(old_rows) = seeded_features(old_rows, F, ~seed);  // outside the window
+  RC_ASSERT(same_draft(drafter.propose(older, last, c.gamma, choice), want));
+  Eigen::MatrixXd inside = features;
+  inside.row(old_rows) = seeded_features(1, F, ~seed);  // the oldest position inside it
+  RC_ASSERT(drafter.propose(inside, last, c.gamma, choice).logits != want.logits);
+}
+
+RC_GTEST_PROP(DsparkDrafter, OnePassGivesGammaPositionsLeftToRight, ()) {
+  const DsparkConfig c = drafter_config(kVocab);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const int64_t T = *rc::gen::inRange(0, 20);
+  const DsparkDrafter drafter(c, 3 * kDim, seed);
+  const Eigen::MatrixXd features = seeded_features(T, 3 * kDim, seed);
+  const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+  const reference::DraftChoice choice{*rc::gen::arbitrary<bool>(), seed, 3, 17, 0.7};
+  const auto full = drafter.propose(features, last, c.gamma, choice);
+  RC_ASSERT(full.tokens.size() == size_t(c.gamma));
+  RC_ASSERT(drafter.forward(features, last).logits.rows() == c.gamma);
+  const int K = *rc::gen::inRange(1, c.gamma + 1);  // a smaller budget drafts a prefix
+  const auto part = drafter.propose(features, last, K, choice);
+  RC_ASSERT(std::equal(part.tokens.begin(), part.tokens.end(), full.tokens.begin()));
+  int32_t previous = last;
+  const auto base = drafter.forward(features, last).logits;
+  for (int k = 0; k < c.gamma; ++k) {
+    RC_ASSERT(full.confidence[k] > 0.0 && full.confidence[k] < 1.0);
+    RC_ASSERT(full.tokens[k] >= 0 && full.tokens[k] < kVocab);
+    // The Markov head makes x_k depend on x_{k-1}: the logits differ from the pass's by a
+    // function of the previous token only.
+    const auto again = drafter.propose(features, previous, 1, choice);
+    RC_ASSERT((full.logits.row(k) - base.row(k)).isApprox(again.logits.row(0) -
+                                                          drafter.forward(features, previous).logits.row(0)));
+    previous = full.tokens[k];
+  }
+}
+
+// ---------------------------------------------------------------- sampling mode
+
+reference::SamplingDrafter dspark_sampler(const Backbone& model, const DsparkDrafter& drafter,
+                                          uint64_t seed) {
+  return [&model, &drafter, seed](const std::vector<int32_t>& text, int K) {
+    const reference::DraftChoice choice{false, seed, 0, uint32_t(text.size()), 1.0};
+    const auto d = drafter.propose(model.target_features(), text.back(), K, choice);
+    return reference::Proposal{d.tokens, d.p_draft};
+  };
+}
+
+RC_GTEST_PROP(DsparkBackbone, SamplingKernelAndReferenceGiveTheSameTextAndCache, ()) {
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const int steps = *rc::gen::inRange(1, 12);
+  const std::vector<int32_t> prompt{int32_t(seed % kVocab), 5};
+  const std::vector<int> budgets = *rc::gen::container<std::vector<int>>(8, rc::gen::inRange(1, 6));
+  const DsparkDrafter drafter(drafter_config(kVocab), 3 * kDim, seed);
+  auto budget = [&](int pass) { return budgets[pass % 8]; };
+  auto decode = [&](const reference::Verifier& verify, reference::SpeculativeStats& stats) {
+    TinyBackbone model(kVocab, kDim, seed);
+    auto text = reference::speculative_sample_decode(model, prompt, steps,
+                                                     dspark_sampler(model, drafter, seed), budget,
+                                                     {seed, 1.0}, verify, &stats);
+    return std::make_pair(text, model.cache_snapshot());
+  };
+  reference::SpeculativeStats ref_stats, kernel_stats;
+  const auto want = decode(reference::dspark_verify, ref_stats);
+  const auto got = decode(
+      [](const VerifyInputs& in) { return run_dspark_verify(in, RunOptions{}); }, kernel_stats);
+  RC_ASSERT(got.first == want.first);
+  RC_ASSERT(kernel_stats.accepted_per_step == ref_stats.accepted_per_step);
+  RC_ASSERT(want.first.size() == prompt.size() + steps);
+  // The cache holds exactly the emitted tokens: as if the text had been fed without drafting.
+  TinyBackbone plain(kVocab, kDim, seed);
+  plain.append({want.first.begin(), want.first.end() - 1});
+  RC_ASSERT(want.second == plain.cache_snapshot());
+  for (size_t p = 0; p < ref_stats.accepted_per_step.size(); ++p)
+    RC_ASSERT(ref_stats.accepted_per_step[p] >= 0 &&
+              ref_stats.accepted_per_step[p] <= budgets[p % 8]);
+}
+
+// Two sampled tokens, counted over many seeds, against the backbone's exact joint distribution
+// p(t1) p(t2 | t1): speculative sampling through drafter, kernel-rule verification and cache
+// rollback must leave the target distribution unchanged.
+TEST(DsparkBackbone, SpeculativeSamplingKeepsTheBackboneDistribution) {
+  constexpr int64_t V = 5;
+  constexpr int runs = 6000;
+  const std::vector<int32_t> prompt{1, 3};
+  const uint64_t model_seed = 5;
+  const DsparkDrafter drafter(drafter_config(V), 3 * kDim, model_seed);
+  std::vector<double> expected(V * V);
+  TinyBackbone exact(V, kDim, model_seed);
+  const auto p1 = reference::target_distribution(exact.append(prompt).row(1), 1.0);
+  for (int32_t t1 = 0; t1 < V; ++t1) {
+    TinyBackbone next(V, kDim, model_seed);
+    next.append(prompt);
+    const auto p2 = reference::target_distribution(next.append({t1}).row(0), 1.0);
+    for (int32_t t2 = 0; t2 < V; ++t2) expected[t1 * V + t2] = double(p1[t1]) * p2[t2] * runs;
+  }
+  std::vector<double> counted(V * V, 0.0);
+  int accepted = 0;
+  for (int run = 0; run < runs; ++run) {
+    TinyBackbone model(V, kDim, model_seed);
+    reference::SpeculativeStats stats;
+    const auto text = reference::speculative_sample_decode(
+        model, prompt, 2, dspark_sampler(model, drafter, 1000 + run), [](int) { return 3; },
+        {uint64_t(run), 1.0}, reference::dspark_verify, &stats);
+    counted[text[2] * V + text[3]] += 1;
+    accepted += stats.accepted_per_step[0];
+  }
+  EXPECT_GT(accepted, runs / 10);  // the drafter is accepted often enough to matter
+  // Pearson's chi-square; cells expecting fewer than 5 are pooled. Threshold: the 1 - 1e-6
+  // quantile (Wilson-Hilferty), so a correct implementation fails about once in a million seeds.
+  double chi2 = 0, pooled_e = 0, pooled_c = 0;
+  int cells = 0;
+  for (int i = 0; i < V * V; ++i) {
+    if (expected[i] < 5) {
+      pooled_e += expected[i], pooled_c += counted[i];
+      continue;
+    }
+    chi2 += (counted[i] - expected[i]) * (counted[i] - expected[i]) / expected[i], ++cells;
+  }
+  if (pooled_e > 0) chi2 += (pooled_c - pooled_e) * (pooled_c - pooled_e) / pooled_e, ++cells;
+  const double df = cells - 1, z = 4.753, h = 2.0 / (9.0 * df);
+  const double limit = df * std::pow(1 - h + z * std::sqrt(h), 3);
+  EXPECT_LT(chi2, limit) << "df " << df;
 }
 
 }  // namespace

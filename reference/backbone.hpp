@@ -1,13 +1,15 @@
 #pragma once
 // A small deterministic causal backbone with a KV cache (append and rollback) behind the
-// interface the end-to-end model will fill (DESIGN 5.4): embedding -> one causal attention layer
-// (single head, cached keys/values) with a residual -> output projection to logits. Double
-// precision: speculative and plain decoding must agree exactly, not to a tolerance.
+// interface the end-to-end model will fill (DESIGN 5.4): embedding -> causal attention layers
+// (single head, cached keys/values, residual) -> output projection to logits. Double precision:
+// speculative and plain decoding must agree exactly, not to a tolerance.
 #include <Eigen/Dense>
 
 #include <cstdint>
 #include <functional>
 #include <vector>
+
+#include "optimized/dspark.hpp"
 
 namespace tandem::reference {
 
@@ -22,21 +24,31 @@ class Backbone {
   virtual int64_t cached() const = 0;
   // The cache's keys and values, one row per position (for comparisons).
   virtual Eigen::MatrixXd cache_snapshot() const = 0;
+  // DSpark's target features of every cached position: the attention inputs of the last three
+  // layers (each the mean over the residual streams), concatenated. [cached, 3 * width]
+  virtual Eigen::MatrixXd target_features() const = 0;
 };
 
 class TinyBackbone : public Backbone {
  public:
-  TinyBackbone(int64_t vocab, int64_t d, uint64_t seed);
+  // layers >= 3 (the target features read the last three).
+  TinyBackbone(int64_t vocab, int64_t d, uint64_t seed, int layers = 3);
   int64_t vocab() const override { return vocab_; }
   Eigen::MatrixXd append(const std::vector<int32_t>& tokens) override;
   void rollback(int64_t length) override;
-  int64_t cached() const override { return static_cast<int64_t>(keys_.size()); }
+  int64_t cached() const override { return static_cast<int64_t>(features_.size()); }
   Eigen::MatrixXd cache_snapshot() const override;
+  Eigen::MatrixXd target_features() const override;
 
  private:
+  struct Layer {
+    Eigen::MatrixXd wq, wk, wv, wo;
+    std::vector<Eigen::VectorXd> keys, values;
+  };
   int64_t vocab_, d_;
-  Eigen::MatrixXd embed_, wq_, wk_, wv_, wo_, unembed_;
-  std::vector<Eigen::VectorXd> keys_, values_;
+  Eigen::MatrixXd embed_, unembed_;
+  std::vector<Layer> layers_;
+  std::vector<Eigen::VectorXd> features_;
 };
 
 // Greedy decoding without speculation: `steps` tokens after `prompt`.
@@ -55,6 +67,30 @@ struct SpeculativeStats {
 std::vector<int32_t> speculative_greedy_decode(Backbone& model, const std::vector<int32_t>& prompt,
                                                int steps, const Drafter& drafter,
                                                const std::function<int(int pass)>& budget,
+                                               SpeculativeStats* stats = nullptr);
+
+// Sampling mode: a drafter's tokens with the distributions (float, [K][V]) they were drawn from.
+struct Proposal {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> p_draft;
+};
+using SamplingDrafter = std::function<Proposal(const std::vector<int32_t>& text, int K)>;
+// One request's verification (reference::dspark_verify or the kernel through run_dspark_verify).
+using Verifier = std::function<VerifyOutputs(const VerifyInputs&)>;
+struct Sampling {
+  uint64_t seed = 0;  // draws keyed by (seed, request 0, position): one request decodes here
+  double temperature = 1.0;
+  bool greedy = false;  // verify by argmax of the (float) target distributions instead
+};
+// The backbone's distribution at a temperature, rounded to float (what verification reads).
+std::vector<float> target_distribution(const Eigen::RowVectorXd& logits, double temperature);
+// Speculative sampling: each pass scores [last, x_1..x_K] in one append; `verify` decides
+// (rejection sampling, residual resample, bonus) with draws keyed by (seed, 0, position of
+// x_1); the cache is rolled back to the emitted tokens.
+std::vector<int32_t> speculative_sample_decode(Backbone& model, const std::vector<int32_t>& prompt,
+                                               int steps, const SamplingDrafter& drafter,
+                                               const std::function<int(int pass)>& budget,
+                                               const Sampling& sampling, const Verifier& verify,
                                                SpeculativeStats* stats = nullptr);
 
 }  // namespace tandem::reference

@@ -19,7 +19,8 @@ nlohmann::json tiny_json() {
             {"sites", 2},
             {"tokens", 3}}},
           {"engram", to_json(EngramConfig{})},
-          {"vision", to_json(VisionConfig{})}};
+          {"vision", to_json(VisionConfig{})},
+          {"dspark", to_json(DsparkConfig{})}};
 }
 
 // Parsing `j` fails with BadInput whose message contains every string in `parts`.
@@ -70,6 +71,12 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j = tiny_json();
   j["seed"] = -1;
   expect_bad(j, {"seed"});
+  j = tiny_json();
+  j["dspark"]["gamma"] = 9;  // more than one verification pass checks
+  expect_bad(j, {"dspark.gamma", "9"});
+  j = tiny_json();
+  j["dspark"]["backbone_layers"] = 2;  // target features read the last three layers
+  expect_bad(j, {"dspark.backbone_layers"});
   j = tiny_json();
   j["engram"]["heads"] = 9;
   expect_bad(j, {"engram.heads"});

@@ -1,0 +1,39 @@
+#include "sim/dspark_traffic.hpp"
+
+namespace tandem::sim {
+namespace {
+
+constexpr uint64_t kWord = 4;  // int32 tokens, uint32 positions and float probabilities
+
+// A warp inverse CDF that lands on `found`: every lane sums its block of the weights once, then
+// the owning lane rescans its block up to and including `found`. `arrays`: 2 for the residual
+// max(0, p_t - p_d), 1 for p_t alone.
+uint64_t inverse_cdf_bytes(int64_t V, int32_t found, uint64_t arrays) {
+  const int64_t block = (V + 31) / 32, begin = found / block * block;
+  return uint64_t(V + found - begin + 1) * arrays * kWord;
+}
+
+}  // namespace
+
+LaunchLog predict_dspark_verify(const VerifyInputs& in, const VerifyOutputs& decisions) {
+  constexpr int A = int(Traffic::activation), C = int(Traffic::coefficient);
+  const int64_t K = in.budget, V = in.vocab;
+  LaunchCounts c{"dspark_verify"};
+  for (int64_t r = 0; r < in.requests; ++r) {
+    const int64_t a = decisions.accepted[r];
+    const int32_t extra = decisions.emitted.data[r * (K + 1) + a];
+    const bool rejected = a < K;
+    // The position; each decided draft token; the accepted ones again when they are emitted.
+    c.read[C] += kWord * uint64_t(1 + a + (rejected ? 1 : 0) + a);
+    if (in.greedy) {
+      c.read[A] += uint64_t(a + 1) * V * kWord;  // one argmax over p_t per decided row
+    } else {
+      c.read[A] += uint64_t(a + (rejected ? 1 : 0)) * 2 * kWord;  // p_d(x), p_t(x)
+      c.read[A] += inverse_cdf_bytes(V, extra, rejected ? 2 : 1);
+    }
+    c.written[A] += kWord * uint64_t(1 + K + 1);  // accepted, emitted row
+  }
+  return {c};
+}
+
+}  // namespace tandem::sim
