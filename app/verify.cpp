@@ -72,6 +72,7 @@ VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType 
   const auto truth = reference::run_truth(in, path);
   const auto baseline = baseline_error_draws(in, path, truth);
   const ResidualStackOutputs out = run_residual_stack(in, path, opt);
+  row.launches = out.launches;
   fold_checks(row, compare_residual(truth, baseline, out, act));
   if (opt.backend != Backend::emu) return row;
 
@@ -102,6 +103,7 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
   const auto ids = synthetic_token_ids(cfg.tokens, cfg.vocab, model.seed);
   const EngramInputs in = make_engram_inputs(cfg, map, ids, layer_index, act, model.seed);
   const EngramOutputs out = run_engram_layer(in, opt);
+  row.launches = out.launches;
   fold_checks(row, compare_engram(run_engram_reference(in), out, act));
   if (opt.backend != Backend::emu) return row;
   check_schedules(
@@ -132,6 +134,8 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
                          act_dtype_name(act), in.geometry.visual_tokens(), c.experts, c.top_k);
   row.backend = backend_name(opt.backend);
   const VisionResults out = run_vision(in, act, opt);
+  for (const LaunchLog* l : {&out.unshuffle.launches, &out.rope.launches, &out.gate.launches})
+    row.launches.insert(row.launches.end(), l->begin(), l->end());
   fold_checks(row, compare_vision(in, out, act));
   if (opt.backend != Backend::emu) return row;
   check_schedules(
@@ -142,9 +146,7 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
                other.gate.experts.data == out.gate.experts.data &&
                other.gate.weights.data == out.gate.weights.data;
       });
-  LaunchLog counted = out.unshuffle.launches;
-  counted.insert(counted.end(), out.rope.launches.begin(), out.rope.launches.end());
-  counted.insert(counted.end(), out.gate.launches.begin(), out.gate.launches.end());
+  const LaunchLog& counted = row.launches;
   const LaunchLog predicted =
       sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
                           c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, act);
@@ -164,6 +166,7 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
                          c.gamma, c.vocab);
   row.backend = backend_name(opt.backend);
   const VerifyOutputs want = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
+  row.launches = got.launches;
   auto same = [&](const VerifyOutputs& o) {
     return o.accepted == want.accepted && o.emitted.data == want.emitted.data;
   };
@@ -201,7 +204,11 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
                          [&](const VerifyInputs& in) { return run_dspark_verify(in, o); });
   };
   auto same = [&](const DsparkDecode& d) { return d.text == want.text && d.accepted == want.accepted; };
-  const DsparkDecode got = decode(opt);
+  const DsparkDecode got = dspark_decode(c, model.seed, greedy, kSteps, [&](const VerifyInputs& in) {
+    VerifyOutputs out = run_dspark_verify(in, opt);
+    row.launches.insert(row.launches.end(), out.launches.begin(), out.launches.end());
+    return out;
+  });
   row.pass = same(got);
   row.margin = row.pass ? 1 : 0;
   row.worst_tensor = "text";
@@ -264,6 +271,21 @@ std::string render_table(const std::vector<VerifyRow>& rows) {
   return out;
 }
 
+namespace {
+
+// Per launch: the kernel and its global-memory bytes read and written (all traffic classes).
+nlohmann::json launches_json(const LaunchLog& log) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const LaunchCounts& l : log) {
+    uint64_t read = 0, written = 0;
+    for (int c = 0; c < kTrafficClasses; ++c) read += l.read[c], written += l.written[c];
+    a.push_back({{"kernel", l.kernel}, {"read_bytes", read}, {"written_bytes", written}});
+  }
+  return a;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& model) {
   nlohmann::json cases = nlohmann::json::array();
   bool pass = true;
@@ -280,7 +302,8 @@ nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& mo
                      {"first_divergence", r.first_divergence},
                      {"schedules", r.schedules},
                      {"bytes", r.bytes},
-                     {"detail", r.detail}});
+                     {"detail", r.detail},
+                     {"launches", launches_json(r.launches)}});
   }
   return {{"model", model.name}, {"pass", pass}, {"cases", cases}};
 }

@@ -6,6 +6,7 @@
 
 #include "core/model_config.hpp"
 #include "optimized/backend.hpp"
+#include "optimized/traffic.hpp"
 
 namespace tandem::app {
 
@@ -18,6 +19,7 @@ struct VerifyRow {
   std::string schedules;         // emu: "3 identical" or the differing schedule
   std::string bytes;             // emu: counted vs designed activation bytes per site
   std::string detail;            // the failure, if any
+  LaunchLog launches;            // the optimized run's launches (bytes counted under emu only)
 };
 
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress);

@@ -12,6 +12,8 @@ nlohmann::json parse_json(std::string_view text, const std::string& source) {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw_bad_input("{}: invalid JSON at byte {}: {}", source, e.byte, e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw_bad_input("{}: invalid JSON: {}", source, e.what());
   }
 }
 

@@ -73,14 +73,14 @@ Tensor<T> Safetensors::get_as(const std::string& name, const std::string& source
     throw_bad_input("{}: tensor '{}': dtype {} where {} is expected", source, name,
                     dtype_name(t.dtype), dtype_name(dtype_of<T>()));
   Tensor<T> r(t.shape);
-  std::memcpy(r.data.data(), t.bytes.data(), t.bytes.size());
+  if (!t.bytes.empty()) std::memcpy(r.data.data(), t.bytes.data(), t.bytes.size());
   return r;
 }
 
 template <class T>
 void Safetensors::put(const std::string& name, const Tensor<T>& t) {
   StTensor s{dtype_of<T>(), t.shape, std::string(t.data.size() * sizeof(T), '\0')};
-  std::memcpy(s.bytes.data(), t.data.data(), s.bytes.size());
+  if (!s.bytes.empty()) std::memcpy(s.bytes.data(), t.data.data(), s.bytes.size());
   tensors[name] = std::move(s);
 }
 

@@ -595,11 +595,18 @@ CaseReport check_dspark(const LoadedCase& c, const RunOptions& opt) {
 }
 
 // Compares a regenerated blob with the one on disk, appending a per-tensor delta report.
-bool same_as_on_disk(const std::filesystem::path& manifest_path, const Safetensors& fresh,
+bool same_as_on_disk(const std::filesystem::path& manifest_path, const BuiltCase& built,
                      std::vector<std::string>& deltas) {
+  const Safetensors& fresh = built.blob;
   try {
     const LoadedCase old = load_case(manifest_path);
-    bool same = true;
+    auto rules = [](auto outputs) {  // manifests list outputs by name
+      std::sort(outputs.begin(), outputs.end());
+      return outputs;
+    };
+    bool same = old.manifest.at("config") == built.config &&
+                rules(old.outputs) == rules(built.outputs);
+    if (!same) deltas.push_back("config or output rules: CHANGED");
     for (const auto& [name, t] : fresh.tensors) {
       const auto it = old.blob.tensors.find(name);
       if (it == old.blob.tensors.end() || it->second.shape != t.shape) {
@@ -646,9 +653,14 @@ std::vector<std::string> generator_case_names() {
 
 CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& opt) {
   const LoadedCase c = load_case(manifest);
-  if (c.component == "residual") return check_residual(c, opt);
-  if (c.component == "dspark") return check_dspark(c, opt);
-  return c.component == "engram" ? check_engram(c, opt) : check_vision(c, opt);
+  try {
+    if (c.component == "residual") return check_residual(c, opt);
+    if (c.component == "dspark") return check_dspark(c, opt);
+    return c.component == "engram" ? check_engram(c, opt) : check_vision(c, opt);
+  } catch (const BadInput& e) {  // inputs the kernels refuse: say which case held them
+    if (std::string_view(e.what()).find(c.blob_source) != std::string_view::npos) throw;
+    throw_bad_input("{}: {}", c.blob_source, e.what());
+  }
 }
 
 std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool accept) {
@@ -669,7 +681,7 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
     const auto manifest_path = dir / (spec.name + ".json");
     const bool exists = std::filesystem::exists(manifest_path);
     if (exists)
-      r.changed = !same_as_on_disk(manifest_path, built.blob, r.deltas);
+      r.changed = !same_as_on_disk(manifest_path, built, r.deltas);
     else
       r.deltas.push_back("new case");
     // Unchanged cases stay untouched; changed expectations need --accept.

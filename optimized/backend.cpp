@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "optimized/dspark.hpp"
@@ -185,10 +186,12 @@ VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
     if (in.draft.data[i] < 0 || in.draft.data[i] >= V)
       throw_bad_input("dspark verify: drafted token {} of request {} is {}, outside [0, {})", i % K,
                       i / K, in.draft.data[i], V);
-  for (const Tensor<float>* p : {&in.p_draft, &in.p_target})
-    for (float v : p->data)
-      if (!(v >= 0.0f && v <= 1.0f))
-        throw_bad_input("dspark verify: a probability is {} (must be in [0, 1])", v);
+  for (const auto& [name, p, rows] : {std::tuple{"p_draft", &in.p_draft, K},
+                                       std::tuple{"p_target", &in.p_target, K + 1}})
+    for (int64_t i = 0; i < p->size(); ++i)
+      if (!(p->data[i] >= 0.0f && p->data[i] <= 1.0f))
+        throw_bad_input("dspark verify: {}[{}, {}, {}] is {} (a probability, must be in [0, 1])",
+                        name, i / (rows * V), i / V % rows, i % V, p->data[i]);
   return TANDEM_DISPATCH(opt, run_dspark_verify, in, opt);
 }
 

@@ -1,13 +1,17 @@
 // app/: the tandem program's commands and exit codes (0 ok, 1 failed, 2 bad input).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/commands.hpp"
 #include "core/atomic_file.hpp"
+#include "core/safetensors.hpp"
 #include "optimized/backend.hpp"
 
 namespace tandem {
@@ -91,6 +95,158 @@ TEST(App, BadInputExitsTwoNamingTheProblem) {
     EXPECT_EQ(r.code, 2) << c.message << "\n" << r.out << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
   }
+}
+
+// ---------------------------------------------------------------- the bad-input matrix
+// Every class of bad input (config, golden manifest, safetensors blob, tokens out of range,
+// shapes, NaN, flags) exits 2 with a message naming the file and field, and leaves no file
+// behind.
+
+namespace fs = std::filesystem;
+
+// The files in `dir` (names), to show nothing was written.
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  if (fs::exists(dir))
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A copy of one shipped golden case in its own directory, to break in one way.
+struct GoldenCopy {
+  fs::path dir;
+  nlohmann::json manifest;
+  std::string blob;  // the safetensors bytes
+
+  explicit GoldenCopy(const std::string& name, const std::string& tag)
+      : dir(fs::temp_directory_path() / ("tandem_bad_golden_" + tag)) {
+    const fs::path cases = fs::path(TANDEM_SOURCE_DIR) / "golden/cases";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    manifest = nlohmann::json::parse(read_file(cases / (name + ".json")));
+    blob = read_file(cases / (name + ".safetensors"));
+  }
+  // Edits one tensor of the blob (parsed and reserialised).
+  template <class T, class Edit>
+  void edit_tensor(const std::string& tensor, Edit edit) {
+    Safetensors st = parse_safetensors(blob, "blob");
+    Tensor<T> t = st.get_as<T>(tensor, "blob");
+    edit(t);
+    st.put(tensor, t);
+    blob = serialize_safetensors(st);
+  }
+  // Writes both files (the manifest's SHA-256 follows the blob unless `keep_sha`).
+  std::string write(bool keep_sha = false) {
+    if (!keep_sha) manifest["blob_sha256"] = sha256_hex(blob);
+    write_file_atomic(dir / manifest["blob"].get<std::string>(), std::string_view(blob));
+    write_file_atomic(dir / (manifest["name"].get<std::string>() + ".json"),
+                      std::string_view(manifest.dump(2)));
+    return dir.string();
+  }
+};
+
+TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
+  using Edit = std::function<void(GoldenCopy&)>;
+  struct Case {
+    const char* tag;
+    const char* component;
+    Edit edit;
+    std::vector<const char*> message;
+  } cases[] = {
+      {"version", "dspark_verify_greedy", [](GoldenCopy& g) { g.manifest["format_version"] = 99; },
+       {"dspark_verify_greedy.json", "format_version"}},
+      {"component", "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["component"] = "warp-drive"; }, {"component", "warp-drive"}},
+      {"rule", "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["outputs"]["accepted"]["rule"] = "close"; },
+       {"outputs.accepted", "close"}},
+      {"unknown_key", "dspark_verify_greedy", [](GoldenCopy& g) { g.manifest["colour"] = 1; },
+       {"colour"}},
+      {"config_type", "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["config"]["greedy"] = "yes"; }, {"config.greedy"}},
+      {"sha", "dspark_verify_greedy", [](GoldenCopy& g) { g.blob[100] ^= 1; },
+       {"blob_sha256", "SHA-256"}},
+      {"blob_path", "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["blob"] = "../../etc/passwd"; }, {"blob"}},
+      {"truncated", "dspark_verify_greedy", [](GoldenCopy& g) { g.blob.resize(g.blob.size() / 2); },
+       {"dspark_verify_greedy.safetensors"}},
+      {"header", "dspark_verify_greedy", [](GoldenCopy& g) { g.blob.replace(8, 4, "{{{{"); },
+       {"dspark_verify_greedy.safetensors"}},
+      {"shape", "dspark_verify_greedy", [](GoldenCopy& g) { g.manifest["config"]["requests"] = 9; },
+       {"dspark_verify_greedy.safetensors", "draft", "9x4"}},
+      {"token", "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.edit_tensor<int32_t>("draft", [](auto& t) { t.data[5] = 100; }); },
+       {"dspark_verify_greedy.safetensors", "drafted token 1 of request 1", "100"}},
+      {"nan", "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.edit_tensor<float>("p_target", [](auto& t) { t.data[7] = NAN; }); },
+       {"dspark_verify_greedy.safetensors", "p_target[0, 0, 7]", "nan"}},
+      {"last_token", "dspark_drafter",
+       [](GoldenCopy& g) { g.edit_tensor<int32_t>("last", [](auto& t) { t.data[0] = -4; }); },
+       {"dspark_drafter.safetensors", "'last'", "-4"}},
+      {"empty", "vision_100x40_f32",
+       [](GoldenCopy& g) { g.manifest["config"]["vision"]["image_w"] = 0; },
+       {"config.vision.image_w"}},
+      {"huge", "residual_v4_bf16_d8",
+       [](GoldenCopy& g) { g.manifest["config"]["residual"]["d"] = 1 << 20; },
+       {"config.residual.d"}},
+  };
+  for (Case& c : cases) {
+    GoldenCopy g(c.component, c.tag);
+    c.edit(g);
+    const std::string dir = g.write(std::string(c.tag) == "sha");
+    const auto before = listing(dir);
+    const CliRun r = tandem({"golden", "check", "--backend", "emu", "--dir", dir});
+    EXPECT_EQ(r.code, 2) << c.tag << "\n" << r.out << r.err;
+    for (const char* part : c.message)
+      EXPECT_NE(r.err.find(part), std::string::npos) << c.tag << ": " << r.err;
+    EXPECT_EQ(listing(dir), before) << c.tag;
+    // regen over a broken case refuses to replace it (exit 1) and leaves no temporary file
+    const std::string manifest_text = read_file(fs::path(dir) / (std::string(c.component) + ".json"));
+    const CliRun regen = tandem({"golden", "regen", "--dir", dir});
+    EXPECT_EQ(regen.code, 1) << c.tag << "\n" << regen.out;
+    EXPECT_EQ(read_file(fs::path(dir) / (std::string(c.component) + ".json")), manifest_text);
+    for (const auto& name : listing(dir)) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+    fs::remove_all(dir);
+  }
+}
+
+TEST(App, BadConfigsAndFlagsExitTwoNamingTheField) {
+  struct Case {
+    std::string config;  // config text
+    std::vector<const char*> message;
+  } cases[] = {
+      {R"({"name":"x"})", {"seed", "missing"}},
+      {R"([1, 2])", {"tandem_cfg.json", "must be a JSON object"}},
+      {R"({"name":"x","seed":1,"residual":{"d":1e999}})", {"tandem_cfg.json", "1e999"}},
+      {"\xff\xfe", {"tandem_cfg.json"}},
+  };
+  for (const Case& c : cases) {
+    const std::string path = temp_file("tandem_cfg.json", c.config);
+    const CliRun r = tandem({"verify", "--config", path});
+    EXPECT_EQ(r.code, 2) << c.config << "\n" << r.err;
+    for (const char* part : c.message)
+      EXPECT_NE(r.err.find(part), std::string::npos) << c.config << ": " << r.err;
+  }
+  // traffic: flags out of range, and --out never leaves a partial report behind
+  const fs::path out = fs::temp_directory_path() / "tandem_bad_traffic_out";
+  fs::remove_all(out);
+  const std::pair<std::vector<std::string>, const char*> flags[] = {
+      {{"traffic", "--batch", "0", "--out", out.string()}, "--batch"},
+      {{"traffic", "--context", "-5", "--out", out.string()}, "--context"},
+      {{"traffic", "--confidence", "0.5,nan", "--out", out.string()}, "--confidence"},
+      {{"traffic", "--image", "0x10", "--out", out.string()}, "--image"},
+  };
+  for (const auto& [args, message] : flags) {
+    const CliRun r = tandem(args);
+    EXPECT_EQ(r.code, 2) << message << "\n" << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_TRUE(listing(out).empty()) << message;
+  }
+  const std::string file = temp_file("tandem_not_a_dir", "x");
+  const CliRun r = tandem({"traffic", "--out", file});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("tandem_not_a_dir"), std::string::npos) << r.err;
 }
 
 TEST(App, CudaBackendWithoutDeviceIsBadInput) {
