@@ -212,9 +212,10 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
   row.pass = same(got);
   row.margin = row.pass ? 1 : 0;
   row.worst_tensor = "text";
-  int accepted = 0;
+  int accepted = 0, admitted = 0;
   for (int a : got.accepted) accepted += a;
-  row.bytes = fmt::format("{} accepted in {} passes", accepted, got.passes);
+  for (int a : got.admitted) admitted += a;
+  row.bytes = fmt::format("{}/{} accepted, {} passes", accepted, admitted, got.passes);
   if (!row.pass)
     row.first_divergence = "text", row.detail = "decoded text differs from the reference's";
   if (opt.backend == Backend::emu) check_schedules(row, opt, decode, same);

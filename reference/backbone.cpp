@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/error.hpp"
+
 #include "reference/dspark.hpp"
 #include "reference/seeded_matrix.hpp"
 
@@ -149,8 +151,12 @@ std::vector<int32_t> speculative_sample_decode(Backbone& model, const std::vecto
                                                SpeculativeStats* stats) {
   const int64_t V = model.vocab();
   return speculative_decode(
-      model, prompt, steps, budget, stats, [&](const std::vector<int32_t>& text, int K) {
-        const Proposal draft = drafter(text, K);
+      model, prompt, steps, budget, stats, [&](const std::vector<int32_t>& text, int budget_k) {
+        const Proposal draft = drafter(text, budget_k);
+        const int K = static_cast<int>(draft.tokens.size());  // the drafter may propose fewer
+        if (K < 1 || K > budget_k || draft.p_draft.size() != size_t(K))
+          throw_bad_input("speculative decoding: the drafter proposed {} tokens ({} "
+                          "distributions) for a budget of {}", K, draft.p_draft.size(), budget_k);
         const Eigen::MatrixXd logits = model.append(scored_tokens(text, draft.tokens));
         VerifyInputs in;
         in.requests = 1, in.vocab = V, in.budget = K, in.seed = sampling.seed;

@@ -69,7 +69,8 @@ std::vector<int32_t> speculative_greedy_decode(Backbone& model, const std::vecto
                                                const std::function<int(int pass)>& budget,
                                                SpeculativeStats* stats = nullptr);
 
-// Sampling mode: a drafter's tokens with the distributions (float, [K][V]) they were drawn from.
+// Sampling mode: a drafter's tokens with the distributions (float, [K][V]) they were drawn from;
+// given a budget it proposes 1..budget tokens (a scheduler may admit fewer).
 struct Proposal {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> p_draft;
