@@ -20,7 +20,8 @@ constexpr std::string_view kTiny = R"({
   "vision": {"image_w": 640, "image_h": 480, "width": 32, "heads": 2, "head_dim": 16,
              "experts": 64, "top_k": 6, "text_tokens": 8},
   "dspark": {"vocab": 257, "backbone_width": 16, "backbone_layers": 4, "width": 32, "blocks": 3,
-             "window": 128, "gamma": 5, "markov_rank": 8, "requests": 16, "temperature": 1.0}
+             "window": 128, "gamma": 5, "markov_rank": 8, "requests": 16, "temperature": 1.0},
+  "model": {"blocks": 4, "heads": 2, "ffn_hidden": 128, "prompt_tokens": 12}
 })";
 
 }  // namespace
@@ -103,9 +104,26 @@ nlohmann::json to_json(const DsparkConfig& c) {
           {"temperature", c.temperature}};
 }
 
+ModelShape parse_model_shape(const JsonFields& f) {
+  f.reject_unknown({"blocks", "heads", "ffn_hidden", "prompt_tokens"});
+  ModelShape s;
+  s.blocks = static_cast<int>(f.integer("blocks", 3, 256));
+  s.heads = static_cast<int>(f.integer("heads", 1, 256));
+  s.ffn_hidden = static_cast<int>(f.integer("ffn_hidden", 1, 1 << 16));
+  s.prompt_tokens = static_cast<int>(f.integer("prompt_tokens", 1, 1 << 16));
+  return s;
+}
+
+nlohmann::json to_json(const ModelShape& s) {
+  return {{"blocks", s.blocks},
+          {"heads", s.heads},
+          {"ffn_hidden", s.ffn_hidden},
+          {"prompt_tokens", s.prompt_tokens}};
+}
+
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
   const JsonFields f(j, source);
-  f.reject_unknown({"name", "seed", "residual", "engram", "vision", "dspark"});
+  f.reject_unknown({"name", "seed", "residual", "engram", "vision", "dspark", "model"});
   ModelConfig m;
   m.name = f.string("name");
   m.seed = f.unsigned_integer("seed");
@@ -113,6 +131,18 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   m.engram = parse_engram_config(f.object("engram"));
   m.vision = parse_vision_config(f.object("vision"));
   m.dspark = parse_dspark_config(f.object("dspark"));
+  m.shape = parse_model_shape(f.object("model"));
+  // The end-to-end model joins the sections: they must agree.
+  if (m.residual.d % m.shape.heads)
+    throw_bad_input("{}: {} heads do not divide residual.d = {}", f.where("model.heads"),
+                    m.shape.heads, m.residual.d);
+  if (m.engram.d != m.residual.d)
+    throw_bad_input("{}: {} where residual.d is {} (Engram writes the residual streams)",
+                    f.where("engram.d"), m.engram.d, m.residual.d);
+  for (int id : m.engram.layer_ids)
+    if (id >= m.shape.blocks)
+      throw_bad_input("{}: layer {} but the model has {} blocks", f.where("engram.layer_ids"), id,
+                      m.shape.blocks);
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include "core/dspark_config.hpp"
 #include "core/engram_config.hpp"
 #include "core/json_fields.hpp"
+#include "core/model_shape.hpp"
 #include "core/residual_config.hpp"
 #include "core/vision_config.hpp"
 
@@ -21,12 +22,15 @@ struct ModelConfig {
   EngramConfig engram;
   VisionConfig vision;
   DsparkConfig dspark;
+  ModelShape shape;  // the "model" section: the end-to-end model's blocks
 };
 
 VisionConfig parse_vision_config(const JsonFields& f);
 nlohmann::json to_json(const VisionConfig& c);
 
 DsparkConfig parse_dspark_config(const JsonFields& f);
+ModelShape parse_model_shape(const JsonFields& f);
+nlohmann::json to_json(const ModelShape& s);
 nlohmann::json to_json(const DsparkConfig& c);
 
 ResidualConfig parse_residual_config(const JsonFields& f);

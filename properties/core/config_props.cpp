@@ -20,7 +20,8 @@ nlohmann::json tiny_json() {
             {"tokens", 3}}},
           {"engram", to_json(EngramConfig{})},
           {"vision", to_json(VisionConfig{})},
-          {"dspark", to_json(DsparkConfig{})}};
+          {"dspark", to_json(DsparkConfig{})},
+          {"model", {{"blocks", 16}, {"heads", 2}, {"ffn_hidden", 128}, {"prompt_tokens", 12}}}};
 }
 
 // Parsing `j` fails with BadInput whose message contains every string in `parts`.
@@ -77,6 +78,12 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j = tiny_json();
   j["dspark"]["backbone_layers"] = 2;  // target features read the last three layers
   expect_bad(j, {"dspark.backbone_layers"});
+  j = tiny_json();
+  j["model"]["heads"] = 3;  // 64 streams wide: 3 heads do not divide it
+  expect_bad(j, {"model.heads", "residual.d"});
+  j = tiny_json();
+  j["model"]["blocks"] = 8;  // Engram's default layer 14 is past the last block
+  expect_bad(j, {"engram.layer_ids", "14"});
   j = tiny_json();
   j["engram"]["heads"] = 9;
   expect_bad(j, {"engram.heads"});

@@ -1,0 +1,191 @@
+// reference/model (the end-to-end tiny model): chunked appends equal one append, causality,
+// rollback, the image's place in the sequence, Engram only where configured, and DSpark drafting
+// from the model's own target features.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/philox.hpp"
+#include "reference/drafter.hpp"
+#include "reference/model.hpp"
+#include "reference/vision.hpp"
+
+namespace tandem {
+namespace {
+
+using reference::TinyModel;
+
+const ModelConfig& tiny() {
+  static const ModelConfig m = builtin_model("tiny");
+  return m;
+}
+
+// Building the model takes most of a case's time; an emptied cache (rollback to 0) is a fresh
+// model (the Rollback test checks that a rolled-back model continues exactly).
+TinyModel& fresh(int which) {
+  static TinyModel models[2] = {TinyModel(tiny()), TinyModel(tiny())};
+  models[which].rollback(0);
+  return models[which];
+}
+
+std::vector<int32_t> text(int n, uint64_t seed) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i)
+    ids.push_back(int32_t(philox_draw(seed, 5, uint32_t(i)).v[0] % tiny().engram.vocab));
+  return ids;
+}
+
+// A forward pass costs ~0.1 s (Engram's 6144-wide rows in double), so these exactness
+// properties run a handful of seeded cases rather than RapidCheck's hundred.
+constexpr uint64_t kCases = 6;
+
+uint32_t draw(uint64_t seed, uint32_t i, uint32_t lo, uint32_t hi) {  // in [lo, hi)
+  return lo + philox_draw(seed, 6, i).v[0] % (hi - lo);
+}
+
+TEST(Model, ChunkedAppendsEqualOneAppend) {
+  for (uint64_t seed = 0; seed < kCases; ++seed) {
+    const int n = int(draw(seed, 0, 2, 10)), split = int(draw(seed, 1, 1, uint32_t(n)));
+    const auto ids = text(n, seed);
+    TinyModel &whole = fresh(0), &chunked = fresh(1);
+    const Eigen::MatrixXd want = whole.append(ids);
+    Eigen::MatrixXd got(n, whole.vocab());
+    got.topRows(split) = chunked.append({ids.begin(), ids.begin() + split});
+    got.bottomRows(n - split) = chunked.append({ids.begin() + split, ids.end()});
+    // The KV cache and Engram's history carry everything across chunks: bit-identical.
+    EXPECT_EQ(got, want) << "seed " << seed << " split " << split;
+    EXPECT_EQ(chunked.cache_snapshot(), whole.cache_snapshot()) << "seed " << seed;
+    EXPECT_EQ(chunked.target_features(), whole.target_features()) << "seed " << seed;
+  }
+}
+
+TEST(Model, LaterTokensDoNotChangeEarlierLogits) {
+  for (uint64_t seed = 0; seed < kCases; ++seed) {
+    const int n = int(draw(seed, 2, 2, 9)), k = int(draw(seed, 3, 0, uint32_t(n)));
+    auto ids = text(n, seed);
+    TinyModel &a = fresh(0), &b = fresh(1);
+    const Eigen::MatrixXd before = a.append(ids);
+    ids[k] = (ids[k] + 1) % int32_t(tiny().engram.vocab);
+    const Eigen::MatrixXd after = b.append(ids);
+    EXPECT_EQ(after.topRows(k), before.topRows(k)) << "seed " << seed;
+    EXPECT_NE(after.row(k), before.row(k)) << "seed " << seed;
+  }
+}
+
+TEST(Model, RollbackThenAppendGivesTheSameLogitsAndCache) {
+  const auto ids = text(9, 3);
+  TinyModel m(tiny());
+  m.append({ids.begin(), ids.begin() + 4});
+  const Eigen::MatrixXd first = m.append({ids.begin() + 4, ids.end()});
+  const Eigen::MatrixXd cache = m.cache_snapshot();
+  m.rollback(4);
+  EXPECT_EQ(m.cached(), 4);
+  EXPECT_EQ(m.append({ids.begin() + 4, ids.end()}), first);
+  EXPECT_EQ(m.cache_snapshot(), cache);
+}
+
+const std::vector<reference::Tap>& prompt_taps() {
+  static const std::vector<reference::Tap> taps = [] {
+    TinyModel m(tiny());
+    std::vector<reference::Tap> t;
+    m.append_prompt(m.make_prompt(11), &t);
+    return t;
+  }();
+  return taps;
+}
+
+const reference::Tap& tap(const std::string& name) {
+  const auto& taps = prompt_taps();
+  const auto it = std::find_if(taps.begin(), taps.end(), [&](auto& t) { return t.name == name; });
+  if (it == taps.end()) throw std::runtime_error("no tap " + name);
+  return *it;
+}
+
+TEST(Model, ImageTokensTakeTheLayoutsPlaces) {
+  const TinyModel m(tiny());
+  const reference::Prompt p = m.make_prompt(11);
+  const auto g = reference::vision_geometry(tiny().vision.image_w, tiny().vision.image_h);
+  EXPECT_EQ(std::count(p.ids.begin(), p.ids.end(), reference::kImage), g.visual_tokens());
+  EXPECT_EQ(p.visual.dim(0), g.visual_tokens());
+  EXPECT_EQ(int64_t(p.ids.size()), tiny().shape.prompt_tokens + g.sequence_tokens());
+  // The embedding tap holds the visual embeddings at the IMAGE positions, in order.
+  const reference::Tap& embed = tap("embed");
+  const int64_t d = tiny().residual.d;
+  int64_t image = 0;
+  for (size_t t = 0; t < p.ids.size(); ++t)
+    if (p.ids[t] == reference::kImage) {
+      for (int64_t i = 0; i < d; ++i)
+        ASSERT_EQ(embed.value.data[t * d + i], p.visual.data[image * d + i]) << t;
+      ++image;
+    }
+}
+
+TEST(Model, EngramRunsAtItsLayersAndSkipsImagePositions) {
+  const auto& ids = tiny().engram.layer_ids;
+  for (int b = 0; b < tiny().shape.blocks; ++b) {
+    const bool has = std::any_of(prompt_taps().begin(), prompt_taps().end(), [&](auto& t) {
+      return t.name == "block" + std::to_string(b) + ".engram.x";
+    });
+    EXPECT_EQ(has, std::find(ids.begin(), ids.end(), b) != ids.end()) << "block " << b;
+  }
+  // Before Engram at block 1 is the state after block 0; only text positions change.
+  const TinyModel m(tiny());
+  const reference::Prompt p = m.make_prompt(11);
+  const auto& before = tap("block0.moe.x").value;
+  const auto& after = tap("block1.engram.x").value;
+  const int64_t w = 4 * tiny().residual.d;
+  int changed_text = 0;
+  for (size_t t = 0; t < p.ids.size(); ++t) {
+    const bool same = std::equal(before.ptr() + t * w, before.ptr() + (t + 1) * w, after.ptr() + t * w);
+    if (p.ids[t] < 0) {
+      EXPECT_TRUE(same) << "image position " << t;
+    }
+    changed_text += p.ids[t] >= 0 && !same;
+  }
+  EXPECT_EQ(changed_text, tiny().shape.prompt_tokens);
+}
+
+TEST(Model, EveryTokenRoutesToTopKDistinctExperts) {
+  // (Which biases a token's modality selects is checked on the gate itself, vision_props.)
+  const auto& experts = tap("block0.moe.experts").value;
+  const int k = tiny().vision.top_k;
+  for (int64_t t = 0; t < experts.dim(0); ++t) {
+    std::vector<double> row(experts.ptr() + t * k, experts.ptr() + (t + 1) * k);
+    std::sort(row.begin(), row.end());
+    EXPECT_EQ(std::unique(row.begin(), row.end()), row.end()) << t;
+    EXPECT_GE(row.front(), 0);
+    EXPECT_LT(row.back(), tiny().vision.experts);
+  }
+}
+
+TEST(Model, DsparkDraftsFromTheModelsFeaturesAndKeepsGreedyText) {
+  TinyModel plain(tiny()), spec(tiny());
+  DsparkConfig c = tiny().dspark;
+  c.vocab = int(plain.vocab());
+  const reference::DsparkDrafter drafter(c, 3 * tiny().residual.d, tiny().seed);
+  const auto prompt = text(5, 8);
+  const auto want = reference::greedy_decode(plain, prompt, 6);
+  reference::SpeculativeStats stats;
+  const auto got = reference::speculative_greedy_decode(
+      spec, prompt, 6,
+      [&](const std::vector<int32_t>& t, int K) {
+        EXPECT_EQ(spec.target_features().rows(), int64_t(t.size()) - 1);
+        return drafter.propose(spec.target_features(), t.back(), K, {}).tokens;
+      },
+      [](int) { return 3; }, &stats);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(spec.cache_snapshot(), plain.cache_snapshot());
+}
+
+TEST(Model, BadPromptsNameTheProblem) {
+  TinyModel m(tiny());
+  EXPECT_THROW(m.append({1, int32_t(m.vocab())}), BadInput);
+  EXPECT_THROW(m.append({-1}), BadInput);
+  reference::Prompt p = m.make_prompt(11);
+  p.visual = Tensor<double>({p.visual.dim(0) - 1, tiny().residual.d});
+  EXPECT_THROW(m.append_prompt(p), BadInput);
+}
+
+}  // namespace
+}  // namespace tandem
