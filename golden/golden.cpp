@@ -15,7 +15,7 @@
 #include "golden/vision_case.hpp"
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
-#include "reference/seeded_matrix.hpp"
+#include "reference/model_util.hpp"
 
 #ifndef TANDEM_GIT_COMMIT
 #define TANDEM_GIT_COMMIT "unknown"

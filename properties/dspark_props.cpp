@@ -198,7 +198,7 @@ TEST(DsparkVerify, BadInputNamesTheProblem) {
 #include "core/model_config.hpp"
 #include "reference/backbone.hpp"
 #include "reference/drafter.hpp"
-#include "reference/seeded_matrix.hpp"
+#include "reference/model_util.hpp"
 
 namespace tandem {
 namespace {

@@ -3,9 +3,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
-
 #include "reference/dspark.hpp"
-#include "reference/seeded_matrix.hpp"
+#include "reference/model_util.hpp"
 
 namespace tandem::reference {
 namespace {
@@ -77,15 +76,7 @@ Eigen::MatrixXd TinyBackbone::append(const std::vector<int32_t>& tokens) {
       if (l + 3 >= L) feature.segment(int64_t(l + 3 - L) * d_, d_) = h;  // attention input
       layer.keys.push_back(layer.wk * h);
       layer.values.push_back(layer.wv * h);
-      const Eigen::VectorXd q = layer.wq * h;
-      // Causal attention over every cached position up to and including this one.
-      Eigen::VectorXd scores(layer.keys.size());
-      for (size_t j = 0; j < layer.keys.size(); ++j)
-        scores(j) = q.dot(layer.keys[j]) / std::sqrt(double(d_));
-      const Eigen::VectorXd p = (scores.array() - scores.maxCoeff()).exp();
-      Eigen::VectorXd attended = Eigen::VectorXd::Zero(d_);
-      for (size_t j = 0; j < layer.keys.size(); ++j) attended += p(j) / p.sum() * layer.values[j];
-      h += layer.wo * attended;
+      h += layer.wo * attend<Eigen::VectorXd>(layer.wq * h, layer.keys, layer.values, 1);
     }
     features_.push_back(feature);
     logits.row(i) = (unembed_ * h).transpose();

@@ -4,7 +4,7 @@
 
 #include "core/philox.hpp"
 #include "reference/dspark.hpp"
-#include "reference/seeded_matrix.hpp"
+#include "reference/model_util.hpp"
 
 namespace tandem::reference {
 

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "reference/model_util.hpp"
 #include "reference/vision.hpp"
 
 namespace tandem::reference {
@@ -131,23 +132,12 @@ Prompt TinyModel::make_prompt(uint64_t seed) const {
 }
 
 Mat<double> TinyModel::attention(Attention& a, const std::vector<Vec<double>>& y) {
-  const int64_t heads = m_.shape.heads, hd = d_ / heads;
   Mat<double> out(int64_t(y.size()), d_);
-  for (size_t i = 0; i < y.size(); ++i) {
-    const Vec<double> q = a.wq * y[i];
+  for (size_t i = 0; i < y.size(); ++i) {  // causal: token i sees the cache up to itself
     a.keys.push_back(a.wk * y[i]);
     a.values.push_back(a.wv * y[i]);
-    Vec<double> o(d_);
-    for (int64_t h = 0; h < heads; ++h) {  // causal: every cached position up to this one
-      Eigen::VectorXd scores(a.keys.size());
-      for (size_t j = 0; j < a.keys.size(); ++j)
-        scores(j) = q.segment(h * hd, hd).dot(a.keys[j].segment(h * hd, hd)) / std::sqrt(double(hd));
-      const Eigen::VectorXd p = (scores.array() - scores.maxCoeff()).exp();
-      o.segment(h * hd, hd).setZero();
-      for (size_t j = 0; j < a.keys.size(); ++j)
-        o.segment(h * hd, hd) += p(j) / p.sum() * a.values[j].segment(h * hd, hd);
-    }
-    out.row(i) = (a.wo * o).transpose();
+    out.row(i) = (a.wo * attend<Vec<double>>(a.wq * y[i], a.keys, a.values, m_.shape.heads))
+                     .transpose();
   }
   return out;
 }
