@@ -1,0 +1,67 @@
+// DSpark batched verification throughput: the reference and the kernel (emu always; cuda with a
+// GPU), sampling and greedy, and the drafter's one pass (reference).
+#include <benchmark/benchmark.h>
+
+#include "golden/dspark_case.hpp"
+#include "reference/drafter.hpp"
+#include "reference/dspark.hpp"
+#include "reference/model_util.hpp"
+
+namespace tandem {
+namespace {
+
+// Args: requests, vocab, greedy?
+VerifyInputs bench_inputs(const benchmark::State& st) {
+  return make_verify_inputs(st.range(0), 5, st.range(1), 1, st.range(2) != 0);
+}
+
+void set_counters(benchmark::State& st) {
+  st.counters["requests"] = benchmark::Counter(static_cast<double>(st.range(0)),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(fmt::format("{} R={} K=5 V={}", st.range(2) ? "greedy" : "sampling", st.range(0),
+                          st.range(1)));
+}
+
+void BM_DsparkVerifyKernel(benchmark::State& st, Backend backend) {
+  if (backend == Backend::cuda && !cuda_status().available) {
+    st.SkipWithError(cuda_status().detail.c_str());
+    return;
+  }
+  const VerifyInputs in = bench_inputs(st);
+  for (auto _ : st) benchmark::DoNotOptimize(run_dspark_verify(in, {backend, {}, 128}));
+  set_counters(st);
+}
+
+void BM_DsparkVerifyReference(benchmark::State& st) {
+  const VerifyInputs in = bench_inputs(st);
+  for (auto _ : st) benchmark::DoNotOptimize(reference::dspark_verify(in));
+  set_counters(st);
+}
+
+void BM_DsparkDrafterPass(benchmark::State& st) {
+  DsparkConfig c;
+  const int64_t features = 3 * c.backbone_width;
+  const reference::DsparkDrafter drafter(c, features, 1);
+  const Eigen::MatrixXd f = reference::seeded_matrix(st.range(0), features, 2, 1, 1.0);
+  for (auto _ : st) benchmark::DoNotOptimize(drafter.propose(f, 3, c.gamma, {}));
+  st.SetLabel(fmt::format("{} cached positions, window {}", st.range(0), c.window));
+}
+
+void emu_args(benchmark::internal::Benchmark* b) {
+  for (int greedy : {0, 1}) b->Args({16, 257, greedy});
+}
+void gpu_args(benchmark::internal::Benchmark* b) {
+  for (int greedy : {0, 1}) b->Args({32, 129280, greedy});
+}
+
+BENCHMARK_CAPTURE(BM_DsparkVerifyKernel, emu, Backend::emu)->Apply(emu_args);
+BENCHMARK_CAPTURE(BM_DsparkVerifyKernel, cuda, Backend::cuda)
+    ->Apply(gpu_args)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DsparkVerifyReference)->Apply(emu_args);
+BENCHMARK(BM_DsparkDrafterPass)->Arg(16)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tandem
+
+BENCHMARK_MAIN();
