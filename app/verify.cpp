@@ -6,11 +6,13 @@
 
 #include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
+#include "golden/moe_case.hpp"
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
 #include "reference/dspark.hpp"
 #include "sim/dspark_traffic.hpp"
 #include "sim/engram_traffic.hpp"
+#include "sim/moe_traffic.hpp"
 #include "sim/vision_traffic.hpp"
 
 namespace tandem::app {
@@ -157,6 +159,29 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
   return row;
 }
 
+// The end-to-end model's FFN sublayer: residual.tokens tokens routed to vision.top_k of
+// vision.experts experts of hidden width model.ffn_hidden.
+VerifyRow verify_moe(const ModelConfig& model, ActDType act, const RunOptions& opt) {
+  const int64_t T = model.residual.tokens, d = model.residual.d, H = model.shape.ffn_hidden;
+  const int64_t E = model.vision.experts, k = model.vision.top_k;
+  const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, model.seed);
+  VerifyRow row;
+  row.component = "moe";
+  row.name = fmt::format("experts/{} T={} d={} H={} E={} k={}", act_dtype_name(act), T, d, H, E, k);
+  row.backend = backend_name(opt.backend);
+  const MoeExpertOutputs out = run_moe_experts(in, opt);
+  row.launches = out.launches;
+  fold_checks(row, compare_moe(run_moe_reference(in), out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_moe_experts(in, o); },
+      [&](const MoeExpertOutputs& other) { return other.f.data == out.f.data; });
+  const bool same = same_traffic(out.launches, sim::predict_moe_experts(T, d, H, k, act));
+  row.bytes = fmt::format("{} expert rows {}", T * k, same ? "== sim" : "!= sim");
+  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  return row;
+}
+
 VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions& opt) {
   const DsparkConfig& c = model.dspark;
   const VerifyInputs in = make_verify_inputs(c.requests, c.gamma, c.vocab, model.seed, greedy);
@@ -230,7 +255,7 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
   const size_t total =
-      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + std::size(acts) + 4;
+      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + 2 * std::size(acts) + 4;
   for (ResidualPath p : paths) {
     for (ActDType a : acts) {
       if (progress)
@@ -247,6 +272,10 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   for (ActDType a : acts) {
     if (progress) std::fprintf(stderr, "\r[%zu/%zu] vision ...", rows.size() + 1, total);
     rows.push_back(verify_vision(model, a, opt));
+  }
+  for (ActDType a : acts) {
+    if (progress) std::fprintf(stderr, "\r[%zu/%zu] moe ...", rows.size() + 1, total);
+    rows.push_back(verify_moe(model, a, opt));
   }
   for (bool greedy : {false, true}) {
     if (progress) std::fprintf(stderr, "\r[%zu/%zu] dspark ...", rows.size() + 1, total);

@@ -1,0 +1,70 @@
+#include "golden/moe_case.hpp"
+
+#include <algorithm>
+
+#include "golden/case_util.hpp"
+#include "reference/moe.hpp"
+#include "reference/residual.hpp"  // store
+
+namespace tandem {
+
+MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k,
+                                ActDType act, uint64_t seed) {
+  MoeExpertInputs in;
+  in.act = act;
+  in.y = seeded_tensor({T, d}, seed, 1, -2.0f, 2.0f);
+  for (float& v : in.y.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  const float a = 1.0f / std::sqrt(float(d)), b = 1.0f / std::sqrt(float(H));
+  in.w_in = seeded_tensor({E, H, d}, seed, 2, -a, a);
+  in.w_out = seeded_tensor({E, d, H}, seed, 3, -b, b);
+  in.weights = seeded_tensor({T, k}, seed, 4, 0.1f, 1.0f);
+  in.experts = Tensor<int32_t>({T, k});
+  for (int64_t t = 0; t < T; ++t) {  // k distinct experts: a seeded rotation of a stride walk
+    const int64_t first = philox_draw(seed, 5, uint32_t(t)).v[0] % E;
+    for (int64_t j = 0; j < k; ++j) in.experts.data[t * k + j] = int32_t((first + j) % E);
+  }
+  return in;
+}
+
+namespace {
+
+// The float baseline with d permuted by pd and H by ph (every sum in another order), outputs
+// mapped back: another draw of the same-precision error.
+Tensor<double> permuted_baseline(const MoeExpertInputs& in, const std::vector<int64_t>& pd,
+                                 const std::vector<int64_t>& ph) {
+  const int64_t T = in.y.dim(0), d = in.y.dim(1), E = in.w_in.dim(0), H = in.w_in.dim(1);
+  MoeExpertInputs q = in;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d; ++i) q.y.data[t * d + i] = in.y.data[t * d + pd[i]];
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < H; ++r)
+      for (int64_t i = 0; i < d; ++i) {
+        q.w_in.data[(e * H + r) * d + i] = in.w_in.data[(e * H + ph[r]) * d + pd[i]];
+        q.w_out.data[(e * d + i) * H + r] = in.w_out.data[(e * d + pd[i]) * H + ph[r]];
+      }
+  const Tensor<double> f = reference::moe_experts_baseline(q);
+  Tensor<double> back = f;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d; ++i) back.data[t * d + pd[i]] = f.data[t * d + i];
+  return back;
+}
+
+}  // namespace
+
+MoeReference run_moe_reference(const MoeExpertInputs& in) {
+  MoeReference r{reference::moe_experts_truth(in), reference::moe_experts_baseline(in)};
+  const int64_t d = in.y.dim(1), H = in.w_in.dim(1);
+  for (const auto& [pd, ph] : {std::pair{reversed_order(d), reversed_order(H)},
+                               std::pair{rotated_order(d), rotated_order(H)}})
+    keep_farthest(r.baseline, permuted_baseline(in, pd, ph), r.truth);
+  return r;
+}
+
+std::vector<TensorCheck> compare_moe(const MoeReference& ref, const MoeExpertOutputs& out,
+                                     ActDType act) {
+  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  return {{"f", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.f), dt,
+                                 ref.truth.dim(1))}};
+}
+
+}  // namespace tandem

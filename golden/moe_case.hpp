@@ -1,0 +1,25 @@
+#pragma once
+// MoE expert cases: seeded inputs and the comparison of the kernel with the reference (tolerance
+// policy with the baseline drawn in three summation orders), shared by tests, fuzzing and
+// benchmarks.
+#include <cstdint>
+#include <vector>
+
+#include "golden/tensor_check.hpp"
+#include "optimized/moe.hpp"
+
+namespace tandem {
+
+// T tokens of width d, each routed to k distinct experts of E (hidden width H) with weights in
+// [0.1, 1]; y rounded to act.
+MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k,
+                                ActDType act, uint64_t seed);
+
+struct MoeReference {
+  Tensor<double> truth, baseline;  // [T, d]
+};
+MoeReference run_moe_reference(const MoeExpertInputs& in);
+std::vector<TensorCheck> compare_moe(const MoeReference& ref, const MoeExpertOutputs& out,
+                                     ActDType act);
+
+}  // namespace tandem

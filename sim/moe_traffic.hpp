@@ -1,0 +1,14 @@
+#pragma once
+// Byte model of the MoE expert kernel, launch by launch; must equal the emulator's counts.
+#include <cstdint>
+
+#include "optimized/residual.hpp"  // ActDType
+#include "optimized/traffic.hpp"
+
+namespace tandem::sim {
+
+// T tokens of width d, k experts each of hidden width H: y once, each selected expert's two
+// matrices once per token (no reuse across tokens in this kernel), f once.
+LaunchLog predict_moe_experts(int64_t T, int64_t d, int64_t H, int64_t k, ActDType act);
+
+}  // namespace tandem::sim
