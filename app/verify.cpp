@@ -4,12 +4,14 @@
 
 #include <cstdio>
 
+#include "golden/attention_case.hpp"
 #include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
 #include "golden/moe_case.hpp"
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
 #include "reference/dspark.hpp"
+#include "sim/attention_traffic.hpp"
 #include "sim/dspark_traffic.hpp"
 #include "sim/engram_traffic.hpp"
 #include "sim/moe_traffic.hpp"
@@ -159,6 +161,29 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
   return row;
 }
 
+// The end-to-end model's attention core: residual.tokens new tokens after a cache of
+// engram.tokens positions, model.heads heads over residual.d.
+VerifyRow verify_attention(const ModelConfig& model, ActDType act, const RunOptions& opt) {
+  const int64_t T = model.residual.tokens, P = model.engram.tokens, d = model.residual.d;
+  const int heads = model.shape.heads;
+  const AttentionInputs in = make_attention_inputs(T, P, d, heads, act, model.seed);
+  VerifyRow row;
+  row.component = "attention";
+  row.name = fmt::format("causal/{} T={} P={} d={} heads={}", act_dtype_name(act), T, P, d, heads);
+  row.backend = backend_name(opt.backend);
+  const AttentionOutputs out = run_attention_causal(in, opt);
+  row.launches = out.launches;
+  fold_checks(row, compare_attention(run_attention_reference(in), out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_attention_causal(in, o); },
+      [&](const AttentionOutputs& other) { return other.o.data == out.o.data; });
+  const bool same = same_traffic(out.launches, sim::predict_attention(T, P, d, act));
+  row.bytes = fmt::format("{} positions {}", P + T, same ? "== sim" : "!= sim");
+  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  return row;
+}
+
 // The end-to-end model's FFN sublayer: residual.tokens tokens routed to vision.top_k of
 // vision.experts experts of hidden width model.ffn_hidden.
 VerifyRow verify_moe(const ModelConfig& model, ActDType act, const RunOptions& opt) {
@@ -255,7 +280,7 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
   const size_t total =
-      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + 2 * std::size(acts) + 4;
+      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + 3 * std::size(acts) + 4;
   for (ResidualPath p : paths) {
     for (ActDType a : acts) {
       if (progress)
@@ -274,7 +299,8 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
     rows.push_back(verify_vision(model, a, opt));
   }
   for (ActDType a : acts) {
-    if (progress) std::fprintf(stderr, "\r[%zu/%zu] moe ...", rows.size() + 1, total);
+    if (progress) std::fprintf(stderr, "\r[%zu/%zu] attention, moe ...", rows.size() + 1, total);
+    rows.push_back(verify_attention(model, a, opt));
     rows.push_back(verify_moe(model, a, opt));
   }
   for (bool greedy : {false, true}) {

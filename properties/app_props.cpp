@@ -49,7 +49,7 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
-  EXPECT_EQ(j["cases"].size(), 14u);
+  EXPECT_EQ(j["cases"].size(), 16u);
   for (const auto& c : j["cases"]) {
     EXPECT_EQ(c["schedules"], "3 identical");
     const std::string bytes = c["bytes"];  // counted bytes == the design / the simulator

@@ -1,0 +1,62 @@
+#include "golden/attention_case.hpp"
+
+#include "golden/case_util.hpp"
+#include "reference/attention.hpp"
+#include "reference/residual.hpp"  // store
+
+namespace tandem {
+
+AttentionInputs make_attention_inputs(int64_t T, int64_t P, int64_t d, int heads, ActDType act,
+                                      uint64_t seed) {
+  AttentionInputs in;
+  in.act = act;
+  in.heads = heads;
+  in.q = seeded_tensor({T, d}, seed, 1, -2.0f, 2.0f);
+  in.keys = seeded_tensor({P + T, d}, seed, 2, -2.0f, 2.0f);
+  in.values = seeded_tensor({P + T, d}, seed, 3, -2.0f, 2.0f);
+  if (act == ActDType::bf16)
+    for (Tensor<float>* t : {&in.q, &in.keys, &in.values})
+      for (float& v : t->data) v = reference::store<bf16>(v);
+  return in;
+}
+
+namespace {
+
+// The float baseline with each head's dimension permuted by ph (every dot product in another
+// order), outputs mapped back: another draw of the same-precision error. (The positions' order
+// is causal and stays.)
+Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<int64_t>& ph) {
+  const int64_t d = in.q.dim(1), hd = d / in.heads;
+  auto permute = [&](const Tensor<float>& m) {
+    Tensor<float> r = m;
+    for (int64_t row = 0; row < m.dim(0); ++row)
+      for (int64_t c = 0; c < d; ++c) r.data[row * d + c] = m.data[row * d + c / hd * hd + ph[c % hd]];
+    return r;
+  };
+  AttentionInputs q = in;
+  q.q = permute(in.q), q.keys = permute(in.keys), q.values = permute(in.values);
+  const Tensor<double> o = reference::attention_baseline(q);
+  Tensor<double> back = o;
+  for (int64_t row = 0; row < o.dim(0); ++row)
+    for (int64_t c = 0; c < d; ++c) back.data[row * d + c / hd * hd + ph[c % hd]] = o.data[row * d + c];
+  return back;
+}
+
+}  // namespace
+
+AttentionReference run_attention_reference(const AttentionInputs& in) {
+  AttentionReference r{reference::attention_truth(in), reference::attention_baseline(in)};
+  const int64_t hd = in.q.dim(1) / in.heads;
+  for (const auto& ph : {reversed_order(hd), rotated_order(hd)})
+    keep_farthest(r.baseline, permuted_baseline(in, ph), r.truth);
+  return r;
+}
+
+std::vector<TensorCheck> compare_attention(const AttentionReference& ref,
+                                           const AttentionOutputs& out, ActDType act) {
+  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  return {{"o", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.o), dt,
+                                 ref.truth.dim(1))}};
+}
+
+}  // namespace tandem
