@@ -23,9 +23,10 @@ AttentionInputs make_attention_inputs(int64_t T, int64_t P, int64_t d, int heads
 namespace {
 
 // The float baseline with each head's dimension permuted by ph (every dot product in another
-// order), outputs mapped back: another draw of the same-precision error. (The positions' order
-// is causal and stays.)
-Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<int64_t>& ph) {
+// order) and its sums over positions in another order, outputs mapped back: another draw of the
+// same-precision error.
+Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<int64_t>& ph,
+                                 reference::PositionOrder order) {
   const int64_t d = in.q.dim(1), hd = d / in.heads;
   auto permute = [&](const Tensor<float>& m) {
     Tensor<float> r = m;
@@ -35,7 +36,7 @@ Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<in
   };
   AttentionInputs q = in;
   q.q = permute(in.q), q.keys = permute(in.keys), q.values = permute(in.values);
-  const Tensor<double> o = reference::attention_baseline(q);
+  const Tensor<double> o = reference::attention_baseline(q, order, reference::DotOrder::sequential);
   Tensor<double> back = o;
   for (int64_t row = 0; row < o.dim(0); ++row)
     for (int64_t c = 0; c < d; ++c) back.data[row * d + c / hd * hd + ph[c % hd]] = o.data[row * d + c];
@@ -47,8 +48,15 @@ Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<in
 AttentionReference run_attention_reference(const AttentionInputs& in) {
   AttentionReference r{reference::attention_truth(in), reference::attention_baseline(in)};
   const int64_t hd = in.q.dim(1) / in.heads;
-  for (const auto& ph : {reversed_order(hd), rotated_order(hd)})
-    keep_farthest(r.baseline, permuted_baseline(in, ph), r.truth);
+  using reference::PositionOrder;
+  for (const auto& [ph, order] : {std::pair{reversed_order(hd), PositionOrder::reversed},
+                                  std::pair{rotated_order(hd), PositionOrder::rotated}})
+    keep_farthest(r.baseline, permuted_baseline(in, ph, order), r.truth);
+  // A fourth draw with pairwise dot products: few terms per score (small heads) make the
+  // sequential draws alone an unrepresentative sample of the same-precision error.
+  keep_farthest(r.baseline,
+                reference::attention_baseline(in, PositionOrder::given, reference::DotOrder::pairwise),
+                r.truth);
   return r;
 }
 

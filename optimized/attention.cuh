@@ -27,13 +27,15 @@ __global__ void attention_causal(const Act* __restrict__ q, const Act* __restric
     qh[i] = to_float(ld(q + static_cast<size_t>(t) * d + col + i, Traffic::activation));
   __syncthreads();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const float scale = rsqrtf(static_cast<float>(hd));
+  // NOTE: a divide by the correctly rounded sqrt, not rsqrtf: with sharp softmaxes every score's
+  // relative error becomes an absolute error in the exponent.
+  const float norm = sqrtf(static_cast<float>(hd));
   for (int j = warp; j < n; j += blockDim.x / kWarpSize) {
     float s = 0.0f;
     for (int i = lane; i < hd; i += kWarpSize)
       s += qh[i] * to_float(ld(keys + static_cast<size_t>(j) * d + col + i, Traffic::activation));
     s = warp_sum(s);
-    if (lane == 0) scores[j] = s * scale;
+    if (lane == 0) scores[j] = s / norm;
   }
   __syncthreads();
   float local = -INFINITY;
@@ -42,12 +44,11 @@ __global__ void attention_causal(const Act* __restrict__ q, const Act* __restric
   float sum[1] = {0.0f};
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum[0] += (scores[j] = expf(scores[j] - top));
   block_sum<1>(sum, scratch);  // also the barrier before the exponentiated scores are read
-  const float inv = 1.0f / sum[0];
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < n; ++j)
       acc += scores[j] * to_float(ld(values + static_cast<size_t>(j) * d + col + i, Traffic::activation));
-    st(o + static_cast<size_t>(t) * d + col + i, from_float<Act>(acc * inv), Traffic::activation);
+    st(o + static_cast<size_t>(t) * d + col + i, from_float<Act>(acc / sum[0]), Traffic::activation);
   }
 }
 

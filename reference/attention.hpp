@@ -8,9 +8,17 @@
 
 namespace tandem::reference {
 
+// The orders the baseline's sums run in: over positions (visibility stays causal) and within
+// a head's dot products (left to right, or a pairwise tree as a warp's butterfly sums). The
+// baseline's error is drawn in several orders, as the kernel sums in its own.
+enum class PositionOrder { given, reversed, rotated };
+enum class DotOrder { sequential, pairwise };
+
 template <class S, class Act>
-Tensor<double> attention_causal(const AttentionInputs& in);
+Tensor<double> attention_causal(const AttentionInputs& in, PositionOrder order, DotOrder dot);
 Tensor<double> attention_truth(const AttentionInputs& in);
-Tensor<double> attention_baseline(const AttentionInputs& in);
+Tensor<double> attention_baseline(const AttentionInputs& in,
+                                  PositionOrder order = PositionOrder::given,
+                                  DotOrder dot = DotOrder::sequential);
 
 }  // namespace tandem::reference
