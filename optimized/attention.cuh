@@ -1,7 +1,7 @@
 #pragma once
 // Causal attention over a KV cache (optimized/attention.hpp): one block per (new token, head).
 // Warps take the visible positions in turn, lanes span the head dimension (coalesced key loads),
-// scores go to shared memory; a block max and a fixed-order block sum give the softmax; each
+// scores go to shared memory; a block max and one warp's fixed-order sum give the softmax; each
 // thread then owns output elements and sums the values over positions in order (coalesced value
 // loads). Every reduction has one order under any schedule.
 #include "optimized/kernel.cuh"
@@ -41,14 +41,20 @@ __global__ void attention_causal(const Act* __restrict__ q, const Act* __restric
   float local = -INFINITY;
   for (int j = threadIdx.x; j < n; j += blockDim.x) local = fmaxf(local, scores[j]);
   const float top = block_max(local, scratch);
-  float sum[1] = {0.0f};
-  for (int j = threadIdx.x; j < n; j += blockDim.x) sum[0] += (scores[j] = expf(scores[j] - top));
-  block_sum<1>(sum, scratch);  // also the barrier before the exponentiated scores are read
+  // Warp 0 exponentiates and sums (lane-strided, then a butterfly): one order for any block size.
+  __shared__ float total;
+  if (warp == 0) {
+    float sum = 0.0f;
+    for (int j = lane; j < n; j += kWarpSize) sum += (scores[j] = expf(scores[j] - top));
+    sum = warp_sum(sum);
+    if (lane == 0) total = sum;
+  }
+  __syncthreads();
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < n; ++j)
       acc += scores[j] * to_float(ld(values + static_cast<size_t>(j) * d + col + i, Traffic::activation));
-    st(o + static_cast<size_t>(t) * d + col + i, from_float<Act>(acc / sum[0]), Traffic::activation);
+    st(o + static_cast<size_t>(t) * d + col + i, from_float<Act>(acc / total), Traffic::activation);
   }
 }
 
