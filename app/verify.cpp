@@ -253,12 +253,15 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
     return dspark_decode(c, model.seed, greedy, kSteps,
                          [&](const VerifyInputs& in) { return run_dspark_verify(in, o); });
   };
-  auto same = [&](const DsparkDecode& d) { return d.text == want.text && d.accepted == want.accepted; };
-  const DsparkDecode got = dspark_decode(c, model.seed, greedy, kSteps, [&](const VerifyInputs& in) {
-    VerifyOutputs out = run_dspark_verify(in, opt);
-    row.launches.insert(row.launches.end(), out.launches.begin(), out.launches.end());
-    return out;
-  });
+  auto same = [&](const DsparkDecode& d) {
+    return d.text == want.text && d.accepted == want.accepted;
+  };
+  const DsparkDecode got =
+      dspark_decode(c, model.seed, greedy, kSteps, [&](const VerifyInputs& in) {
+        VerifyOutputs out = run_dspark_verify(in, opt);
+        row.launches.insert(row.launches.end(), out.launches.begin(), out.launches.end());
+        return out;
+      });
   row.pass = same(got);
   row.margin = row.pass ? 1 : 0;
   row.worst_tensor = "text";

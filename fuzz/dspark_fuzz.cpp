@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const VerifyOutputs got = run_dspark_verify(v, opt);
   const VerifyOutputs want = reference::dspark_verify(v);
   if (got.accepted != want.accepted || got.emitted.data != want.emitted.data)
-    fuzz::fail("dspark verify: kernel decisions differ from the reference (" +
-               opt.schedule.name() + ")");
+    fuzz::fail("dspark verify: kernel decisions differ from the reference (" + opt.schedule.name() +
+               ")");
   return 0;
 }

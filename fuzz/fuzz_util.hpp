@@ -28,8 +28,8 @@ inline void require_pass(const std::vector<TensorCheck>& checks, const std::stri
 inline RunOptions emu_options(FuzzedDataProvider& in) {
   RunOptions o;
   o.backend = Backend::emu;
-  o.schedule.order = in.PickValueInArray(
-      {emu::Order::in_order, emu::Order::reversed, emu::Order::shuffled});
+  o.schedule.order =
+      in.PickValueInArray({emu::Order::in_order, emu::Order::reversed, emu::Order::shuffled});
   o.schedule.seed = in.ConsumeIntegral<uint64_t>();
   o.block_threads = 32 * in.ConsumeIntegralInRange(1, 8);
   return o;

@@ -17,7 +17,8 @@ namespace fs = std::filesystem;
 // A scratch directory holding links to the shipped blobs, once per process.
 const fs::path& scratch() {
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("tandem-golden-fuzz-" + std::to_string(getpid()));
+    const fs::path d =
+        fs::temp_directory_path() / ("tandem-golden-fuzz-" + std::to_string(getpid()));
     fs::create_directories(d);
     for (const auto& e : fs::directory_iterator(fs::path(TANDEM_SOURCE_DIR) / "golden/cases"))
       if (e.path().extension() == ".safetensors")

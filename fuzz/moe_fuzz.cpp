@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int32_t& e : inputs.experts.data) e = in.ConsumeIntegralInRange<int32_t>(0, int32_t(E - 1));
   for (float& w : inputs.weights.data) w = in.ConsumeFloatingPointInRange(-2.0f, 2.0f);
   fuzz::require_pass(compare_moe(run_moe_reference(inputs), run_moe_experts(inputs, opt), act),
-                     fmt::format("moe T={} d={} H={} E={} k={} seed={} {} block={}", T, d, H, E,
-                                 k, seed, opt.schedule.name(), opt.block_threads));
+                     fmt::format("moe T={} d={} H={} E={} k={} seed={} {} block={}", T, d, H, E, k,
+                                 seed, opt.schedule.name(), opt.block_threads));
   return 0;
 }

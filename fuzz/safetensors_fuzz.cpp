@@ -13,8 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (back.tensors.size() != st.tensors.size()) fuzz::fail("tensor count changed");
     for (const auto& [name, t] : st.tensors) {
       const auto it = back.tensors.find(name);
-      if (it == back.tensors.end() || it->second.shape != t.shape ||
-          it->second.dtype != t.dtype || it->second.bytes != t.bytes)
+      if (it == back.tensors.end() || it->second.shape != t.shape || it->second.dtype != t.dtype ||
+          it->second.bytes != t.bytes)
         fuzz::fail("tensor '" + name + "' changed in a round trip");
     }
   } catch (const BadInput&) {

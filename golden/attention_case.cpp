@@ -31,7 +31,8 @@ Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<in
   auto permute = [&](const Tensor<float>& m) {
     Tensor<float> r = m;
     for (int64_t row = 0; row < m.dim(0); ++row)
-      for (int64_t c = 0; c < d; ++c) r.data[row * d + c] = m.data[row * d + c / hd * hd + ph[c % hd]];
+      for (int64_t c = 0; c < d; ++c)
+        r.data[row * d + c] = m.data[row * d + c / hd * hd + ph[c % hd]];
     return r;
   };
   AttentionInputs q = in;
@@ -39,7 +40,8 @@ Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<in
   const Tensor<double> o = reference::attention_baseline(q, order, reference::DotOrder::sequential);
   Tensor<double> back = o;
   for (int64_t row = 0; row < o.dim(0); ++row)
-    for (int64_t c = 0; c < d; ++c) back.data[row * d + c / hd * hd + ph[c % hd]] = o.data[row * d + c];
+    for (int64_t c = 0; c < d; ++c)
+      back.data[row * d + c / hd * hd + ph[c % hd]] = o.data[row * d + c];
   return back;
 }
 
@@ -54,9 +56,10 @@ AttentionReference run_attention_reference(const AttentionInputs& in) {
     keep_farthest(r.baseline, permuted_baseline(in, ph, order), r.truth);
   // A fourth draw with pairwise dot products: few terms per score (small heads) make the
   // sequential draws alone an unrepresentative sample of the same-precision error.
-  keep_farthest(r.baseline,
-                reference::attention_baseline(in, PositionOrder::given, reference::DotOrder::pairwise),
-                r.truth);
+  keep_farthest(
+      r.baseline,
+      reference::attention_baseline(in, PositionOrder::given, reference::DotOrder::pairwise),
+      r.truth);
   return r;
 }
 

@@ -47,7 +47,6 @@ VerifyInputs make_verify_inputs(int64_t R, int K, int64_t V, uint64_t seed, bool
   return in;
 }
 
-
 std::vector<double> dspark_sps_profile(int max_tokens) {
   std::vector<double> sps(max_tokens + 1);
   for (int n = 0; n <= max_tokens; ++n) sps[n] = 1.0 / (1.0 + n / 16.0);
@@ -64,17 +63,16 @@ DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, bool greedy, in
   const std::vector<double> sps = dspark_sps_profile(1 + c.gamma);
   auto propose = [&](const std::vector<int32_t>& text, int K) {
     const reference::DraftChoice choice{greedy, seed, 0, uint32_t(text.size()), c.temperature};
-    const reference::Draft draft =
-        drafter.propose(model.target_features(), text.back(), K, choice);
+    const reference::Draft draft = drafter.propose(model.target_features(), text.back(), K, choice);
     const int admitted = std::max(1, reference::schedule({draft.confidence}, sps).admitted[0]);
     d.admitted.push_back(admitted);
     return reference::Proposal{{draft.tokens.begin(), draft.tokens.begin() + admitted},
                                {draft.p_draft.begin(), draft.p_draft.begin() + admitted}};
   };
   reference::SpeculativeStats stats;
-  d.text = reference::speculative_sample_decode(model, d.prompt, steps, propose,
-                                                [&](int) { return c.gamma; },
-                                                {seed, c.temperature, greedy}, verify, &stats);
+  d.text = reference::speculative_sample_decode(
+      model, d.prompt, steps, propose, [&](int) { return c.gamma; }, {seed, c.temperature, greedy},
+      verify, &stats);
   d.accepted = stats.accepted_per_step;
   d.passes = stats.passes;
   return d;

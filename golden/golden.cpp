@@ -269,10 +269,8 @@ BuiltCase build_dspark_drafter(const DsparkConfig& cfg, int64_t positions, uint6
   b.blob.put("expected.confidence", out.confidence);
   b.blob.put("expected.text", out.text);
   // The drafter has no optimized twin yet: its floating outputs are checked in double only.
-  b.outputs = {{"draft", "exact"},
-               {"logits", "reference"},
-               {"confidence", "reference"},
-               {"text", "exact"}};
+  b.outputs = {
+      {"draft", "exact"}, {"logits", "reference"}, {"confidence", "reference"}, {"text", "exact"}};
   return b;
 }
 
@@ -529,7 +527,8 @@ Tensor<T> get_shaped(const LoadedCase& c, const std::string& name, const Shape& 
 CheckedTensor exact_output(const std::string& name, const std::string& who,
                            const Tensor<int32_t>& want, const Tensor<int32_t>& got) {
   const TensorCheck t = exact_check(name, want, got);
-  return {name, "exact", t.result.pass, who + ": " + (t.result.pass ? "bit-exact" : t.result.summary())};
+  return {name, "exact", t.result.pass,
+          who + ": " + (t.result.pass ? "bit-exact" : t.result.summary())};
 }
 
 CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
@@ -554,9 +553,11 @@ CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
   const Tensor<int32_t> emitted = get_shaped<int32_t>(c, "expected.emitted", {R, K + 1});
   const VerifyOutputs now = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
   CaseReport report{c.name, {}};
-  report.tensors.push_back(exact_output("accepted", "reference",  accepted, Tensor<int32_t>({R}, now.accepted)));
+  report.tensors.push_back(
+      exact_output("accepted", "reference", accepted, Tensor<int32_t>({R}, now.accepted)));
   report.tensors.push_back(exact_output("emitted", "reference", emitted, now.emitted));
-  report.tensors.push_back(exact_output("accepted", "optimized", accepted, Tensor<int32_t>({R}, got.accepted)));
+  report.tensors.push_back(
+      exact_output("accepted", "optimized", accepted, Tensor<int32_t>({R}, got.accepted)));
   report.tensors.push_back(exact_output("emitted", "optimized", emitted, got.emitted));
   return report;
 }
@@ -575,13 +576,17 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
     throw_bad_input("{}: tensor 'last' holds token {}, outside [0, {})", c.blob_source, last,
                     cfg.vocab);
   const DrafterOutputs now = run_drafter_case(cfg, features, last, seed, reference::dspark_verify);
-  const DrafterOutputs got = run_drafter_case(
-      cfg, features, last, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
-  auto stored = [&](const char* name) { return c.blob.get("expected." + std::string(name), c.blob_source); };
+  const DrafterOutputs got =
+      run_drafter_case(cfg, features, last, seed,
+                       [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
+  auto stored = [&](const char* name) {
+    return c.blob.get("expected." + std::string(name), c.blob_source);
+  };
   CaseReport report{c.name, {}};
   report.tensors.push_back(reference_check("draft", doubles(now.draft), stored("draft")));
   report.tensors.push_back(reference_check("logits", doubles(now.logits), stored("logits")));
-  report.tensors.push_back(reference_check("confidence", doubles(now.confidence), stored("confidence")));
+  report.tensors.push_back(
+      reference_check("confidence", doubles(now.confidence), stored("confidence")));
   const Tensor<int32_t> text = c.blob.get_as<int32_t>("expected.text", c.blob_source);
   report.tensors.push_back(exact_output("text", "reference verification", text, now.text));
   report.tensors.push_back(exact_output("text", "optimized verification", text, got.text));
@@ -604,8 +609,8 @@ bool same_as_on_disk(const std::filesystem::path& manifest_path, const BuiltCase
       std::sort(outputs.begin(), outputs.end());
       return outputs;
     };
-    bool same = old.manifest.at("config") == built.config &&
-                rules(old.outputs) == rules(built.outputs);
+    bool same =
+        old.manifest.at("config") == built.config && rules(old.outputs) == rules(built.outputs);
     if (!same) deltas.push_back("config or output rules: CHANGED");
     for (const auto& [name, t] : fresh.tensors) {
       const auto it = old.blob.tensors.find(name);

@@ -8,8 +8,8 @@
 
 namespace tandem {
 
-MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k,
-                                ActDType act, uint64_t seed) {
+MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDType act,
+                                uint64_t seed) {
   MoeExpertInputs in;
   in.act = act;
   in.y = seeded_tensor({T, d}, seed, 1, -2.0f, 2.0f);

@@ -12,8 +12,8 @@ namespace tandem {
 
 // T tokens of width d, each routed to k distinct experts of E (hidden width H) with weights in
 // [0.1, 1]; y rounded to act.
-MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k,
-                                ActDType act, uint64_t seed);
+MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDType act,
+                                uint64_t seed);
 
 struct MoeReference {
   Tensor<double> truth, baseline;  // [T, d]

@@ -1,9 +1,9 @@
 // Host launcher for causal attention; compiled once per backend from this source.
 #include <string>
 
-#include "optimized/device_array.cuh"
 #include "optimized/attention.cuh"
 #include "optimized/attention.hpp"  // host headers first: the emulator's macros come after
+#include "optimized/device_array.cuh"
 
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {

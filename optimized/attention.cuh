@@ -19,8 +19,8 @@ __global__ void attention_causal(const Act* __restrict__ q, const Act* __restric
   TANDEM_DYNAMIC_SHARED(float, shared);
   __shared__ float scratch[kMaxWarps];
   const int t = blockIdx.x, h = blockIdx.y;
-  const int n = P + t + 1;  // visible positions, this token's own included
-  float* scores = shared;   // [n]
+  const int n = P + t + 1;             // visible positions, this token's own included
+  float* scores = shared;              // [n]
   float* qh = shared + P + gridDim.x;  // [hd]
   const size_t col = static_cast<size_t>(h) * hd;
   for (int i = threadIdx.x; i < hd; i += blockDim.x)
@@ -53,7 +53,8 @@ __global__ void attention_causal(const Act* __restrict__ q, const Act* __restric
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < n; ++j)
-      acc += scores[j] * to_float(ld(values + static_cast<size_t>(j) * d + col + i, Traffic::activation));
+      acc += scores[j] *
+             to_float(ld(values + static_cast<size_t>(j) * d + col + i, Traffic::activation));
     st(o + static_cast<size_t>(t) * d + col + i, from_float<Act>(acc / total), Traffic::activation);
   }
 }

@@ -188,8 +188,8 @@ VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
     if (in.draft.data[i] < 0 || in.draft.data[i] >= V)
       throw_bad_input("dspark verify: drafted token {} of request {} is {}, outside [0, {})", i % K,
                       i / K, in.draft.data[i], V);
-  for (const auto& [name, p, rows] : {std::tuple{"p_draft", &in.p_draft, K},
-                                       std::tuple{"p_target", &in.p_target, K + 1}})
+  for (const auto& [name, p, rows] :
+       {std::tuple{"p_draft", &in.p_draft, K}, std::tuple{"p_target", &in.p_target, K + 1}})
     for (int64_t i = 0; i < p->size(); ++i)
       if (!(p->data[i] >= 0.0f && p->data[i] <= 1.0f))
         throw_bad_input("dspark verify: {}[{}, {}, {}] is {} (a probability, must be in [0, 1])",
@@ -205,7 +205,8 @@ MoeExpertOutputs run_moe_experts(const MoeExpertInputs& in, const RunOptions& op
     throw_bad_input("moe experts input 'y': expected [T >= 1, d], d a multiple of 8 in [8, 12288]");
   if (in.w_in.shape.size() != 3 || in.w_in.dim(2) != d || in.w_in.dim(1) % 4 ||
       in.w_in.dim(1) < 4 || in.w_in.dim(1) > 16384)
-    throw_bad_input("moe experts input 'w_in': expected [E, H, {}], H a multiple of 4 in [4, 16384]", d);
+    throw_bad_input(
+        "moe experts input 'w_in': expected [E, H, {}], H a multiple of 4 in [4, 16384]", d);
   const int64_t E = in.w_in.dim(0), H = in.w_in.dim(1);
   if (in.w_out.shape != Shape{E, d, H})
     throw_bad_input("moe experts input 'w_out': expected [{}, {}, {}]", E, d, H);
@@ -237,8 +238,8 @@ AttentionOutputs run_attention_causal(const AttentionInputs& in, const RunOption
   if (in.keys.dim(0) + d / in.heads > kAttentionMaxPositions)
     throw_bad_input("attention input 'keys': {} positions, at most {} (scores in shared memory)",
                     in.keys.dim(0), kAttentionMaxPositions - d / in.heads);
-  for (const auto& [name, t] : {std::pair{"q", &in.q}, std::pair{"keys", &in.keys},
-                                std::pair{"values", &in.values}})
+  for (const auto& [name, t] :
+       {std::pair{"q", &in.q}, std::pair{"keys", &in.keys}, std::pair{"values", &in.values}})
     for (int64_t i = 0; i < t->size(); ++i)
       if (!std::isfinite(t->data[i]))
         throw_bad_input("attention input '{}'[{}, {}] is not finite ({})", name, i / d, i % d,

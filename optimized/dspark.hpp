@@ -14,13 +14,13 @@ namespace tandem {
 
 struct VerifyInputs {
   int64_t requests = 0, vocab = 0;
-  int budget = 0;                   // K drafted tokens verified per request (1..8)
-  Tensor<int32_t> draft;            // [R, K] drafted token ids
-  Tensor<float> p_draft;            // [R, K, V] the drafter's distributions they were drawn from
-  Tensor<float> p_target;           // [R, K + 1, V] the backbone's, last row for the bonus
-  std::vector<uint32_t> position;   // [R] sequence position of the first drafted token
-  uint64_t seed = 0;                // Philox key: draws keyed by (seed, request, position)
-  bool greedy = false;              // temperature 0
+  int budget = 0;                  // K drafted tokens verified per request (1..8)
+  Tensor<int32_t> draft;           // [R, K] drafted token ids
+  Tensor<float> p_draft;           // [R, K, V] the drafter's distributions they were drawn from
+  Tensor<float> p_target;          // [R, K + 1, V] the backbone's, last row for the bonus
+  std::vector<uint32_t> position;  // [R] sequence position of the first drafted token
+  uint64_t seed = 0;               // Philox key: draws keyed by (seed, request, position)
+  bool greedy = false;             // temperature 0
 };
 
 struct VerifyOutputs {

@@ -14,11 +14,11 @@ namespace tandem {
 
 struct MoeExpertInputs {
   ActDType act = ActDType::f32;
-  Tensor<float> y;                // [T, d] the sublayer input (values of act)
-  Tensor<int32_t> experts;        // [T, k] selected experts
-  Tensor<float> weights;          // [T, k] their gate weights
-  Tensor<float> w_in;             // [E, H, d]
-  Tensor<float> w_out;            // [E, d, H]
+  Tensor<float> y;          // [T, d] the sublayer input (values of act)
+  Tensor<int32_t> experts;  // [T, k] selected experts
+  Tensor<float> weights;    // [T, k] their gate weights
+  Tensor<float> w_in;       // [E, H, d]
+  Tensor<float> w_out;      // [E, d, H]
 };
 
 struct MoeExpertOutputs {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -154,40 +154,64 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
     Edit edit;
     std::vector<const char*> message;
   } cases[] = {
-      {"version", "dspark_verify_greedy", [](GoldenCopy& g) { g.manifest["format_version"] = 99; },
+      {"version",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["format_version"] = 99; },
        {"dspark_verify_greedy.json", "format_version"}},
-      {"component", "dspark_verify_greedy",
-       [](GoldenCopy& g) { g.manifest["component"] = "warp-drive"; }, {"component", "warp-drive"}},
-      {"rule", "dspark_verify_greedy",
+      {"component",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["component"] = "warp-drive"; },
+       {"component", "warp-drive"}},
+      {"rule",
+       "dspark_verify_greedy",
        [](GoldenCopy& g) { g.manifest["outputs"]["accepted"]["rule"] = "close"; },
        {"outputs.accepted", "close"}},
-      {"unknown_key", "dspark_verify_greedy", [](GoldenCopy& g) { g.manifest["colour"] = 1; },
+      {"unknown_key",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["colour"] = 1; },
        {"colour"}},
-      {"config_type", "dspark_verify_greedy",
-       [](GoldenCopy& g) { g.manifest["config"]["greedy"] = "yes"; }, {"config.greedy"}},
-      {"sha", "dspark_verify_greedy", [](GoldenCopy& g) { g.blob[100] ^= 1; },
+      {"config_type",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["config"]["greedy"] = "yes"; },
+       {"config.greedy"}},
+      {"sha",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.blob[100] ^= 1; },
        {"blob_sha256", "SHA-256"}},
-      {"blob_path", "dspark_verify_greedy",
-       [](GoldenCopy& g) { g.manifest["blob"] = "../../etc/passwd"; }, {"blob"}},
-      {"truncated", "dspark_verify_greedy", [](GoldenCopy& g) { g.blob.resize(g.blob.size() / 2); },
+      {"blob_path",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["blob"] = "../../etc/passwd"; },
+       {"blob"}},
+      {"truncated",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.blob.resize(g.blob.size() / 2); },
        {"dspark_verify_greedy.safetensors"}},
-      {"header", "dspark_verify_greedy", [](GoldenCopy& g) { g.blob.replace(8, 4, "{{{{"); },
+      {"header",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.blob.replace(8, 4, "{{{{"); },
        {"dspark_verify_greedy.safetensors"}},
-      {"shape", "dspark_verify_greedy", [](GoldenCopy& g) { g.manifest["config"]["requests"] = 9; },
+      {"shape",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["config"]["requests"] = 9; },
        {"dspark_verify_greedy.safetensors", "draft", "9x4"}},
-      {"token", "dspark_verify_greedy",
+      {"token",
+       "dspark_verify_greedy",
        [](GoldenCopy& g) { g.edit_tensor<int32_t>("draft", [](auto& t) { t.data[5] = 100; }); },
        {"dspark_verify_greedy.safetensors", "drafted token 1 of request 1", "100"}},
-      {"nan", "dspark_verify_greedy",
+      {"nan",
+       "dspark_verify_greedy",
        [](GoldenCopy& g) { g.edit_tensor<float>("p_target", [](auto& t) { t.data[7] = NAN; }); },
        {"dspark_verify_greedy.safetensors", "p_target[0, 0, 7]", "nan"}},
-      {"last_token", "dspark_drafter",
+      {"last_token",
+       "dspark_drafter",
        [](GoldenCopy& g) { g.edit_tensor<int32_t>("last", [](auto& t) { t.data[0] = -4; }); },
        {"dspark_drafter.safetensors", "'last'", "-4"}},
-      {"empty", "vision_100x40_f32",
+      {"empty",
+       "vision_100x40_f32",
        [](GoldenCopy& g) { g.manifest["config"]["vision"]["image_w"] = 0; },
        {"config.vision.image_w"}},
-      {"huge", "residual_v4_bf16_d8",
+      {"huge",
+       "residual_v4_bf16_d8",
        [](GoldenCopy& g) { g.manifest["config"]["residual"]["d"] = 1 << 20; },
        {"config.residual.d"}},
   };
@@ -202,7 +226,8 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
       EXPECT_NE(r.err.find(part), std::string::npos) << c.tag << ": " << r.err;
     EXPECT_EQ(listing(dir), before) << c.tag;
     // regen over a broken case refuses to replace it (exit 1) and leaves no temporary file
-    const std::string manifest_text = read_file(fs::path(dir) / (std::string(c.component) + ".json"));
+    const std::string manifest_text =
+        read_file(fs::path(dir) / (std::string(c.component) + ".json"));
     const CliRun regen = tandem({"golden", "regen", "--dir", dir});
     EXPECT_EQ(regen.code, 1) << c.tag << "\n" << regen.out;
     EXPECT_EQ(read_file(fs::path(dir) / (std::string(c.component) + ".json")), manifest_text);

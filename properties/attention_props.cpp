@@ -33,11 +33,12 @@ RC_GTEST_PROP(AttentionEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
 
 RC_GTEST_PROP(AttentionEmu, LaterPositionsNeverChangeEarlierTokens, ()) {
   const int64_t T = *rc::gen::inRange(2, 5), P = *rc::gen::inRange(0, 10), d = 16;
-  AttentionInputs in = make_attention_inputs(T, P, d, 2, ActDType::f32,
-                                             *rc::gen::arbitrary<uint64_t>());
+  AttentionInputs in =
+      make_attention_inputs(T, P, d, 2, ActDType::f32, *rc::gen::arbitrary<uint64_t>());
   const AttentionOutputs before = run_attention_causal(in, {});
   const int64_t last = P + T - 1;  // only the last token sees this position
-  for (int64_t c = 0; c < d; ++c) in.keys.data[last * d + c] *= -1, in.values.data[last * d + c] += 1;
+  for (int64_t c = 0; c < d; ++c)
+    in.keys.data[last * d + c] *= -1, in.values.data[last * d + c] += 1;
   const AttentionOutputs after = run_attention_causal(in, {});
   RC_ASSERT(std::equal(after.o.data.begin(), after.o.data.end() - d, before.o.data.begin()));
   RC_ASSERT(!std::equal(after.o.data.end() - d, after.o.data.end(), before.o.data.end() - d));

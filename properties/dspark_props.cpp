@@ -265,8 +265,7 @@ RC_GTEST_PROP(DsparkBackbone, GreedySpeculativeEqualsPlainGreedyAndKeepsTheSameC
   reference::SpeculativeStats stats;
   const auto got = reference::speculative_greedy_decode(
       spec, prompt, steps, make_drafter(kind, seed, &spec),
-      [&](int pass) { return budgets[pass % 16]; },
-      &stats);
+      [&](int pass) { return budgets[pass % 16]; }, &stats);
   RC_ASSERT(got == want);
   RC_ASSERT(spec.cache_snapshot() == plain.cache_snapshot());  // exactly the emitted tokens
   for (size_t p = 0; p < stats.accepted_per_step.size(); ++p) {
@@ -345,8 +344,9 @@ RC_GTEST_PROP(DsparkDrafter, OnePassGivesGammaPositionsLeftToRight, ()) {
     // The Markov head makes x_k depend on x_{k-1}: the logits differ from the pass's by a
     // function of the previous token only.
     const auto again = drafter.propose(features, previous, 1, choice);
-    RC_ASSERT((full.logits.row(k) - base.row(k)).isApprox(again.logits.row(0) -
-                                                          drafter.forward(features, previous).logits.row(0)));
+    RC_ASSERT(
+        (full.logits.row(k) - base.row(k))
+            .isApprox(again.logits.row(0) - drafter.forward(features, previous).logits.row(0)));
     previous = full.tokens[k];
   }
 }

@@ -137,7 +137,8 @@ TEST(Model, EngramRunsAtItsLayersAndSkipsImagePositions) {
   const int64_t w = 4 * tiny().residual.d;
   int changed_text = 0;
   for (size_t t = 0; t < p.ids.size(); ++t) {
-    const bool same = std::equal(before.ptr() + t * w, before.ptr() + (t + 1) * w, after.ptr() + t * w);
+    const bool same =
+        std::equal(before.ptr() + t * w, before.ptr() + (t + 1) * w, after.ptr() + t * w);
     if (p.ids[t] < 0) {
       EXPECT_TRUE(same) << "image position " << t;
     }

@@ -38,7 +38,8 @@ TEST(MoeExperts, OneExpertWithWeightOneIsThatExpertsFfn) {
   std::fill(in.w_in.data.begin(), in.w_in.data.end(), 0.0f);
   std::fill(in.w_out.data.begin(), in.w_out.data.end(), 0.0f);
   for (int64_t e = 0; e < 2; ++e)
-    for (int64_t i = 0; i < 8; ++i) in.w_in.data[(e * 8 + i) * 8 + i] = in.w_out.data[(e * 8 + i) * 8 + i] = 1.0f;
+    for (int64_t i = 0; i < 8; ++i)
+      in.w_in.data[(e * 8 + i) * 8 + i] = in.w_out.data[(e * 8 + i) * 8 + i] = 1.0f;
   const MoeExpertOutputs out = run_moe_experts(in, {});
   for (int64_t i = 0; i < in.y.size(); ++i) {
     const double y = in.y.data[i];
@@ -51,7 +52,8 @@ TEST(MoeExpertsCuda, KernelMatchesReference) {
   if (!cuda.available) GTEST_SKIP() << cuda.detail;
   for (auto act : {ActDType::f32, ActDType::bf16}) {
     const MoeExpertInputs in = make_moe_inputs(64, 256, 512, 16, 6, act, 9);
-    for (const auto& t : compare_moe(run_moe_reference(in), run_moe_experts(in, {Backend::cuda, {}, 256}), act))
+    for (const auto& t :
+         compare_moe(run_moe_reference(in), run_moe_experts(in, {Backend::cuda, {}, 256}), act))
       EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
   }
 }

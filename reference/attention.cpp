@@ -34,7 +34,9 @@ template <class S, class Act>
 Tensor<double> attention_causal(const AttentionInputs& in, PositionOrder order, DotOrder dot) {
   const int64_t T = in.q.dim(0), d = in.q.dim(1), P = in.keys.dim(0) - T, hd = d / in.heads;
   Tensor<double> o({T, d});
-  auto at = [d](const Tensor<float>& m, int64_t row, int64_t col) { return S(m.data[row * d + col]); };
+  auto at = [d](const Tensor<float>& m, int64_t row, int64_t col) {
+    return S(m.data[row * d + col]);
+  };
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < in.heads; ++h) {
       const int64_t n = P + t + 1;

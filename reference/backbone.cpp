@@ -59,9 +59,12 @@ TinyBackbone::TinyBackbone(int64_t vocab, int64_t d, uint64_t seed, int layers)
   const double s = 1.0 / std::sqrt(double(d));
   for (int l = 0; l < layers; ++l) {
     const uint32_t id = 16 + 4 * uint32_t(l);
-    layers_.push_back({seeded_matrix(d, d, seed, id, s), seeded_matrix(d, d, seed, id + 1, s),
-                       seeded_matrix(d, d, seed, id + 2, s), seeded_matrix(d, d, seed, id + 3, s),
-                       {}, {}});
+    layers_.push_back({seeded_matrix(d, d, seed, id, s),
+                       seeded_matrix(d, d, seed, id + 1, s),
+                       seeded_matrix(d, d, seed, id + 2, s),
+                       seeded_matrix(d, d, seed, id + 3, s),
+                       {},
+                       {}});
   }
 }
 
@@ -123,7 +126,8 @@ std::vector<int32_t> speculative_greedy_decode(Backbone& model, const std::vecto
         const std::vector<int32_t> draft = drafter(text, K);
         const Eigen::MatrixXd logits = model.append(scored_tokens(text, draft));
         Pass p;
-        while (size_t(p.accepted) < draft.size() && draft[p.accepted] == argmax_row(logits, p.accepted))
+        while (size_t(p.accepted) < draft.size() &&
+               draft[p.accepted] == argmax_row(logits, p.accepted))
           p.emitted.push_back(draft[p.accepted++]);
         p.emitted.push_back(argmax_row(logits, p.accepted));
         return p;
@@ -146,8 +150,10 @@ std::vector<int32_t> speculative_sample_decode(Backbone& model, const std::vecto
         const Proposal draft = drafter(text, budget_k);
         const int K = static_cast<int>(draft.tokens.size());  // the drafter may propose fewer
         if (K < 1 || K > budget_k || draft.p_draft.size() != size_t(K))
-          throw_bad_input("speculative decoding: the drafter proposed {} tokens ({} "
-                          "distributions) for a budget of {}", K, draft.p_draft.size(), budget_k);
+          throw_bad_input(
+              "speculative decoding: the drafter proposed {} tokens ({} "
+              "distributions) for a budget of {}",
+              K, draft.p_draft.size(), budget_k);
         const Eigen::MatrixXd logits = model.append(scored_tokens(text, draft.tokens));
         VerifyInputs in;
         in.requests = 1, in.vocab = V, in.budget = K, in.seed = sampling.seed;

@@ -4,7 +4,6 @@
 // (single head, cached keys/values, residual) -> output projection to logits. Double precision:
 // speculative and plain decoding must agree exactly, not to a tolerance.
 #include <Eigen/Dense>
-
 #include <cstdint>
 #include <functional>
 #include <vector>

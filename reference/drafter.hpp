@@ -5,7 +5,6 @@
 // tokens are chosen left to right, so the draft is a sequence; a confidence head gives
 // c_k = sigmoid(w . [h_k ; W1[x_{k-1}]]) for the scheduler.
 #include <Eigen/Dense>
-
 #include <cstdint>
 #include <vector>
 
@@ -24,10 +23,10 @@ struct DraftChoice {
 };
 
 struct Draft {
-  std::vector<int32_t> tokens;             // [K]
-  Eigen::MatrixXd logits;                  // [K, V] including the Markov head
+  std::vector<int32_t> tokens;              // [K]
+  Eigen::MatrixXd logits;                   // [K, V] including the Markov head
   std::vector<std::vector<float>> p_draft;  // [K][V] the distributions the tokens came from
-  std::vector<double> confidence;          // [K] c_k
+  std::vector<double> confidence;           // [K] c_k
 };
 
 class DsparkDrafter {
@@ -53,14 +52,14 @@ class DsparkDrafter {
     Eigen::MatrixXd wq, wk, wv, wo, mlp_in, mlp_out;
   };
   DsparkConfig c_;
-  Eigen::MatrixXd project_;       // [feature_dim, width]
-  Eigen::MatrixXd embed_;         // [V, width]
-  Eigen::MatrixXd noise_;         // [gamma - 1, width] the noise tokens
+  Eigen::MatrixXd project_;  // [feature_dim, width]
+  Eigen::MatrixXd embed_;    // [V, width]
+  Eigen::MatrixXd noise_;    // [gamma - 1, width] the noise tokens
   std::vector<Block> blocks_;
-  Eigen::MatrixXd unembed_;       // [V, width]
-  Eigen::MatrixXd markov_in_;     // W1 [V, r]
-  Eigen::MatrixXd markov_out_;    // W2 [r, V]
-  Eigen::VectorXd confidence_;    // w [width + r]
+  Eigen::MatrixXd unembed_;     // [V, width]
+  Eigen::MatrixXd markov_in_;   // W1 [V, r]
+  Eigen::MatrixXd markov_out_;  // W2 [r, V]
+  Eigen::VectorXd confidence_;  // w [width + r]
 };
 
 }  // namespace tandem::reference

@@ -21,7 +21,8 @@ class Weights {
     Mat<double> m(rows, cols);
     const uint32_t id = next_++;
     for (int64_t i = 0; i < rows * cols; ++i)
-      m.data()[i] = float(lo + (hi - lo) * philox_uniform(philox_draw(seed_, id, uint32_t(i)).v[0]));
+      m.data()[i] =
+          float(lo + (hi - lo) * philox_uniform(philox_draw(seed_, id, uint32_t(i)).v[0]));
     return m;
   }
   Vec<double> vec(int64_t n, double lo, double hi) { return mat(n, 1, lo, hi); }
@@ -46,9 +47,7 @@ class Weights {
 
 bool is_layout(int32_t id) { return id <= kStart && id >= kEnd; }
 
-Vec<double> silu(const Vec<double>& x) {
-  return x.array() / (1.0 + (-x.array()).exp());
-}
+Vec<double> silu(const Vec<double>& x) { return x.array() / (1.0 + (-x.array()).exp()); }
 
 Vec<double> stream_mean(const Mat<double>& x) { return x.colwise().mean().transpose(); }
 
@@ -64,8 +63,7 @@ Tensor<double> rows_tensor(const std::vector<Vec<double>>& rows) {
 Tensor<double> state_tensor(const std::vector<Mat<double>>& x) {
   const int64_t n = int64_t(x.size()), d = n ? x[0].cols() : 0;
   Tensor<double> t({n, 4, d});
-  for (int64_t i = 0; i < n; ++i)
-    std::copy(x[i].data(), x[i].data() + 4 * d, t.ptr() + i * 4 * d);
+  for (int64_t i = 0; i < n; ++i) std::copy(x[i].data(), x[i].data() + 4 * d, t.ptr() + i * 4 * d);
   return t;
 }
 
@@ -87,8 +85,8 @@ TinyModel::TinyModel(const ModelConfig& m) : m_(m), d_(m.residual.d) {
   const double s = 1 / std::sqrt(double(d)), r = 2 * std::sqrt(3.0) / std::sqrt(double(d));
   for (int b = 0; b < m.shape.blocks; ++b) {
     Block blk{w.site(d), w.site(d), {}, {}};
-    blk.attn = {w.mat(d, d, -s, s), w.mat(d, d, -s, s), w.mat(d, d, -s, s), w.mat(d, d, -s, s),
-                {}, {}};
+    blk.attn = {
+        w.mat(d, d, -s, s), w.mat(d, d, -s, s), w.mat(d, d, -s, s), w.mat(d, d, -s, s), {}, {}};
     blk.moe.router = w.mat(E, d, -r, r);
     const Vec<double> bt = w.vec(E, -0.5, 0.5), bv = w.vec(E, -0.5, 0.5);
     blk.moe.bias_text.assign(bt.data(), bt.data() + E);
@@ -136,8 +134,8 @@ Mat<double> TinyModel::attention(Attention& a, const std::vector<Vec<double>>& y
   for (size_t i = 0; i < y.size(); ++i) {  // causal: token i sees the cache up to itself
     a.keys.push_back(a.wk * y[i]);
     a.values.push_back(a.wv * y[i]);
-    out.row(i) = (a.wo * attend<Vec<double>>(a.wq * y[i], a.keys, a.values, m_.shape.heads))
-                     .transpose();
+    out.row(i) =
+        (a.wo * attend<Vec<double>>(a.wq * y[i], a.keys, a.values, m_.shape.heads)).transpose();
   }
   return out;
 }
@@ -207,12 +205,13 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
     if (id == kImage && images >= p.visual.dim(0))
       throw_bad_input("model prompt: more IMAGE positions than the {} visual embeddings",
                       p.visual.dim(0));
-    is_image[t] = id < 0;  // the image's layout routes with the vision-language biases
+    is_image[t] = id < 0;       // the image's layout routes with the vision-language biases
     raw[t] = id < 0 ? -2 : id;  // Engram: no lookup at image positions, look-back stops
-    embedded[t] = id >= 0       ? Vec<double>(embed_.row(id).transpose())
-                  : id == kImage ? Vec<double>(Eigen::Map<const Vec<double>>(
-                                       p.visual.ptr() + images++ * d_, d_))
-                                 : Vec<double>(special_.row(kStart - id).transpose());
+    embedded[t] =
+        id >= 0 ? Vec<double>(embed_.row(id).transpose())
+        : id == kImage
+            ? Vec<double>(Eigen::Map<const Vec<double>>(p.visual.ptr() + images++ * d_, d_))
+            : Vec<double>(special_.row(kStart - id).transpose());
     x[t] = embedded[t].transpose().replicate(4, 1);
   }
   if (images != p.visual.dim(0))
@@ -245,7 +244,8 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
     for (const EngramLayer& e : engram_)
       if (e.block == b) engram(e, compressed, x), tap(blk + ".engram.x", state_tensor(x));
     if (b >= B - 3)  // DSpark's target features: this block's attention input, stream mean
-      for (int64_t t = 0; t < n; ++t) features[t].segment((b - (B - 3)) * d_, d_) = stream_mean(x[t]);
+      for (int64_t t = 0; t < n; ++t)
+        features[t].segment((b - (B - 3)) * d_, d_) = stream_mean(x[t]);
     Block& k = blocks_[b];
     site(k.attn_site, blk + ".attn", [&](const std::vector<Vec<double>>& y) {
       const Mat<double> o = attention(k.attn, y);
@@ -256,7 +256,8 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
     site(k.ffn_site, blk + ".moe", [&](const std::vector<Vec<double>>& y) {
       Tensor<int32_t> experts;
       auto f = moe(k.moe, y, is_image, experts);
-      tap(blk + ".moe.experts", Tensor<double>(experts.shape, {experts.data.begin(), experts.data.end()}));
+      tap(blk + ".moe.experts",
+          Tensor<double>(experts.shape, {experts.data.begin(), experts.data.end()}));
       return f;
     });
   }

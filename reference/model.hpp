@@ -10,7 +10,6 @@
 // The model is a Backbone: DSpark drafts from its target features (the attention input of the
 // last three blocks, mean over the 4 streams).
 #include <Eigen/Dense>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,10 +60,10 @@ class TinyModel : public Backbone {
     std::vector<Vec<double>> keys, values;  // the KV cache, one [d] row per position
   };
   struct Moe {
-    Mat<double> router;                   // [E, d]
+    Mat<double> router;                     // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    std::vector<Mat<double>> w_in;        // E x [hidden, d]
-    std::vector<Mat<double>> w_out;       // E x [d, hidden]
+    std::vector<Mat<double>> w_in;          // E x [hidden, d]
+    std::vector<Mat<double>> w_out;         // E x [d, hidden]
   };
   struct Block {
     Site<double> attn_site, ffn_site;
@@ -77,12 +76,13 @@ class TinyModel : public Backbone {
     std::vector<uint8_t> table;
     Tensor<float> wkv, gate_w;  // [5d, lookups * head_dim], [4, d]
   };
-  using State = std::vector<Mat<double>>;   // per token [4, d]
-  using Pres = std::vector<Vec4<double>>;   // per token: the pre the next site collapses with
+  using State = std::vector<Mat<double>>;  // per token [4, d]
+  using Pres = std::vector<Vec4<double>>;  // per token: the pre the next site collapses with
 
   Mat<double> attention(Attention& a, const std::vector<Vec<double>>& y);
   std::vector<Vec<double>> moe(const Moe& m, const std::vector<Vec<double>>& y,
-                               const std::vector<uint8_t>& is_image, Tensor<int32_t>& experts) const;
+                               const std::vector<uint8_t>& is_image,
+                               Tensor<int32_t>& experts) const;
   void engram(const EngramLayer& e, const std::vector<int64_t>& compressed, State& x) const;
 
   ModelConfig m_;

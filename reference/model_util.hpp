@@ -2,7 +2,6 @@
 // What the reference's small models share (the DSpark backbone and drafter, the end-to-end
 // model): seeded weights, row norms, softmax, causal attention over a KV cache.
 #include <Eigen/Dense>
-
 #include <cmath>
 #include <cstdint>
 #include <vector>
