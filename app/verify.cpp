@@ -64,6 +64,14 @@ void check_schedules(VerifyRow& row, const RunOptions& opt, Run run, Same same) 
     row.pass = false;
 }
 
+// Appends the simulator verdict to row.bytes: counted bytes that differ from the simulator's
+// fail the row.
+void check_against_sim(VerifyRow& row, const LaunchLog& counted, const LaunchLog& predicted) {
+  const bool same = same_traffic(predicted, counted);
+  row.bytes += same ? " == sim" : " != sim";
+  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+}
+
 VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType act,
                           const RunOptions& opt) {
   const ResidualConfig& cfg = model.residual;
@@ -118,11 +126,8 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
       });
   int64_t lookups = 0;
   for (int64_t id : in.compressed) lookups += id >= 0;
-  const LaunchLog predicted = sim::predict_engram_layer(cfg, cfg.tokens, lookups, act);
-  const bool same = same_traffic(predicted, out.launches);
-  row.bytes = fmt::format("{} rows x {} B {}", lookups * cfg.lookups(), cfg.row_bytes(),
-                          same ? "== sim" : "!= sim");
-  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  row.bytes = fmt::format("{} rows x {} B", lookups * cfg.lookups(), cfg.row_bytes());
+  check_against_sim(row, out.launches, sim::predict_engram_layer(cfg, cfg.tokens, lookups, act));
   return row;
 }
 
@@ -150,14 +155,11 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
                other.gate.experts.data == out.gate.experts.data &&
                other.gate.weights.data == out.gate.weights.data;
       });
-  const LaunchLog& counted = row.launches;
-  const LaunchLog predicted =
+  row.bytes = fmt::format("{} -> {} tokens", in.geometry.patches(), in.geometry.visual_tokens());
+  check_against_sim(
+      row, row.launches,
       sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
-                          c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, act);
-  const bool same = same_traffic(predicted, counted);
-  row.bytes = fmt::format("{} -> {} tokens {}", in.geometry.patches(), in.geometry.visual_tokens(),
-                          same ? "== sim" : "!= sim");
-  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+                          c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, act));
   return row;
 }
 
@@ -178,9 +180,8 @@ VerifyRow verify_attention(const ModelConfig& model, ActDType act, const RunOpti
   check_schedules(
       row, opt, [&](const RunOptions& o) { return run_attention_causal(in, o); },
       [&](const AttentionOutputs& other) { return other.o.data == out.o.data; });
-  const bool same = same_traffic(out.launches, sim::predict_attention(T, P, d, act));
-  row.bytes = fmt::format("{} positions {}", P + T, same ? "== sim" : "!= sim");
-  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  row.bytes = fmt::format("{} positions", P + T);
+  check_against_sim(row, out.launches, sim::predict_attention(T, P, d, act));
   return row;
 }
 
@@ -201,9 +202,8 @@ VerifyRow verify_moe(const ModelConfig& model, ActDType act, const RunOptions& o
   check_schedules(
       row, opt, [&](const RunOptions& o) { return run_moe_experts(in, o); },
       [&](const MoeExpertOutputs& other) { return other.f.data == out.f.data; });
-  const bool same = same_traffic(out.launches, sim::predict_moe_experts(T, d, H, k, act));
-  row.bytes = fmt::format("{} expert rows {}", T * k, same ? "== sim" : "!= sim");
-  if (!same) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  row.bytes = fmt::format("{} expert rows", T * k);
+  check_against_sim(row, out.launches, sim::predict_moe_experts(T, d, H, k, act));
   return row;
 }
 
@@ -232,9 +232,7 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
   if (opt.backend != Backend::emu) return row;
   check_schedules(
       row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
-  const bool same_bytes = same_traffic(got.launches, sim::predict_dspark_verify(in, want));
-  row.bytes += same_bytes ? " == sim" : " != sim";
-  if (!same_bytes) row.pass = false, row.detail += " counted bytes differ from the simulator";
+  check_against_sim(row, got.launches, sim::predict_dspark_verify(in, want));
   return row;
 }
 

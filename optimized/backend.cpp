@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <string_view>
 #include <tuple>
 
 #include "core/error.hpp"
@@ -57,6 +58,17 @@ const char* residual_path_name(ResidualPath p) {
 const char* act_dtype_name(ActDType a) { return a == ActDType::f32 ? "f32" : "bf16"; }
 size_t act_bytes(ActDType a) { return a == ActDType::f32 ? 4 : 2; }
 
+namespace {
+
+// --block-threads: a multiple of 32 (whole warps) up to `max`; `why` says what bounds it.
+void validate_block_threads(const RunOptions& opt, int max, std::string_view why) {
+  if (opt.block_threads < 32 || opt.block_threads > max || opt.block_threads % 32)
+    throw_bad_input("--block-threads: a multiple of 32 in [32, {}] ({}), got {}", max, why,
+                    opt.block_threads);
+}
+
+}  // namespace
+
 void validate_residual_inputs(const ResidualStackInputs& in) {
   const ResidualConfig& c = in.cfg;
   const int64_t d = c.d, nd = int64_t{c.hc_mult} * d;
@@ -89,11 +101,7 @@ void validate_residual_inputs(const ResidualStackInputs& in) {
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt) {
   validate_residual_inputs(in);
-  if (opt.block_threads < 32 || opt.block_threads > 256 || opt.block_threads % 32)
-    throw_bad_input(
-        "--block-threads: a multiple of 32 in [32, 256] (residual kernels use ~200 "
-        "registers per thread), got {}",
-        opt.block_threads);
+  validate_block_threads(opt, 256, "residual kernels use ~200 registers per thread");
   return TANDEM_DISPATCH(opt, run_residual_stack, in, path, opt);
 }
 
@@ -198,8 +206,7 @@ VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
 }
 
 MoeExpertOutputs run_moe_experts(const MoeExpertInputs& in, const RunOptions& opt) {
-  if (opt.block_threads < 32 || opt.block_threads > 1024 || opt.block_threads % 32)
-    throw_bad_input("--block-threads: a multiple of 32 in [32, 1024], got {}", opt.block_threads);
+  validate_block_threads(opt, 1024, "CUDA's limit per block");
   const int64_t T = in.y.shape.size() == 2 ? in.y.dim(0) : 0, d = T ? in.y.dim(1) : 0;
   if (T < 1 || d < 8 || d % 8 || d > 12288)
     throw_bad_input("moe experts input 'y': expected [T >= 1, d], d a multiple of 8 in [8, 12288]");
@@ -226,8 +233,7 @@ MoeExpertOutputs run_moe_experts(const MoeExpertInputs& in, const RunOptions& op
 }
 
 AttentionOutputs run_attention_causal(const AttentionInputs& in, const RunOptions& opt) {
-  if (opt.block_threads < 32 || opt.block_threads > 1024 || opt.block_threads % 32)
-    throw_bad_input("--block-threads: a multiple of 32 in [32, 1024], got {}", opt.block_threads);
+  validate_block_threads(opt, 1024, "CUDA's limit per block");
   const int64_t T = in.q.shape.size() == 2 ? in.q.dim(0) : 0, d = T ? in.q.dim(1) : 0;
   if (T < 1 || d < 1 || in.heads < 1 || d % in.heads)
     throw_bad_input("attention input 'q': expected [T >= 1, d] with d a multiple of heads = {}",
