@@ -80,9 +80,8 @@ EngramConfig parse_engram_config(const JsonFields& f) {
                     "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps",
                     "tokens"});
   EngramConfig c;
-  if (!f.has("layer_ids")) throw_bad_input("{}: missing", f.where("layer_ids"));
-  const auto& ids = f.json().at("layer_ids");
-  if (!ids.is_array() || ids.empty())
+  const auto& ids = f.array("layer_ids");
+  if (ids.empty())
     throw_bad_input("{}: expected a non-empty array of layer ids", f.where("layer_ids"));
   c.layer_ids.clear();
   for (const auto& v : ids) {
@@ -104,8 +103,8 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   c.norm_eps = f.number("norm_eps", 0.0, 1e-2);
   c.tokens = static_cast<int>(f.integer("tokens", 1, 1 << 20));
   if (f.has("multipliers")) {
-    const auto& m = f.json().at("multipliers");
-    if (!m.is_array() || m.size() != c.layer_ids.size())
+    const auto& m = f.array("multipliers");
+    if (m.size() != c.layer_ids.size())
       throw_bad_input("{}: one array per layer id expected", f.where("multipliers"));
     const int64_t bound = INT64_MAX / c.compressed_vocab;  // c * m must not overflow
     for (const auto& layer : m) {

@@ -86,6 +86,12 @@ JsonFields JsonFields::object(const char* key) const {
   return JsonFields(at(key), source_, path_.empty() ? key : path_ + "." + key);
 }
 
+const nlohmann::json& JsonFields::array(const char* key) const {
+  const auto& v = at(key);
+  if (!v.is_array()) throw_bad_input("{}: expected an array", where(key));
+  return v;
+}
+
 void JsonFields::reject_unknown(std::initializer_list<std::string_view> known) const {
   for (const auto& [k, v] : j_.items())
     if (std::find(known.begin(), known.end(), k) == known.end())

@@ -124,8 +124,7 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
     if (di == std::end(kDTypes))
       throw_bad_input("{}: unsupported dtype '{}'", f.where("dtype"), dt);
     t.dtype = di->dtype;
-    const auto& shape = entry.at("shape");
-    if (!shape.is_array()) throw_bad_input("{}: expected an array", f.where("shape"));
+    const auto& shape = f.array("shape");
     uint64_t elements = 1;
     for (const auto& s : shape) {
       if (!s.is_number_unsigned() || s.get<uint64_t>() > (1ull << 40))
@@ -135,8 +134,8 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
       if (__builtin_mul_overflow(elements, s.get<uint64_t>(), &elements))
         throw_bad_input("{}: element count overflows", f.where("shape"));
     }
-    const auto& off = entry.at("data_offsets");
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+    const auto& off = f.array("data_offsets");
+    if (off.size() != 2 || !off[0].is_number_unsigned() ||
         !off[1].is_number_unsigned() || off[0].get<uint64_t>() > off[1].get<uint64_t>() ||
         off[1].get<uint64_t>() > data.size())
       throw_bad_input("{}: expected [begin, end] with begin <= end <= {} (data size), got {}",

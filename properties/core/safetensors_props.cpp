@@ -83,6 +83,10 @@ TEST(Safetensors, RejectsMalformedFiles) {
   expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"extra":1}})", x8),
              "unknown");
   expect_bad(hand_made(R"({"__metadata__":{"k":1}})", ""), "__metadata__");
+  // Missing fields (found by safetensors_fuzz: json::at threw out_of_range past BadInput).
+  expect_bad(hand_made(R"({"x":{"dtype":"F32","shape":[2]}})", x8), "'x.data_offsets': missing");
+  expect_bad(hand_made(R"({"x":{"dtype":"F32","data_offsets":[0,8]}})", x8), "'x.shape': missing");
+  expect_bad(hand_made(R"({"x":{"shape":[2],"data_offsets":[0,8]}})", x8), "'x.dtype': missing");
 }
 
 TEST(Safetensors, TruncatedFileOnDiskIsRejectedAndWritesAreAtomic) {
