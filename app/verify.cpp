@@ -7,6 +7,7 @@
 #include "golden/attention_case.hpp"
 #include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
+#include "golden/model_case.hpp"
 #include "golden/moe_case.hpp"
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
@@ -273,6 +274,24 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
   return row;
 }
 
+// The end-to-end tiny model on the verification prompt (text around one image): the
+// optimized model against the reference tap by tap; a failure names the first diverging tap.
+VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
+  const reference::TinyModelWeights w = reference::tiny_model_weights(model);
+  const reference::Prompt p = model_prompt(model, w, model.seed, true);
+  VerifyRow row;
+  row.component = "model";
+  row.name = fmt::format("tiny/f32 {} tokens ({} image) blocks={}", p.ids.size(),
+                         p.visual.dim(0), model.shape.blocks);
+  row.backend = backend_name(opt.backend);
+  const ModelRun out = run_model(model, optimized_model_weights(w), p, opt);
+  row.launches = out.launches;
+  const std::vector<TensorCheck> checks = compare_model(run_model_reference(model, w, p), out);
+  fold_checks(row, checks);
+  row.bytes = fmt::format("{} taps, {} launches", checks.size(), out.launches.size());
+  return row;
+}
+
 }  // namespace
 
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
@@ -281,7 +300,7 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
   const size_t total =
-      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + 3 * std::size(acts) + 4;
+      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + 3 * std::size(acts) + 5;
   for (ResidualPath p : paths) {
     for (ActDType a : acts) {
       if (progress)
@@ -309,6 +328,8 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
     rows.push_back(verify_dspark(model, greedy, opt));
     rows.push_back(verify_dspark_decode(model, greedy, opt));
   }
+  if (progress) std::fprintf(stderr, "\r[%zu/%zu] end-to-end model ...", rows.size() + 1, total);
+  rows.push_back(verify_end_to_end(model, opt));
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;
 }

@@ -174,7 +174,7 @@ std::vector<uint64_t> counted_activation_bytes_per_site(const LaunchLog& launche
   std::vector<uint64_t> per_site;
   uint64_t running = 0;
   for (const LaunchCounts& l : launches) {
-    const bool sublayer = l.kernel.rfind("sublayer_", 0) == 0;
+    const bool sublayer = l.kernel.rfind("dense_rows", 0) == 0;
     const bool prologue = l.kernel.find(",first>") != std::string::npos;
     if (sublayer || prologue) continue;
     running += l.bytes(Traffic::activation);

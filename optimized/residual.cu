@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "optimized/dense.cuh"
 #include "optimized/device_array.cuh"
 #include "optimized/residual.cuh"
 #include "optimized/residual.hpp"  // host headers first: the emulator's macros come after
@@ -10,17 +11,22 @@
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
 
+// A site's weights on the device; absent tensors (no sublayer stand-in, no mixes at the head)
+// get a poisoned one-element placeholder that no kernel variant reads.
 struct SiteOnDevice {
   DeviceArray<float> fn, base, scale, norm_w, w_sub;
   explicit SiteOnDevice(const ResidualSiteWeights& w)
-      : fn(w.fn.data.size()),
-        base(24),
-        scale(3),
-        norm_w(w.norm_w.data.size()),
-        w_sub(std::max<size_t>(1, w.w_sub.data.size())) {
-    fn.upload(w.fn.data), base.upload(w.base.data), scale.upload(w.scale.data);
-    norm_w.upload(w.norm_w.data);
-    if (!w.w_sub.data.empty()) w_sub.upload(w.w_sub.data);
+      : fn(on_device(w.fn)),
+        base(on_device(w.base)),
+        scale(on_device(w.scale)),
+        norm_w(on_device(w.norm_w)),
+        w_sub(on_device(w.w_sub)) {
+    upload(fn, w.fn), upload(base, w.base), upload(scale, w.scale), upload(norm_w, w.norm_w);
+    upload(w_sub, w.w_sub);
+  }
+  static size_t on_device(const Tensor<float>& t) { return std::max<size_t>(1, t.data.size()); }
+  static void upload(DeviceArray<float>& a, const Tensor<float>& t) {
+    if (!t.data.empty()) a.upload(t.data);
   }
 };
 
@@ -60,8 +66,8 @@ class StackRunner {
 
  private:
   void sublayer(const SiteOnDevice& s) {
-    TANDEM_LAUNCH((std::string("sublayer_linear<") + name() + ">").c_str(), sublayer_linear<Act>,
-                  grid_, block_, smem_, y_.data(), s.w_sub.data(), d_, f_.data());
+    TANDEM_LAUNCH((std::string("dense_rows<") + name() + ">").c_str(), dense_rows<Act>, grid_,
+                  block_, smem_, y_.data(), s.w_sub.data(), d_, d_, f_.data());
   }
   void mixes(const SiteOnDevice& s) {
     TANDEM_LAUNCH((std::string("residual_mixes<") + name() + ">").c_str(), residual_mixes<Act>,
@@ -137,7 +143,79 @@ class StackRunner {
   ResidualStackOutputs out_;
 };
 
+template <class Act>
+class BoundaryRunner {
+ public:
+  BoundaryRunner(const ResidualBoundaryInputs& in, const RunOptions& opt)
+      : in_(in),
+        T_(in.x.dim(0)),
+        d_(in.cfg.d),
+        x_(in.x.data.size()),
+        f_(std::max<size_t>(1, in.f.data.size())),
+        coef_(std::max<size_t>(1, in.coef.data.size())),
+        opt_(opt) {
+    x_.upload(to_storage<Act>(in.x));
+    if (!in.f.data.empty()) f_.upload(to_storage<Act>(in.f));
+    if (!in.coef.data.empty()) coef_.upload(in.coef.data);
+  }
+
+  ResidualBoundaryOutputs run() {
+    ResidualBoundaryOutputs out;
+    const bool close = !in_.f.data.empty(), open = !in_.next.norm_w.data.empty();
+    DeviceArray<Act> x_next(x_.bytes() / sizeof(Act));
+    if (!open) {
+      TANDEM_LAUNCH((std::string("residual_post<") + name() + ">").c_str(), residual_post<Act>,
+                    dim3(T_), dim3(opt_.block_threads), 0, x_.data(), f_.data(), coef_.data(), d_,
+                    x_next.data());
+      out.x = download_floats(x_next, {T_, kHc, d_});
+      return out;
+    }
+    const bool mixes = !in_.next.fn.data.empty();
+    SiteOnDevice next(in_.next);
+    DeviceArray<Act> y(size_t(T_) * d_);
+    DeviceArray<float> coef_next(size_t(T_) * kMixes);
+    const SinkhornParams p{in_.cfg.sinkhorn_iters, float(in_.cfg.hc_eps), float(in_.cfg.norm_eps)};
+    const std::string variant = close ? (mixes ? ",boundary>" : ",last>") : ",open>";
+    TANDEM_LAUNCH((std::string("residual_single_pass<") + name() + variant).c_str(),
+                  kernel(close, mixes), dim3(T_), dim3(opt_.block_threads), sizeof(float) * d_,
+                  x_.data(), close ? f_.data() : nullptr,
+                  in_.coef.data.empty() ? nullptr : coef_.data(), next.fn.data(),
+                  next.base.data(), next.scale.data(), p, next.norm_w.data(), d_,
+                  close ? x_next.data() : nullptr, y.data(), mixes ? coef_next.data() : nullptr);
+    out.x = close ? download_floats(x_next, {T_, kHc, d_}) : in_.x;
+    out.y = download_floats(y, {T_, d_});
+    if (mixes) out.coef = download_floats(coef_next, {T_, kMixes});
+    return out;
+  }
+
+ private:
+  using Kernel = void (*)(const Act*, const Act*, const float*, const float*, const float*,
+                          const float*, SinkhornParams, const float*, int, Act*, Act*, float*);
+  static Kernel kernel(bool close, bool mixes) {
+    if (close)
+      return mixes ? residual_single_pass<Act, true, true> : residual_single_pass<Act, true, false>;
+    return mixes ? residual_single_pass<Act, false, true>
+                 : residual_single_pass<Act, false, false>;
+  }
+  static const char* name() { return sizeof(Act) == 4 ? "f32" : "bf16"; }
+
+  const ResidualBoundaryInputs& in_;
+  int T_, d_;
+  DeviceArray<Act> x_, f_;
+  DeviceArray<float> coef_;
+  const RunOptions& opt_;
+};
+
 }  // namespace
+
+ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
+                                              const RunOptions& opt) {
+  begin_run(opt);
+  ResidualBoundaryOutputs out = in.act == ActDType::f32 ? BoundaryRunner<float>(in, opt).run()
+                                                        : BoundaryRunner<bf16>(in, opt).run();
+  out.launches = end_run();
+  return out;
+}
 
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt) {

@@ -230,7 +230,8 @@ __global__ void residual_post(const Act* __restrict__ x, const Act* __restrict__
 // At the boundary after site l (kUpdate): X_{l+1} = post/comb_l applied to (X_l, f_l), written
 // once; y = RMSNorm(sum_j pre_l[j] X_{l+1}[j]) * w (the next site's collapse with the pre made at
 // site l), written once; with kMixes, X_{l+1}'s own coefficients accumulate on the fly.
-// Without kUpdate (the model's first site) X_l is only read and collapsed with pre = [1,0,0,0].
+// Without kUpdate X_l is only read and collapsed with coef_in's pre (a site opened after an
+// Engram layer), or with pre = [1,0,0,0] when coef_in is null (the model's first site).
 // x: [T,4,d]; f: [T,d]; coef_in/coef_out: [T,24]; fn: [24,4d]; w: [d]; y: [T,d].
 // Dynamic shared memory: [d] floats (the collapse, kept for the normalisation).
 template <class Act, bool kUpdate, bool kWithMixes>
@@ -246,7 +247,7 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
   __shared__ float c[kMixes];
   TANDEM_DYNAMIC_SHARED(float, collapse);  // [d]
   const size_t t = blockIdx.x;
-  if (kUpdate) {
+  if (kUpdate || coef_in != nullptr) {
     load_coefficients(coef_in + t * kMixes, c);
   } else if (threadIdx.x < kHc) {
     c[kPreAt + threadIdx.x] = threadIdx.x == 0 ? 1.0f : 0.0f;
@@ -303,29 +304,6 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
   }
   if (kWithMixes && threadIdx.x == 0)
     store_coefficients(acc, acc[kMixes], kHc * d, base, scale, p, coef_out + t * kMixes);
-}
-
-// ---------------------------------------------------------------- sublayer stand-in
-// f[t] = W y[t]: a dense d x d layer standing in for attention/FFN so stacks of sites can run.
-// y is staged in dynamic shared memory ([d] floats); one warp per output row.
-template <class Act>
-__global__ void sublayer_linear(const Act* __restrict__ y, const float* __restrict__ w_sub, int d,
-                                Act* __restrict__ f) {
-  using P = Pack<Act>;
-  TANDEM_DYNAMIC_SHARED(float, staged);  // [d]
-  const size_t t = blockIdx.x;
-  for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
-    float v[P::N];
-    P::load(y + t * d + i, v, Traffic::activation);
-#pragma unroll
-    for (int e = 0; e < P::N; ++e) staged[i + e] = v[e];
-  }
-  __syncthreads();
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  for (int r = warp; r < d; r += blockDim.x / kWarpSize) {
-    const float sum = warp_row_dot(w_sub + static_cast<size_t>(r) * d, staged, d);
-    if (lane == 0) st(f + t * d + r, from_float<Act>(sum), Traffic::activation);
-  }
 }
 
 }  // namespace tandem::TANDEM_BACKEND_NS

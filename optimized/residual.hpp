@@ -41,19 +41,51 @@ struct ResidualStackOutputs {
   LaunchLog launches;                 // emu byte counts (empty on cuda)
 };
 
+// One boundary of the V4.1 recipe as the end-to-end model runs it, where sites are separated by
+// real sublayers and Engram layers: closes site l (post/comb of `coef` applied to x and f) and
+// opens the next site (collapse with the pre carried in `coef`, RMSNorm with next.norm_w, and the
+// next site's coefficients when next.fn is given), in one pass when both happen.
+//  f and coef given, next.norm_w empty: close only (before an Engram layer): x.
+//  f and coef given: close and open (between sublayers; without next.fn: the head): x, y, coef.
+//  f empty: open only (after an Engram layer, or the first site when coef is empty too:
+//  pre = [1, 0, 0, 0]): y, coef; x is the input.
+struct ResidualBoundaryInputs {
+  ResidualConfig cfg;
+  ActDType act = ActDType::f32;
+  Tensor<float> x;           // [T, 4, d]
+  Tensor<float> f;           // [T, d] or empty
+  Tensor<float> coef;        // [T, 24] or empty
+  ResidualSiteWeights next;  // norm_w [d] (or empty: close only); fn/base/scale (or empty)
+};
+
+struct ResidualBoundaryOutputs {
+  Tensor<float> x;     // [T, 4, d]
+  Tensor<float> y;     // [T, d]  (empty when closing only)
+  Tensor<float> coef;  // [T, 24] (empty without next.fn)
+  LaunchLog launches;  // emu byte counts (empty on cuda)
+};
+
 // Validates shapes (BadInput naming the tensor) before anything runs.
 void validate_residual_inputs(const ResidualStackInputs& in);
+void validate_residual_boundary(const ResidualBoundaryInputs& in);
 
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt);
+
+ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
+                                              const RunOptions& opt);
 
 namespace emu_backend {
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt);
-}
+ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
+                                              const RunOptions& opt);
+}  // namespace emu_backend
 namespace cuda_backend {
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt);
-}
+ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
+                                              const RunOptions& opt);
+}  // namespace cuda_backend
 
 }  // namespace tandem

@@ -47,12 +47,14 @@ class Weights {
 
 bool is_layout(int32_t id) { return id <= kStart && id >= kEnd; }
 
-Vec<double> silu(const Vec<double>& x) { return x.array() / (1.0 + (-x.array()).exp()); }
-
-Vec<double> stream_mean(const Mat<double>& x) { return x.colwise().mean().transpose(); }
+template <class S>
+Vec<S> silu(const Vec<S>& x) {
+  return x.array() / (S(1) + (-x.array()).exp());
+}
 
 // [n] rows of width w -> a tap tensor [n, w].
-Tensor<double> rows_tensor(const std::vector<Vec<double>>& rows) {
+template <class S>
+Tensor<double> rows_tensor(const std::vector<Vec<S>>& rows) {
   const int64_t n = int64_t(rows.size()), w = n ? rows[0].size() : 0;
   Tensor<double> t({n, w});
   for (int64_t i = 0; i < n; ++i)
@@ -60,110 +62,153 @@ Tensor<double> rows_tensor(const std::vector<Vec<double>>& rows) {
   return t;
 }
 
-Tensor<double> state_tensor(const std::vector<Mat<double>>& x) {
+template <class S>
+Tensor<double> state_tensor(const std::vector<Mat<S>>& x) {
   const int64_t n = int64_t(x.size()), d = n ? x[0].cols() : 0;
   Tensor<double> t({n, 4, d});
   for (int64_t i = 0; i < n; ++i) std::copy(x[i].data(), x[i].data() + 4 * d, t.ptr() + i * 4 * d);
   return t;
 }
 
+template <class S>
+Site<S> cast_site(const Site<double>& s) {
+  return {s.fn.cast<S>(), s.base.cast<S>(), s.scale.cast<S>(), s.norm_w.cast<S>(), s.w_sub.cast<S>()};
+}
+
+template <class S>
+std::vector<Mat<S>> cast_all(const std::vector<Mat<double>>& m) {
+  std::vector<Mat<S>> out;
+  for (const auto& x : m) out.push_back(x.cast<S>());
+  return out;
+}
+
 }  // namespace
 
-TinyModel::TinyModel(const ModelConfig& m) : m_(m), d_(m.residual.d) {
+TinyModelWeights tiny_model_weights(const ModelConfig& m) {
   Weights w(m.seed);
-  const int64_t V = m.engram.vocab, d = d_, C = m.vision.width, E = m.vision.experts;
+  const int64_t V = m.engram.vocab, d = m.residual.d, C = m.vision.width, E = m.vision.experts;
   const int64_t H = m.shape.ffn_hidden, P = 3 * kPatch * kPatch;
-  embed_ = w.mat(V, d, -1, 1);
-  special_ = w.mat(4, d, -1, 1);
-  unembed_ = w.mat(V, d, -1 / std::sqrt(double(d)), 1 / std::sqrt(double(d)));
-  patch_w_ = w.floats({C, P}, -1 / std::sqrt(double(P)), 1 / std::sqrt(double(P)));
+  TinyModelWeights out;
+  out.embed = w.mat(V, d, -1, 1);
+  out.special = w.mat(4, d, -1, 1);
+  out.unembed = w.mat(V, d, -1 / std::sqrt(double(d)), 1 / std::sqrt(double(d)));
+  out.vision.patch_w = w.floats({C, P}, -1 / std::sqrt(double(P)), 1 / std::sqrt(double(P)));
   const double a1 = 1 / std::sqrt(9.0 * C), a2 = 1 / std::sqrt(2.0 * d);
-  align_w1_ = w.tensor({2 * d, 9 * C}, -a1, a1);
-  align_b1_ = w.tensor({2 * d}, -0.1, 0.1);
-  align_w2_ = w.tensor({d, 2 * d}, -a2, a2);
-  align_b2_ = w.tensor({d}, -0.1, 0.1);
+  out.vision.w1 = w.tensor({2 * d, 9 * C}, -a1, a1);
+  out.vision.b1 = w.tensor({2 * d}, -0.1, 0.1);
+  out.vision.w2 = w.tensor({d, 2 * d}, -a2, a2);
+  out.vision.b2 = w.tensor({d}, -0.1, 0.1);
   const double s = 1 / std::sqrt(double(d)), r = 2 * std::sqrt(3.0) / std::sqrt(double(d));
   for (int b = 0; b < m.shape.blocks; ++b) {
-    Block blk{w.site(d), w.site(d), {}, {}};
-    blk.attn = {
-        w.mat(d, d, -s, s), w.mat(d, d, -s, s), w.mat(d, d, -s, s), w.mat(d, d, -s, s), {}, {}};
-    blk.moe.router = w.mat(E, d, -r, r);
+    TinyModelWeights::Block blk;
+    blk.attn_site = w.site(d);
+    blk.ffn_site = w.site(d);
+    blk.wq = w.mat(d, d, -s, s);
+    blk.wk = w.mat(d, d, -s, s);
+    blk.wv = w.mat(d, d, -s, s);
+    blk.wo = w.mat(d, d, -s, s);
+    blk.router = w.mat(E, d, -r, r);
     const Vec<double> bt = w.vec(E, -0.5, 0.5), bv = w.vec(E, -0.5, 0.5);
-    blk.moe.bias_text.assign(bt.data(), bt.data() + E);
-    blk.moe.bias_vl.assign(bv.data(), bv.data() + E);
+    blk.bias_text.assign(bt.data(), bt.data() + E);
+    blk.bias_vl.assign(bv.data(), bv.data() + E);
     for (int64_t e = 0; e < E; ++e) {
-      blk.moe.w_in.push_back(w.mat(H, d, -s, s));
-      blk.moe.w_out.push_back(w.mat(d, H, -1 / std::sqrt(double(H)), 1 / std::sqrt(double(H))));
+      blk.w_in.push_back(w.mat(H, d, -s, s));
+      blk.w_out.push_back(w.mat(d, H, -1 / std::sqrt(double(H)), 1 / std::sqrt(double(H))));
     }
-    blocks_.push_back(std::move(blk));
+    out.blocks.push_back(std::move(blk));
   }
   const auto tables = engram_tables(m.engram);
   const int64_t lookup_width = int64_t{m.engram.lookups()} * m.engram.head_dim;
   for (size_t i = 0; i < tables.size(); ++i) {
     const double k = 1 / std::sqrt(double(lookup_width));
-    engram_.push_back({m.engram.layer_ids[i], tables[i],
-                       synthetic_table(tables[i].rows, m.engram.row_bytes(), m.seed + i),
-                       w.floats({5 * d, lookup_width}, -k, k), w.floats({4, d}, 0.75, 1.25)});
+    out.engram.push_back({m.engram.layer_ids[i], tables[i],
+                          synthetic_table(tables[i].rows, m.engram.row_bytes(), m.seed + i),
+                          w.floats({5 * d, lookup_width}, -k, k), w.floats({4, d}, 0.75, 1.25)});
   }
-  head_ = w.site(d);
-  map_ = synthetic_compression_map(m.engram.vocab, m.engram.compressed_vocab, m.seed);
+  out.head = w.site(d);
+  out.map = synthetic_compression_map(m.engram.vocab, m.engram.compressed_vocab, m.seed);
+  return out;
 }
 
-Tensor<double> TinyModel::embed_image(const Tensor<uint8_t>& rgb) const {
+template <class S>
+TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
+    : m_(m),
+      d_(m.residual.d),
+      vision_(w.vision),
+      embed_(w.embed.cast<S>()),
+      special_(w.special.cast<S>()),
+      unembed_(w.unembed.cast<S>()),
+      engram_(w.engram),
+      head_(cast_site<S>(w.head)),
+      map_(w.map) {
+  for (const auto& b : w.blocks)
+    blocks_.push_back({cast_site<S>(b.attn_site),
+                       cast_site<S>(b.ffn_site),
+                       {b.wq.cast<S>(), b.wk.cast<S>(), b.wv.cast<S>(), b.wo.cast<S>(), {}, {}},
+                       {b.router.cast<S>(), b.bias_text, b.bias_vl, cast_all<S>(b.w_in),
+                        cast_all<S>(b.w_out)}});
+}
+
+Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb) {
   const VisionGeometry g = vision_geometry(int(rgb.dim(1)), int(rgb.dim(0)));
-  const Tensor<double> grid = patch_embedding(patchify(preprocess(rgb, g)), patch_w_);
-  return aligner(unshuffle(grid), align_w1_, align_b1_, align_w2_, align_b2_);
+  const Tensor<double> grid = patch_embedding(patchify(preprocess(rgb, g)), w.patch_w);
+  return aligner(unshuffle(grid), w.w1, w.b1, w.w2, w.b2);
 }
 
-Prompt TinyModel::make_prompt(uint64_t seed) const {
-  const int W = m_.vision.image_w, H = m_.vision.image_h, n = m_.shape.prompt_tokens;
+Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed) {
+  const int W = m.vision.image_w, H = m.vision.image_h, n = m.shape.prompt_tokens;
+  const int64_t V = m.engram.vocab;
   Tensor<uint8_t> rgb({H, W, 3});
   for (int64_t i = 0; i < rgb.size(); ++i)
     rgb.data[i] = static_cast<uint8_t>(philox_draw(seed, 1, uint32_t(i)).v[0]);
-  auto text = [&](int i) { return int32_t(philox_draw(seed, 2, uint32_t(i)).v[0] % vocab()); };
+  auto text = [&](int i) { return int32_t(philox_draw(seed, 2, uint32_t(i)).v[0] % V); };
   Prompt p;
   for (int i = 0; i < n / 2; ++i) p.ids.push_back(text(i));
   for (int32_t id : image_token_layout(vision_geometry(W, H))) p.ids.push_back(id);
   for (int i = n / 2; i < n; ++i) p.ids.push_back(text(i));
-  p.visual = embed_image(rgb);
+  p.visual = embed_image(w, rgb);
   return p;
 }
 
-Mat<double> TinyModel::attention(Attention& a, const std::vector<Vec<double>>& y) {
-  Mat<double> out(int64_t(y.size()), d_);
+template <class S>
+Mat<S> TinyModelT<S>::attention(Attention& a, const std::vector<Vec<S>>& y) {
+  Mat<S> out(int64_t(y.size()), d_);
   for (size_t i = 0; i < y.size(); ++i) {  // causal: token i sees the cache up to itself
-    a.keys.push_back(a.wk * y[i]);
-    a.values.push_back(a.wv * y[i]);
-    out.row(i) =
-        (a.wo * attend<Vec<double>>(a.wq * y[i], a.keys, a.values, m_.shape.heads)).transpose();
+    a.keys.push_back(naive_matvec<S>(a.wk, y[i]));
+    a.values.push_back(naive_matvec<S>(a.wv, y[i]));
+    const Vec<S> o = attend<Vec<S>>(naive_matvec<S>(a.wq, y[i]), a.keys, a.values, m_.shape.heads);
+    out.row(i) = naive_matvec<S>(a.wo, o).transpose();
   }
   return out;
 }
 
-std::vector<Vec<double>> TinyModel::moe(const Moe& m, const std::vector<Vec<double>>& y,
-                                        const std::vector<uint8_t>& is_image,
-                                        Tensor<int32_t>& experts) const {
+template <class S>
+std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& y,
+                                       const std::vector<uint8_t>& is_image,
+                                       Tensor<int32_t>& experts) const {
   const int64_t n = int64_t(y.size()), E = m.router.rows();
   MoeGateInputs gate;
   gate.logits = Tensor<float>({n, E});  // the router's logits in the gate kernel's dtype
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t e = 0; e < E; ++e) gate.logits.data[t * E + e] = float(m.router.row(e).dot(y[t]));
+    for (int64_t e = 0; e < E; ++e) gate.logits.data[t * E + e] = float(naive_dot<S>(m.router.row(e), y[t]));
   gate.is_image = is_image;
   gate.bias_text = m.bias_text, gate.bias_vl = m.bias_vl;
   gate.top_k = m_.vision.top_k;
-  const MoeGateRef routed = moe_gate<double>(gate);
+  const MoeGateRef routed = moe_gate<S>(gate);
   experts = routed.experts;
-  std::vector<Vec<double>> f(n, Vec<double>::Zero(d_));
+  std::vector<Vec<S>> f(n, Vec<S>::Zero(d_));
   for (int64_t t = 0; t < n; ++t)
     for (int k = 0; k < gate.top_k; ++k) {
       const int32_t e = routed.experts.data[t * gate.top_k + k];
-      f[t] += routed.weights.data[t * gate.top_k + k] * (m.w_out[e] * silu(m.w_in[e] * y[t]));
+      f[t] += S(routed.weights.data[t * gate.top_k + k]) *
+              naive_matvec<S>(m.w_out[e], silu<S>(naive_matvec<S>(m.w_in[e], y[t])));
     }
   return f;
 }
 
-void TinyModel::engram(const EngramLayer& e, const std::vector<int64_t>& compressed,
-                       State& x) const {
+template <class S>
+void TinyModelT<S>::engram(const TinyModelWeights::EngramLayer& e,
+                           const std::vector<int64_t>& compressed, State& x) const {
   const int64_t n = int64_t(x.size());
   EngramInputs in;
   in.cfg = m_.engram;
@@ -175,20 +220,23 @@ void TinyModel::engram(const EngramLayer& e, const std::vector<int64_t>& compres
   in.compressed_pad = map_.map.at(m_.engram.pad_id);
   in.table = e.table;
   in.wkv = e.wkv, in.gate_w = e.gate_w;
-  // NOTE: Engram's reference reads the streams as float (the kernels' input); the model's
+  // NOTE: Engram's reference reads the streams as float (the kernels' input); the truth's
   // double state is rounded there (relative 2^-24, far below every tolerance budget).
   in.h = Tensor<float>({n, 4, d_});
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < 4 * d_; ++i) in.h.data[t * 4 * d_ + i] = float(x[t].data()[i]);
   const Tensor<int64_t> addresses =
       engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
-  const GateOutputs g = engram_gate_truth(in, gather_rows(in.cfg, in.table, addresses));
+  const Tensor<float> rows = gather_rows(in.cfg, in.table, addresses);
+  const GateOutputs g = std::is_same_v<S, double> ? engram_gate_truth(in, rows)
+                                                  : engram_gate_baseline(in, rows);
   for (int64_t t = 0; t < n; ++t)  // image / DEAD positions have no lookup and keep their state
     if (compressed[t] >= 0)
-      std::copy(g.h_out.ptr() + t * 4 * d_, g.h_out.ptr() + (t + 1) * 4 * d_, x[t].data());
+      for (int64_t i = 0; i < 4 * d_; ++i) x[t].data()[i] = S(g.h_out.data[t * 4 * d_ + i]);
 }
 
-Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps) {
+template <class S>
+Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* taps) {
   const int64_t n = int64_t(p.ids.size()), V = vocab(), B = m_.shape.blocks;
   if (p.visual.shape.size() != 2 || (p.visual.dim(0) > 0 && p.visual.dim(1) != d_))
     throw_bad_input("model prompt: visual embeddings must be [IMAGE positions, {}]", d_);
@@ -196,7 +244,7 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
   std::vector<int64_t> raw(n);
   std::vector<uint8_t> is_image(n);
   State x(n);
-  std::vector<Vec<double>> embedded(n);
+  std::vector<Vec<S>> embedded(n);
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = p.ids[t];
     if (id >= V || (id < 0 && !is_layout(id)))
@@ -208,10 +256,10 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
     is_image[t] = id < 0;       // the image's layout routes with the vision-language biases
     raw[t] = id < 0 ? -2 : id;  // Engram: no lookup at image positions, look-back stops
     embedded[t] =
-        id >= 0 ? Vec<double>(embed_.row(id).transpose())
+        id >= 0 ? Vec<S>(embed_.row(id).transpose())
         : id == kImage
-            ? Vec<double>(Eigen::Map<const Vec<double>>(p.visual.ptr() + images++ * d_, d_))
-            : Vec<double>(special_.row(kStart - id).transpose());
+            ? Vec<S>(Eigen::Map<const Vec<double>>(p.visual.ptr() + images++ * d_, d_).cast<S>())
+            : Vec<S>(special_.row(kStart - id).transpose());
     x[t] = embedded[t].transpose().replicate(4, 1);
   }
   if (images != p.visual.dim(0))
@@ -223,37 +271,38 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
   };
   tap("embed", rows_tensor(embedded));
 
-  Pres pre(n, Vec4<double>(1, 0, 0, 0));
+  Pres pre(n, Vec4<S>(1, 0, 0, 0));
   std::vector<Eigen::VectorXd> features(n, Eigen::VectorXd(3 * d_));
   // One mHC site around sublayer F over the whole chunk: collapse with the shifted pre, F, post.
-  auto site = [&](const Site<double>& s, const std::string& name, auto&& sublayer) {
-    std::vector<Coefficients<double>> c;
-    std::vector<Vec<double>> y;
+  auto site = [&](const Site<S>& s, const std::string& name, auto&& sublayer) {
+    std::vector<Coefficients<S>> c;
+    std::vector<Vec<S>> y;
     for (int64_t t = 0; t < n; ++t) {
       c.push_back(hc_mixes(x[t], s, m_.residual));
-      y.push_back(rms_norm(collapse(x[t], pre[t]), s.norm_w, m_.residual.norm_eps));
+      y.push_back(rms_norm<S>(collapse(x[t], pre[t]), s.norm_w, S(m_.residual.norm_eps)));
     }
     tap(name + ".y", rows_tensor(y));
-    const std::vector<Vec<double>> f = sublayer(y);
+    const std::vector<Vec<S>> f = sublayer(y);
     tap(name + ".f", rows_tensor(f));
     for (int64_t t = 0; t < n; ++t) x[t] = hc_post(x[t], f[t], c[t]), pre[t] = c[t].pre;
     tap(name + ".x", state_tensor(x));
   };
   for (int64_t b = 0; b < B; ++b) {
     const std::string blk = fmt::format("block{}", b);
-    for (const EngramLayer& e : engram_)
+    for (const auto& e : engram_)
       if (e.block == b) engram(e, compressed, x), tap(blk + ".engram.x", state_tensor(x));
     if (b >= B - 3)  // DSpark's target features: this block's attention input, stream mean
       for (int64_t t = 0; t < n; ++t)
-        features[t].segment((b - (B - 3)) * d_, d_) = stream_mean(x[t]);
+        features[t].segment((b - (B - 3)) * d_, d_) =
+            x[t].colwise().mean().transpose().template cast<double>();
     Block& k = blocks_[b];
-    site(k.attn_site, blk + ".attn", [&](const std::vector<Vec<double>>& y) {
-      const Mat<double> o = attention(k.attn, y);
-      std::vector<Vec<double>> f;
+    site(k.attn_site, blk + ".attn", [&](const std::vector<Vec<S>>& y) {
+      const Mat<S> o = attention(k.attn, y);
+      std::vector<Vec<S>> f;
       for (int64_t t = 0; t < n; ++t) f.push_back(o.row(t).transpose());
       return f;
     });
-    site(k.ffn_site, blk + ".moe", [&](const std::vector<Vec<double>>& y) {
+    site(k.ffn_site, blk + ".moe", [&](const std::vector<Vec<S>>& y) {
       Tensor<int32_t> experts;
       auto f = moe(k.moe, y, is_image, experts);
       tap(blk + ".moe.experts",
@@ -261,11 +310,11 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
       return f;
     });
   }
-  std::vector<Vec<double>> y;
+  std::vector<Vec<S>> y;
   Eigen::MatrixXd logits(n, V);
   for (int64_t t = 0; t < n; ++t) {
-    y.push_back(rms_norm(collapse(x[t], pre[t]), head_.norm_w, m_.residual.norm_eps));
-    logits.row(t) = (unembed_ * y[t]).transpose();
+    y.push_back(rms_norm<S>(collapse(x[t], pre[t]), head_.norm_w, S(m_.residual.norm_eps)));
+    logits.row(t) = naive_matvec<S>(unembed_, y[t]).transpose().template cast<double>();
   }
   tap("head.y", rows_tensor(y));
   if (taps) {
@@ -279,29 +328,37 @@ Eigen::MatrixXd TinyModel::append_prompt(const Prompt& p, std::vector<Tap>* taps
   return logits;
 }
 
-Eigen::MatrixXd TinyModel::append(const std::vector<int32_t>& tokens) {
+template <class S>
+Eigen::MatrixXd TinyModelT<S>::append(const std::vector<int32_t>& tokens) {
   return append_prompt({tokens, Tensor<double>({0, d_})});
 }
 
-void TinyModel::rollback(int64_t length) {
+template <class S>
+void TinyModelT<S>::rollback(int64_t length) {
   for (Block& b : blocks_) b.attn.keys.resize(length), b.attn.values.resize(length);
   compressed_.resize(length);
   features_.resize(length);
 }
 
-Eigen::MatrixXd TinyModel::cache_snapshot() const {
+template <class S>
+Eigen::MatrixXd TinyModelT<S>::cache_snapshot() const {
   Eigen::MatrixXd m(cached(), 2 * d_ * int64_t(blocks_.size()));
   for (int64_t j = 0; j < cached(); ++j)
     for (size_t b = 0; b < blocks_.size(); ++b)
-      m.row(j).segment(2 * d_ * int64_t(b), 2 * d_) << blocks_[b].attn.keys[j].transpose(),
-          blocks_[b].attn.values[j].transpose();
+      m.row(j).segment(2 * d_ * int64_t(b), 2 * d_)
+          << blocks_[b].attn.keys[j].transpose().template cast<double>(),
+          blocks_[b].attn.values[j].transpose().template cast<double>();
   return m;
 }
 
-Eigen::MatrixXd TinyModel::target_features() const {
+template <class S>
+Eigen::MatrixXd TinyModelT<S>::target_features() const {
   Eigen::MatrixXd m(cached(), 3 * d_);
   for (int64_t j = 0; j < cached(); ++j) m.row(j) = features_[j].transpose();
   return m;
 }
+
+template class TinyModelT<double>;
+template class TinyModelT<float>;
 
 }  // namespace tandem::reference

@@ -34,15 +34,53 @@ struct Prompt {
   Tensor<double> visual;  // [IMAGE positions, d]
 };
 
-class TinyModel : public Backbone {
- public:
-  explicit TinyModel(const ModelConfig& m);
+// The model's seeded weights, every value exactly representable in float: one source for the
+// truth and baseline references and for the optimized model.
+struct TinyModelWeights {
+  struct Block {
+    Site<double> attn_site, ffn_site;
+    Mat<double> wq, wk, wv, wo;              // [d, d] each
+    Mat<double> router;                      // [E, d]
+    std::vector<float> bias_text, bias_vl;   // [E]
+    std::vector<Mat<double>> w_in, w_out;    // E x [hidden, d], E x [d, hidden]
+  };
+  struct EngramLayer {
+    int block = 0;
+    EngramLayerTables tables;
+    std::vector<uint8_t> table;
+    Tensor<float> wkv, gate_w;  // [5d, lookups * head_dim], [4, d]
+  };
+  struct Vision {
+    Tensor<float> patch_w;                   // [C, 588]
+    Tensor<double> w1, b1, w2, b2;           // the aligner
+  };
+  Mat<double> embed, special, unembed;       // [V, d], [4, d] for START..END, [V, d]
+  Vision vision;
+  std::vector<Block> blocks;
+  std::vector<EngramLayer> engram;
+  Site<double> head;
+  CompressionMap map;
+};
+TinyModelWeights tiny_model_weights(const ModelConfig& m);
 
-  // The verification prompt: prompt_tokens text ids around one seeded vision.image_w x image_h
-  // image (half before it, half after).
-  Prompt make_prompt(uint64_t seed) const;
-  // Pixels [H, W, 3] -> one embedding per visual token [tokens_h * tokens_w, d].
-  Tensor<double> embed_image(const Tensor<uint8_t>& rgb) const;
+// The verification prompt: prompt_tokens text ids around one seeded vision.image_w x image_h
+// image (half before it, half after); the image goes through the vision path in double.
+Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed);
+// Pixels [H, W, 3] -> one embedding per visual token [tokens_h * tokens_w, d].
+Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb);
+
+// The model in scalar S: double is the truth; float, with sums in plain order, is the baseline
+// of the tolerance policy (DESIGN 4) for the optimized model.
+template <class S>
+class TinyModelT : public Backbone {
+ public:
+  explicit TinyModelT(const ModelConfig& m) : TinyModelT(m, tiny_model_weights(m)) {}
+  TinyModelT(const ModelConfig& m, const TinyModelWeights& w);
+
+  Prompt make_prompt(uint64_t seed) const { return reference::make_prompt(m_, vision_, seed); }
+  Tensor<double> embed_image(const Tensor<uint8_t>& rgb) const {
+    return reference::embed_image(vision_, rgb);
+  }
 
   // Appends a chunk; logits [n, vocab], and the chunk's taps when `taps` is given.
   Eigen::MatrixXd append_prompt(const Prompt& p, std::vector<Tap>* taps = nullptr);
@@ -56,46 +94,42 @@ class TinyModel : public Backbone {
 
  private:
   struct Attention {
-    Mat<double> wq, wk, wv, wo;             // [d, d] each
-    std::vector<Vec<double>> keys, values;  // the KV cache, one [d] row per position
+    Mat<S> wq, wk, wv, wo;             // [d, d] each
+    std::vector<Vec<S>> keys, values;  // the KV cache, one [d] row per position
   };
   struct Moe {
-    Mat<double> router;                     // [E, d]
+    Mat<S> router;                          // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    std::vector<Mat<double>> w_in;          // E x [hidden, d]
-    std::vector<Mat<double>> w_out;         // E x [d, hidden]
+    std::vector<Mat<S>> w_in;               // E x [hidden, d]
+    std::vector<Mat<S>> w_out;              // E x [d, hidden]
   };
   struct Block {
-    Site<double> attn_site, ffn_site;
+    Site<S> attn_site, ffn_site;
     Attention attn;
     Moe moe;
   };
-  struct EngramLayer {
-    int block = 0;
-    EngramLayerTables tables;
-    std::vector<uint8_t> table;
-    Tensor<float> wkv, gate_w;  // [5d, lookups * head_dim], [4, d]
-  };
-  using State = std::vector<Mat<double>>;  // per token [4, d]
-  using Pres = std::vector<Vec4<double>>;  // per token: the pre the next site collapses with
+  using State = std::vector<Mat<S>>;  // per token [4, d]
+  using Pres = std::vector<Vec4<S>>;  // per token: the pre the next site collapses with
 
-  Mat<double> attention(Attention& a, const std::vector<Vec<double>>& y);
-  std::vector<Vec<double>> moe(const Moe& m, const std::vector<Vec<double>>& y,
-                               const std::vector<uint8_t>& is_image,
-                               Tensor<int32_t>& experts) const;
-  void engram(const EngramLayer& e, const std::vector<int64_t>& compressed, State& x) const;
+  Mat<S> attention(Attention& a, const std::vector<Vec<S>>& y);
+  std::vector<Vec<S>> moe(const Moe& m, const std::vector<Vec<S>>& y,
+                          const std::vector<uint8_t>& is_image, Tensor<int32_t>& experts) const;
+  void engram(const TinyModelWeights::EngramLayer& e, const std::vector<int64_t>& compressed,
+              State& x) const;
 
   ModelConfig m_;
   int64_t d_;
-  Mat<double> embed_, special_, unembed_;  // [V, d], [4, d] for START..END, [V, d]
-  Tensor<float> patch_w_;                  // [C, 588]
-  Tensor<double> align_w1_, align_b1_, align_w2_, align_b2_;
+  TinyModelWeights::Vision vision_;
+  Mat<S> embed_, special_, unembed_;
   std::vector<Block> blocks_;
-  std::vector<EngramLayer> engram_;
-  Site<double> head_;
+  std::vector<TinyModelWeights::EngramLayer> engram_;
+  Site<S> head_;
   CompressionMap map_;
   std::vector<int64_t> compressed_;        // per cached position (Engram's history)
   std::vector<Eigen::VectorXd> features_;  // per cached position [3d]
 };
+
+using TinyModel = TinyModelT<double>;
+using TinyModelBaseline = TinyModelT<float>;
 
 }  // namespace tandem::reference

@@ -35,17 +35,18 @@ inline Eigen::RowVectorXd softmax(const Eigen::RowVectorXd& logits, double tempe
 }
 
 // One query's causal attention over the cached keys and values (every position up to and
-// including its own), `heads` heads of width q.size() / heads side by side.
+// including its own), `heads` heads of width q.size() / heads side by side, in q's scalar.
 template <class Vector>
 Vector attend(const Vector& q, const std::vector<Vector>& keys, const std::vector<Vector>& values,
               int64_t heads) {
+  using S = typename Vector::Scalar;
   const int64_t hd = q.size() / heads;
   Vector out = Vector::Zero(q.size());
   for (int64_t h = 0; h < heads; ++h) {
-    Eigen::VectorXd scores(keys.size());
+    Eigen::Matrix<S, Eigen::Dynamic, 1> scores(keys.size());
     for (size_t j = 0; j < keys.size(); ++j)
-      scores(j) = q.segment(h * hd, hd).dot(keys[j].segment(h * hd, hd)) / std::sqrt(double(hd));
-    const Eigen::VectorXd p = (scores.array() - scores.maxCoeff()).exp();
+      scores(j) = q.segment(h * hd, hd).dot(keys[j].segment(h * hd, hd)) / std::sqrt(S(hd));
+    const Eigen::Matrix<S, Eigen::Dynamic, 1> p = (scores.array() - scores.maxCoeff()).exp();
     for (size_t j = 0; j < keys.size(); ++j)
       out.segment(h * hd, hd) += p(j) / p.sum() * values[j].segment(h * hd, hd);
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "core/vision_config.hpp"
 #include "optimized/vision.hpp"
 
 namespace tandem::reference {
@@ -28,8 +29,8 @@ struct VisionGeometry {
 // 14, and shrink until at most 1024 visual tokens remain. BadInput for sizes outside [1, 2^20].
 VisionGeometry vision_geometry(int width, int height);
 
-// Token ids of one image in the text sequence: START, (IMAGE x w' + NEWLINE) x h', END.
-enum VisionToken : int32_t { kStart = -10, kImage = -11, kNewline = -12, kEnd = -13 };
+// The image's token ids (core/vision_config.hpp), START, (IMAGE x w' + NEWLINE) x h', END.
+using ::tandem::kEnd, ::tandem::kImage, ::tandem::kNewline, ::tandem::kStart;
 std::vector<int32_t> image_token_layout(const VisionGeometry& g);
 
 // Pixels [H, W, 3] (0..255) -> normalised, letterboxed [padded_h, padded_w, 3]: bilinear resize

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "sim/dense_traffic.hpp"
+
 namespace tandem::sim {
 namespace {
 
@@ -32,12 +34,7 @@ LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, i
   const uint64_t T = tokens, e = act_bytes(act), row = d * e, state = kStreams * row;
   LaunchLog log;
   auto add = [&](const Launch& l) { log.push_back(l.c); };
-  auto sublayer = [&] {
-    add(Launch(kernel_name("sublayer_linear", act))
-            .read(Traffic::activation, T * row)
-            .write(Traffic::activation, T * row)
-            .read(Traffic::weight, T * d * d * kF32));
-  };
+  auto sublayer = [&] { log.push_back(predict_dense_rows(tokens, d, d, act)); };
   auto mixes = [&] {
     add(Launch(kernel_name("residual_mixes", act))
             .read(Traffic::activation, T * state)

@@ -38,7 +38,7 @@ TEST(ResidualTraffic, DesignedElementsPerSite) {
     const auto v4 = sim::predict_residual_stack(ResidualPath::v4_unfused, 1, d, 1, act);
     uint64_t site = 0;
     for (int i = 0; i < 5; ++i)
-      if (v4[i].kernel.rfind("sublayer", 0) != 0) site += v4[i].bytes(Traffic::activation);
+      if (v4[i].kernel.rfind("dense_rows", 0) != 0) site += v4[i].bytes(Traffic::activation);
     EXPECT_EQ(site, uint64_t(sim::kResidualV4Unfused * d * e));
     const auto v41 = sim::predict_residual_stack(ResidualPath::v41_single_pass, 1, d, 1, act);
     EXPECT_EQ(v41.back().bytes(Traffic::activation), uint64_t(sim::kResidualV41SinglePass * d * e));

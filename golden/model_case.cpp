@@ -1,0 +1,108 @@
+#include "golden/model_case.hpp"
+
+#include <fmt/format.h>
+
+#include "golden/case_util.hpp"
+
+namespace tandem {
+namespace {
+
+Tensor<float> floats(const reference::Mat<double>& m) {
+  return Tensor<float>({m.rows(), m.cols()}, std::vector<float>(m.data(), m.data() + m.size()));
+}
+Tensor<float> floats(const reference::Vec<double>& v) {
+  return Tensor<float>({v.size()}, std::vector<float>(v.data(), v.data() + v.size()));
+}
+
+// fn/base/scale/norm_w of a site (no sublayer stand-in: the model has real sublayers).
+ResidualSiteWeights site_weights(const reference::Site<double>& s) {
+  return {floats(s.fn), floats(s.base), floats(s.scale), floats(s.norm_w), {}};
+}
+
+// E matrices [r, c] -> [E, r, c].
+Tensor<float> stacked(const std::vector<reference::Mat<double>>& m) {
+  const int64_t E = int64_t(m.size()), r = m[0].rows(), c = m[0].cols();
+  Tensor<float> t({E, r, c});
+  for (int64_t e = 0; e < E; ++e) std::copy_n(m[e].data(), r * c, t.ptr() + e * r * c);
+  return t;
+}
+
+Tensor<float> tap_floats(const Tensor<double>& t) {
+  return Tensor<float>(t.shape, std::vector<float>(t.data.begin(), t.data.end()));
+}
+
+}  // namespace
+
+ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
+  ModelWeights o;
+  o.embed = floats(w.embed), o.special = floats(w.special), o.unembed = floats(w.unembed);
+  for (const auto& b : w.blocks) {
+    reference::Mat<double> qkv(3 * b.wq.rows(), b.wq.cols());
+    qkv << b.wq, b.wk, b.wv;
+    o.blocks.push_back({site_weights(b.attn_site), site_weights(b.ffn_site), floats(qkv),
+                        floats(b.wo), floats(b.router), b.bias_text, b.bias_vl, stacked(b.w_in),
+                        stacked(b.w_out)});
+  }
+  for (const auto& e : w.engram) o.engram.push_back({e.block, e.tables, e.table, e.wkv, e.gate_w});
+  o.head_norm_w = floats(w.head.norm_w);
+  o.compression_map = w.map.map;
+  return o;
+}
+
+reference::Prompt model_prompt(const ModelConfig& m, const reference::TinyModelWeights& w,
+                               uint64_t seed, bool image) {
+  reference::Prompt p = reference::make_prompt(m, w.vision, seed);
+  if (!image) {
+    std::erase_if(p.ids, [](int32_t id) { return id < 0; });
+    p.visual = Tensor<double>({0, m.residual.d});
+  }
+  for (double& v : p.visual.data) v = float(v);
+  return p;
+}
+
+ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
+                                   const reference::Prompt& p) {
+  ModelReference r;
+  reference::TinyModel(m, w).append_prompt(p, &r.truth);
+  reference::TinyModelBaseline(m, w).append_prompt(p, &r.baseline);
+  return r;
+}
+
+ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const reference::Prompt& p,
+                   const RunOptions& opt) {
+  return run_model(m, w, p.ids, tap_floats(p.visual), opt);
+}
+
+std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun& out) {
+  std::vector<TensorCheck> checks;
+  for (size_t i = 0; i < ref.truth.size(); ++i) {
+    const reference::Tap& truth = ref.truth[i];
+    if (i >= out.taps.size() || out.taps[i].name != truth.name ||
+        out.taps[i].value.shape != truth.value.shape || ref.baseline[i].name != truth.name) {
+      CompareResult missing;
+      missing.pass = false;
+      missing.failure = fmt::format("the optimized model has no tap '{}' of the same shape here",
+                                    truth.name);
+      checks.push_back({truth.name, missing});
+      continue;
+    }
+    const Tensor<float>& got = out.taps[i].value;
+    if (truth.name.ends_with(".experts"))
+      checks.push_back(exact_check(truth.name, tap_floats(truth.value), got));
+    else
+      checks.push_back({truth.name, compare_to_truth(truth.value.span(),
+                                                     ref.baseline[i].value.span(),
+                                                     as_doubles(got), OutDType::F32,
+                                                     truth.value.shape.back())});
+  }
+  if (out.taps.size() != ref.truth.size()) {
+    CompareResult extra;
+    extra.pass = false;
+    extra.failure = fmt::format("{} taps from the optimized model, {} from the reference",
+                                out.taps.size(), ref.truth.size());
+    checks.push_back({"taps", extra});
+  }
+  return checks;
+}
+
+}  // namespace tandem

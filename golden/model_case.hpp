@@ -1,0 +1,36 @@
+#pragma once
+// The end-to-end tiny model case: one prompt through the reference (truth in double, baseline in
+// float with plain-order sums) and the optimized model, compared tap by tap in execution order;
+// the first failing tap is where the two models diverge. Shared by tests, verify and golden.
+#include <cstdint>
+#include <vector>
+
+#include "golden/tensor_check.hpp"
+#include "optimized/model.hpp"
+#include "reference/model.hpp"
+
+namespace tandem {
+
+// The reference's weights as the optimized model's float tensors (exact: every weight is a
+// float value).
+ModelWeights optimized_model_weights(const reference::TinyModelWeights& w);
+
+// The verification prompt (reference::make_prompt) with the visual embeddings rounded to float,
+// the optimized model's input dtype (DESIGN 4: reference inputs go through the storage dtype).
+// image = false keeps only the text ids.
+reference::Prompt model_prompt(const ModelConfig& m, const reference::TinyModelWeights& w,
+                               uint64_t seed, bool image);
+
+struct ModelReference {
+  std::vector<reference::Tap> truth, baseline;
+};
+ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
+                                   const reference::Prompt& p);
+ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const reference::Prompt& p,
+                   const RunOptions& opt);
+
+// One check per tap, in execution order: the routing (".experts") bit-exact, every other tap
+// by the tolerance policy with rows of its last dimension. A tap missing on either side fails.
+std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun& out);
+
+}  // namespace tandem

@@ -1,0 +1,36 @@
+#pragma once
+// Dense rows as seen from the host: y[t] = W x[t] for every token, the end-to-end model's
+// projections (q/k/v/o, router logits, unembedding) and the residual stack's sublayer stand-in.
+#include <cstdint>
+
+#include "core/tensor.hpp"
+#include "optimized/backend.hpp"
+#include "optimized/residual.hpp"  // ActDType
+#include "optimized/traffic.hpp"
+
+namespace tandem {
+
+// The kernel stages one input row in shared memory.
+inline constexpr int64_t kDenseMaxInputs = 12288;
+
+struct DenseInputs {
+  ActDType act = ActDType::f32;
+  Tensor<float> x;  // [T, n_in] (values of act), n_in a multiple of 4
+  Tensor<float> w;  // [n_out, n_in]
+};
+
+struct DenseOutputs {
+  Tensor<float> y;  // [T, n_out] (values of act)
+  LaunchLog launches;
+};
+
+DenseOutputs run_dense_rows(const DenseInputs& in, const RunOptions& opt);
+
+namespace emu_backend {
+DenseOutputs run_dense_rows(const DenseInputs& in, const RunOptions& opt);
+}
+namespace cuda_backend {
+DenseOutputs run_dense_rows(const DenseInputs& in, const RunOptions& opt);
+}
+
+}  // namespace tandem

@@ -1,0 +1,16 @@
+#include "sim/dense_traffic.hpp"
+
+#include <string>
+
+namespace tandem::sim {
+
+LaunchCounts predict_dense_rows(int64_t T, int64_t n_in, int64_t n_out, ActDType act) {
+  constexpr int A = int(Traffic::activation), W = int(Traffic::weight);
+  LaunchCounts c{std::string("dense_rows<") + act_dtype_name(act) + ">"};
+  c.read[A] = uint64_t(T * n_in) * act_bytes(act);
+  c.written[A] = uint64_t(T * n_out) * act_bytes(act);
+  c.read[W] = uint64_t(T) * uint64_t(n_out * n_in) * sizeof(float);
+  return c;
+}
+
+}  // namespace tandem::sim

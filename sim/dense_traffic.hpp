@@ -1,0 +1,14 @@
+#pragma once
+// Byte model of dense_rows, launch by launch; must equal the emulator's counts.
+#include <cstdint>
+
+#include "optimized/residual.hpp"  // ActDType
+#include "optimized/traffic.hpp"
+
+namespace tandem::sim {
+
+// T tokens: x[t] once, the whole weight [n_out, n_in] once per token (one block per token, no
+// reuse across tokens), y[t] once.
+LaunchCounts predict_dense_rows(int64_t T, int64_t n_in, int64_t n_out, ActDType act);
+
+}  // namespace tandem::sim
