@@ -30,7 +30,8 @@ ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const reference:
                    const RunOptions& opt);
 
 // One check per tap, in execution order: the routing (".experts") bit-exact, every other tap
-// by the tolerance policy with rows of its last dimension. A tap missing on either side fails.
+// by the tolerance policy with a row per token (its values share the token's norms, mixing
+// coefficients and reductions, as in the residual case). A tap missing on either side fails.
 std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun& out);
 
 }  // namespace tandem

@@ -162,6 +162,62 @@ std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& t
   return checks;
 }
 
+namespace {
+
+// Permutes the hidden index of every [.., d] row (perm[i]: the original index at i).
+template <class T>
+Tensor<T> permute_rows(const Tensor<T>& t, const std::vector<int64_t>& perm, bool back = false) {
+  if (t.data.empty()) return t;
+  const int64_t d = int64_t(perm.size());
+  Tensor<T> out = t;
+  for (int64_t r = 0; r < t.size() / d; ++r)
+    for (int64_t i = 0; i < d; ++i)
+      (back ? out.data[r * d + perm[i]] : out.data[r * d + i]) =
+          t.data[r * d + (back ? i : perm[i])];
+  return out;
+}
+
+}  // namespace
+
+ResidualBoundaryReference run_residual_boundary_reference(const ResidualBoundaryInputs& in) {
+  ResidualBoundaryReference r{reference::residual_boundary_truth(in),
+                              reference::residual_boundary_baseline(in)};
+  const int64_t d = in.cfg.d;
+  for (const auto& p : {reversed_order(d), rotated_order(d)}) {
+    ResidualBoundaryInputs q = in;
+    q.x = permute_rows(in.x, p), q.f = permute_rows(in.f, p);
+    q.next.norm_w = permute_rows(in.next.norm_w, p), q.next.fn = permute_rows(in.next.fn, p);
+    const reference::ResidualBoundaryRef b = reference::residual_boundary_baseline(q);
+    keep_farthest(r.baseline.x, permute_rows(b.x, p, true), r.truth.x);
+    if (!b.y.data.empty()) keep_farthest(r.baseline.y, permute_rows(b.y, p, true), r.truth.y);
+    if (!b.coef.data.empty()) keep_farthest(r.baseline.coef, b.coef, r.truth.coef);
+  }
+  return r;
+}
+
+std::vector<TensorCheck> compare_residual_boundary(const ResidualBoundaryReference& ref,
+                                                   const ResidualBoundaryOutputs& out,
+                                                   ActDType act) {
+  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  std::vector<TensorCheck> checks;
+  auto check = [&](std::string name, const Tensor<double>& t, const Tensor<double>& b,
+                   const Tensor<float>& o, OutDType type) {
+    if (t.data.empty() && o.data.empty()) return;
+    if (t.shape != o.shape) {
+      CompareResult r;
+      r.pass = false, r.failure = "shape differs from the reference's";
+      checks.push_back({std::move(name), r});
+      return;
+    }
+    checks.push_back({std::move(name), compare_to_truth(t.span(), b.span(), as_doubles(o), type,
+                                                        t.size() / t.dim(0))});
+  };
+  check("x", ref.truth.x, ref.baseline.x, out.x, dt);
+  check("y", ref.truth.y, ref.baseline.y, out.y, dt);
+  check("coef", ref.truth.coef, ref.baseline.coef, out.coef, OutDType::F32);
+  return checks;
+}
+
 uint64_t residual_activation_bytes_per_site(ResidualPath path, int d, ActDType act) {
   const uint64_t elements = path == ResidualPath::v4_unfused ? 20 * uint64_t(d) : 10 * uint64_t(d);
   return elements * act_bytes(act);

@@ -38,6 +38,17 @@ std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& t
                                           const reference::ResidualRefOutputs& baseline,
                                           const ResidualStackOutputs& optimized, ActDType act);
 
+// One boundary (run_residual_boundary): truth, and the baseline drawn as above (the hidden
+// dimension as given, reversed and rotated); checks x, y and the opened site's coefficients as
+// far as the boundary produces them.
+struct ResidualBoundaryReference {
+  reference::ResidualBoundaryRef truth, baseline;
+};
+ResidualBoundaryReference run_residual_boundary_reference(const ResidualBoundaryInputs& in);
+std::vector<TensorCheck> compare_residual_boundary(const ResidualBoundaryReference& ref,
+                                                   const ResidualBoundaryOutputs& out,
+                                                   ActDType act);
+
 // Activation bytes per token per site that each path moves by design (DESIGN 5.1):
 // V4 unfused 20d, V4.1 single pass 10d, times the element size.
 uint64_t residual_activation_bytes_per_site(ResidualPath path, int d, ActDType act);

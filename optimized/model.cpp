@@ -1,6 +1,7 @@
 #include "optimized/model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "core/vision_config.hpp"
@@ -59,6 +60,10 @@ class ModelRunner {
     if (visual.shape != Shape{images, d_})
       throw_bad_input("model prompt: visual embeddings must be [{} IMAGE positions, {}]", images,
                       d_);
+    for (int64_t i = 0; i < visual.size(); ++i)
+      if (!std::isfinite(visual.data[size_t(i)]))
+        throw_bad_input("model prompt: visual embedding [{}, {}] is not finite ({})", i / d_,
+                        i % d_, visual.data[size_t(i)]);
     Tensor<float> e({T, d_});
     int64_t image = 0;
     for (int64_t t = 0; t < T; ++t) {

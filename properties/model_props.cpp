@@ -1,12 +1,15 @@
-// reference/model (the end-to-end tiny model): chunked appends equal one append, causality,
-// rollback, the image's place in the sequence, Engram only where configured, and DSpark drafting
-// from the model's own target features.
+// reference/model and optimized/model (the end-to-end tiny model): chunked appends equal one
+// append, causality, rollback, the image's place in the sequence, Engram only where configured,
+// DSpark drafting from the model's own target features; the optimized model against the
+// reference tap by tap (routing bit-exact) on every backend and emulator schedule.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "bad_input.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "golden/model_case.hpp"
 #include "reference/drafter.hpp"
 #include "reference/model.hpp"
 #include "reference/vision.hpp"
@@ -186,6 +189,84 @@ TEST(Model, BadPromptsNameTheProblem) {
   reference::Prompt p = m.make_prompt(11);
   p.visual = Tensor<double>({p.visual.dim(0) - 1, tiny().residual.d});
   EXPECT_THROW(m.append_prompt(p), BadInput);
+}
+
+// The reference weights and their float copy for the optimized model, built once.
+struct SharedWeights {
+  reference::TinyModelWeights ref = reference::tiny_model_weights(tiny());
+  ModelWeights opt = optimized_model_weights(ref);
+};
+const SharedWeights& weights() {
+  static const SharedWeights w;
+  return w;
+}
+
+// Text prompts of 1..40 seeded ids (chunks the size of a prefill or a decode step).
+reference::Prompt text_prompt(uint64_t seed) {
+  return {text(int(draw(seed, 2, 1, 41)), seed), Tensor<double>({0, tiny().residual.d})};
+}
+
+void expect_optimized_matches_reference(const reference::Prompt& p, const RunOptions& opt,
+                                        const std::string& what) {
+  const ModelRun out = run_model(tiny(), weights().opt, p, opt);
+  const std::vector<TensorCheck> checks =
+      compare_model(run_model_reference(tiny(), weights().ref, p), out);
+  // embed, 7 per block, one per Engram layer, head.y, logits
+  EXPECT_EQ(checks.size(), 1 + 7 * size_t(tiny().shape.blocks) + tiny().engram.layer_ids.size() + 2)
+      << what;
+  for (const TensorCheck& c : checks)
+    ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
+                               << c.result.summary();
+}
+
+// Text prompts here (a 218-token image prompt costs ~25 s under the emulator); `tandem verify`
+// runs the image prompt, and the CUDA test runs three.
+TEST(ModelEmu, OptimizedMatchesReferenceTapByTap) {
+  for (uint64_t seed = 0; seed < kCases; ++seed)
+    expect_optimized_matches_reference(text_prompt(seed), {}, fmt::format("text seed {}", seed));
+}
+
+TEST(ModelEmu, SameTapsUnderEverySchedule) {
+  const reference::Prompt p{text(8, 4), Tensor<double>({0, tiny().residual.d})};
+  const ModelRun want = run_model(tiny(), weights().opt, p, {});
+  for (const emu::Schedule& s : emu::test_schedules()) {
+    RunOptions opt;
+    opt.schedule = s;
+    opt.block_threads = 64;  // and another block size: every reduction order is fixed
+    const ModelRun got = run_model(tiny(), weights().opt, p, opt);
+    ASSERT_EQ(got.taps.size(), want.taps.size());
+    for (size_t i = 0; i < want.taps.size(); ++i)
+      EXPECT_EQ(got.taps[i].value.data, want.taps[i].value.data) << s.name() << " " << want.taps[i].name;
+  }
+}
+
+TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {
+  const BackendStatus cuda = cuda_status();
+  if (!cuda.available) GTEST_SKIP() << cuda.detail;
+  RunOptions opt;
+  opt.backend = Backend::cuda;
+  for (uint64_t seed = 0; seed < kCases; ++seed)
+    expect_optimized_matches_reference(text_prompt(seed), opt, fmt::format("text seed {}", seed));
+  for (uint64_t seed = 0; seed < 3; ++seed)
+    expect_optimized_matches_reference(model_prompt(tiny(), weights().ref, seed, true), opt,
+                                       fmt::format("image seed {}", seed));
+}
+
+TEST(ModelEmu, BadPromptsNameTheProblem) {
+  const reference::Prompt ok = text_prompt(1);
+  auto run = [](reference::Prompt p) { return [p] { run_model(tiny(), weights().opt, p, {}); }; };
+  reference::Prompt p = ok;
+  p.ids.back() = int32_t(tiny().engram.vocab);
+  expect_bad_input(run(p), "outside [0, 4096)");
+  p = ok, p.ids.front() = -1;
+  expect_bad_input(run(p), "not an image marker");
+  p = ok, p.ids.clear();
+  expect_bad_input(run(p), "no tokens");
+  p = ok, p.ids.push_back(kImage);
+  expect_bad_input(run(p), "visual embeddings");
+  p.visual = Tensor<double>({1, tiny().residual.d}, 0.5);
+  p.visual.data[3] = NAN;
+  expect_bad_input(run(p), "visual embedding [0, 3] is not finite");
 }
 
 }  // namespace

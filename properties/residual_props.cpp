@@ -7,7 +7,9 @@
 
 #include <cstdlib>
 
+#include "golden/case_util.hpp"
 #include "golden/residual_case.hpp"
+#include "sim/residual_traffic.hpp"
 
 namespace tandem {
 namespace {
@@ -201,6 +203,71 @@ RC_GTEST_PROP(ResidualEmu, CountedBytesMatchTheDesign, ()) {
       RC_ASSERT(l.read_bytes(Traffic::coefficient) == 96u * c.tokens);
       RC_ASSERT(l.written_bytes(Traffic::coefficient) == 96u * c.tokens);
     }
+  }
+}
+
+// run_residual_boundary in each of the ways the end-to-end model uses it.
+enum class BoundaryMode { first, open_carried, boundary, head, close_only };
+const char* mode_name(BoundaryMode m) {
+  constexpr const char* names[] = {"first", "open_carried", "boundary", "head", "close_only"};
+  return names[int(m)];
+}
+
+ResidualBoundaryInputs make_boundary_inputs(const ResidualCase& c, BoundaryMode mode) {
+  ResidualConfig cfg = c.cfg();
+  cfg.sites = 2;
+  const ResidualStackInputs st = make_residual_inputs(cfg, c.tokens, c.act, c.seed);
+  ResidualBoundaryInputs in{cfg, c.act, st.x0, {}, {}, st.sites[0]};
+  in.next.w_sub = {};
+  // Realistic coefficients: site 1's mixes of the same state; f: a seeded branch output.
+  const auto coef = reference::residual_boundary_baseline({cfg, c.act, st.x0, {}, {}, st.sites[1]}).coef;
+  const Tensor<float> coef_f(coef.shape, {coef.data.begin(), coef.data.end()});
+  Tensor<float> f = seeded_tensor({c.tokens, c.d}, c.seed, 77, -1.0f, 1.0f);
+  for (float& v : f.data) v = c.act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  if (mode != BoundaryMode::first) in.coef = coef_f;
+  if (mode >= BoundaryMode::boundary) in.f = f;
+  if (mode == BoundaryMode::head) in.next = {{}, {}, {}, st.sites[0].norm_w, {}};
+  if (mode == BoundaryMode::close_only) in.next = {};
+  return in;
+}
+
+RC_GTEST_PROP(ResidualEmu, BoundaryMatchesReferenceInEveryMode, ()) {
+  const ResidualCase c = *gen_case();
+  const auto mode = *rc::gen::element(BoundaryMode::first, BoundaryMode::open_carried,
+                                      BoundaryMode::boundary, BoundaryMode::head,
+                                      BoundaryMode::close_only);
+  RC_LOG() << c.name() << " " << mode_name(mode);
+  const ResidualBoundaryInputs in = make_boundary_inputs(c, mode);
+  const auto schedules = emu::test_schedules();
+  const ResidualBoundaryOutputs out = run_residual_boundary(in, {Backend::emu, schedules[0], c.block});
+  for (const TensorCheck& t : compare_residual_boundary(run_residual_boundary_reference(in), out, c.act)) {
+    RC_LOG() << t.name << ": " << t.result.summary();
+    RC_ASSERT(t.result.pass);
+  }
+  for (const auto& s : schedules) {
+    const ResidualBoundaryOutputs again = run_residual_boundary(in, {Backend::emu, s, c.block});
+    RC_ASSERT(again.x.data == out.x.data && again.y.data == out.y.data &&
+              again.coef.data == out.coef.data);
+  }
+  const bool close = !in.f.data.empty(), open = !in.next.norm_w.data.empty();
+  RC_ASSERT(same_traffic(out.launches, {sim::predict_residual_boundary(
+                                           c.tokens, c.d, c.act, close, !in.coef.data.empty(),
+                                           open, !in.next.fn.data.empty())}));
+}
+
+// The pre the open pass collapses with is the carried one: with coef's pre = e_k, y is the
+// normalised stream k.
+TEST(ResidualEmu, OpenedSiteCollapsesWithTheCarriedPre) {
+  const ResidualCase c{2, 16, 2, 64, ResidualPath::v41_single_pass, ActDType::f32, 3};
+  ResidualBoundaryInputs in = make_boundary_inputs(c, BoundaryMode::open_carried);
+  for (int k = 0; k < 4; ++k) {
+    for (int64_t t = 0; t < c.tokens; ++t)
+      for (int i = 0; i < 4; ++i) in.coef.data[t * 24 + i] = i == k ? 1.0f : 0.0f;
+    ResidualBoundaryInputs stream = in;  // the same collapse from the first site's [1, 0, 0, 0]
+    stream.coef = {};
+    for (int64_t t = 0; t < c.tokens; ++t)
+      std::copy_n(in.x.ptr() + (t * 4 + k) * c.d, c.d, stream.x.ptr() + t * 4 * c.d);
+    EXPECT_EQ(run_residual_boundary(in, {}).y.data, run_residual_boundary(stream, {}).y.data) << k;
   }
 }
 

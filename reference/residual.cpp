@@ -82,6 +82,52 @@ ResidualRefOutputs run_baseline(const ResidualStackInputs& in, ResidualPath path
                                  : run_stack<float, bf16>(in, path);
 }
 
+template <class S, class Act>
+ResidualBoundaryRef residual_boundary(const ResidualBoundaryInputs& in) {
+  const ResidualConfig& cfg = in.cfg;
+  const int d = cfg.d;
+  const int64_t T = in.x.dim(0);
+  const bool close = !in.f.data.empty(), open = !in.next.norm_w.data.empty();
+  const bool mixes = !in.next.fn.data.empty();
+  Site<S> next;
+  if (mixes) next = to_site<S>(in.next, d);
+  if (open) next.norm_w = Eigen::Map<const Eigen::VectorXf>(in.next.norm_w.ptr(), d).cast<S>();
+  ResidualBoundaryRef out{Tensor<double>({T, 4, d}), open ? Tensor<double>({T, d}) : Tensor<double>(),
+                          mixes ? Tensor<double>({T, 24}) : Tensor<double>()};
+  for (int64_t t = 0; t < T; ++t) {
+    Mat<S> X = token_state<S>(in.x, t, d);
+    Coefficients<S> c{Vec4<S>::UnitX(), Vec4<S>::Zero(), Mat4<S>::Zero()};
+    if (!in.coef.data.empty()) {
+      const float* k = in.coef.ptr() + t * 24;
+      for (int i = 0; i < 4; ++i) c.pre(i) = S(k[i]), c.post(i) = S(k[4 + i]);
+      for (int i = 0; i < 16; ++i) c.comb(i / 4, i % 4) = S(k[8 + i]);
+    }
+    if (close) {
+      const Vec<S> f = Eigen::Map<const Eigen::VectorXf>(in.f.ptr() + t * d, d).cast<S>();
+      X = store_all<Act>(hc_post(X, f, c));
+    }
+    put_token<S>(out.x, t, X);
+    if (open)
+      put_token<S>(out.y, t, store_all<Act>(rms_norm(collapse(X, c.pre), next.norm_w, S(cfg.norm_eps))));
+    if (mixes) {
+      const Coefficients<S> m = hc_mixes(X, next, cfg);
+      Eigen::Matrix<S, 24, 1> k;
+      k << m.pre, m.post, Eigen::Map<const Eigen::Matrix<S, 16, 1>>(m.comb.data());  // row-major
+      put_token<S>(out.coef, t, k);
+    }
+  }
+  return out;
+}
+
+ResidualBoundaryRef residual_boundary_truth(const ResidualBoundaryInputs& in) {
+  return residual_boundary<double, double>(in);
+}
+
+ResidualBoundaryRef residual_boundary_baseline(const ResidualBoundaryInputs& in) {
+  return in.act == ActDType::f32 ? residual_boundary<float, float>(in)
+                                 : residual_boundary<float, bf16>(in);
+}
+
 template Site<double> to_site<double>(const ResidualSiteWeights&, int);
 template Site<float> to_site<float>(const ResidualSiteWeights&, int);
 template Mat<double> token_state<double>(const Tensor<float>&, int64_t, int);

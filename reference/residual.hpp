@@ -176,6 +176,17 @@ ResidualRefOutputs run_stack(const ResidualStackInputs& in, ResidualPath path);
 ResidualRefOutputs run_truth(const ResidualStackInputs& in, ResidualPath path);
 ResidualRefOutputs run_baseline(const ResidualStackInputs& in, ResidualPath path);
 
+// One boundary as run_residual_boundary defines it (optimized/residual.hpp), token by token:
+// x (after site l's post when f is given), y (collapse with the carried pre, RMSNorm) and the
+// opened site's coefficients [pre, post, comb] when next.fn is given. Empty outputs as there.
+struct ResidualBoundaryRef {
+  Tensor<double> x, y, coef;  // [T, 4, d], [T, d], [T, 24]
+};
+template <class S, class Act>
+ResidualBoundaryRef residual_boundary(const ResidualBoundaryInputs& in);
+ResidualBoundaryRef residual_boundary_truth(const ResidualBoundaryInputs& in);
+ResidualBoundaryRef residual_boundary_baseline(const ResidualBoundaryInputs& in);
+
 template <class S>
 Site<S> to_site(const ResidualSiteWeights& w, int d);
 template <class S>

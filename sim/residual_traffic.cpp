@@ -27,7 +27,38 @@ struct Launch {
 // One token's mixes: fn [24, 4d] in full, base [24] and scale [3] (read by the reducing thread).
 uint64_t mix_weight_bytes(uint64_t d) { return (kMixes * kStreams * d + kMixes + 3) * kF32; }
 
+// residual_post: reads X and f, writes X', reads the token's coefficients.
+LaunchCounts post_launch(uint64_t T, uint64_t d, ActDType act) {
+  const uint64_t row = d * act_bytes(act), state = kStreams * row;
+  return Launch(kernel_name("residual_post", act))
+      .read(Traffic::activation, T * (state + row))
+      .write(Traffic::activation, T * state)
+      .read(Traffic::coefficient, T * kCoefBytes)
+      .c;
+}
+
+// residual_single_pass: reads X (and f when it updates), writes X' (when it updates) and y; reads
+// the coefficients when it updates or carries a pre, writes the next ones with mixes.
+LaunchCounts single_pass_launch(const char* kind, uint64_t T, uint64_t d, ActDType act,
+                                bool update, bool coef_in, bool with_mixes) {
+  const uint64_t row = d * act_bytes(act), state = kStreams * row;
+  Launch l(kernel_name("residual_single_pass", act, kind));
+  l.read(Traffic::activation, T * (state + (update ? row : 0)))
+      .write(Traffic::activation, T * ((update ? state : 0) + row))
+      .read(Traffic::weight, T * d * kF32 + (with_mixes ? T * mix_weight_bytes(d) : 0));
+  if (coef_in) l.read(Traffic::coefficient, T * kCoefBytes);
+  if (with_mixes) l.write(Traffic::coefficient, T * kCoefBytes);
+  return l.c;
+}
+
 }  // namespace
+
+LaunchCounts predict_residual_boundary(int64_t tokens, int64_t d, ActDType act, bool close,
+                                       bool carried_pre, bool open, bool mixes) {
+  if (!open) return post_launch(tokens, d, act);
+  const char* kind = close ? (mixes ? "boundary" : "last") : "open";
+  return single_pass_launch(kind, tokens, d, act, close, close || carried_pre, mixes);
+}
 
 LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, int sites,
                                  ActDType act) {
@@ -56,10 +87,7 @@ LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, i
       mixes();
       collapse_and_norm();
       sublayer();
-      add(Launch(kernel_name("residual_post", act))
-              .read(Traffic::activation, T * (state + row))
-              .write(Traffic::activation, T * state)
-              .read(Traffic::coefficient, T * kCoefBytes));
+      log.push_back(post_launch(T, d, act));
     }
     mixes();
     collapse_and_norm();
@@ -67,13 +95,7 @@ LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, i
   }
   // V4.1: the prologue reads X_0 only; each boundary reads X_l and f_l, writes X_{l+1} and y.
   auto single_pass = [&](const char* kind, bool update, bool with_mixes) {
-    Launch l(kernel_name("residual_single_pass", act, kind));
-    l.read(Traffic::activation, T * (state + (update ? row : 0)))
-        .write(Traffic::activation, T * ((update ? state : 0) + row))
-        .read(Traffic::weight, T * d * kF32 + (with_mixes ? T * mix_weight_bytes(d) : 0));
-    if (update) l.read(Traffic::coefficient, T * kCoefBytes);
-    if (with_mixes) l.write(Traffic::coefficient, T * kCoefBytes);
-    add(l);
+    log.push_back(single_pass_launch(kind, T, d, act, update, update, with_mixes));
   };
   single_pass("first", false, true);
   for (int l = 0; l < sites; ++l) {

@@ -13,6 +13,11 @@ namespace tandem::sim {
 LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, int sites,
                                  ActDType act);
 
+// The launch run_residual_boundary makes (see optimized/residual.hpp): residual_post when it
+// only closes (open = false), else residual_single_pass (<act,boundary|last|open>).
+LaunchCounts predict_residual_boundary(int64_t tokens, int64_t d, ActDType act, bool close,
+                                       bool carried_pre, bool open, bool mixes);
+
 // Activation elements per token per site of each schedule (in units of d).
 inline constexpr int kResidualV4Unfused = 20, kResidualV4NormFolded = 14, kResidualV41SinglePass = 10;
 

@@ -1,0 +1,23 @@
+#pragma once
+// dense_rows cases: seeded inputs and the comparison of the kernel with the reference (tolerance
+// policy, baseline in three summation orders), shared by tests, fuzzing and benchmarks.
+#include <cstdint>
+#include <vector>
+
+#include "golden/tensor_check.hpp"
+#include "optimized/dense.hpp"
+
+namespace tandem {
+
+// T tokens of n_in inputs in [-2, 2] (rounded to act), weights in +-1/sqrt(n_in).
+DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act,
+                              uint64_t seed);
+
+struct DenseReference {
+  Tensor<double> truth, baseline;  // [T, n_out]
+};
+DenseReference run_dense_reference(const DenseInputs& in);
+std::vector<TensorCheck> compare_dense(const DenseReference& ref, const DenseOutputs& out,
+                                       ActDType act);
+
+}  // namespace tandem

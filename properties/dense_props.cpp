@@ -1,0 +1,74 @@
+// dense_rows (optimized/dense.hpp): the kernel against the reference under the tolerance policy,
+// bit-identical under every emulator schedule and block size, counted bytes equal to the
+// simulator's, and bad inputs named.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+
+#include "bad_input.hpp"
+#include "golden/dense_case.hpp"
+#include "sim/dense_traffic.hpp"
+
+namespace tandem {
+namespace {
+
+RC_GTEST_PROP(DenseRowsEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
+  const int64_t T = *rc::gen::inRange(1, 6), n_in = 8 * *rc::gen::inRange(1, 41);
+  // NOTE: at least 4 outputs per token: a token's outputs form one comparison row (they share
+  // the staged input), and the row's largest baseline error sizes its budget. A single output
+  // of a short dot product has one error draw per order, too noisy a scale (DESIGN 4 as refined
+  // in the README); the model's layers have 64+ outputs.
+  const int64_t n_out = *rc::gen::inRange(4, 80);
+  const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
+  const DenseInputs in = make_dense_inputs(T, n_in, n_out, act, *rc::gen::arbitrary<uint64_t>());
+  const auto schedules = emu::test_schedules();
+  const DenseOutputs first = run_dense_rows(in, {Backend::emu, schedules[0], 128});
+  for (const auto& t : compare_dense(run_dense_reference(in), first, act)) {
+    RC_LOG() << t.name << ": " << t.result.summary();
+    RC_ASSERT(t.result.pass);
+  }
+  for (const auto& s : schedules) {
+    const int threads = 32 * *rc::gen::inRange(1, 9);
+    RC_ASSERT(run_dense_rows(in, {Backend::emu, s, threads}).y.data == first.y.data);
+  }
+  RC_ASSERT(same_traffic(first.launches, {sim::predict_dense_rows(T, n_in, n_out, act)}));
+}
+
+TEST(DenseRows, IdentityWeightsCopyTheInput) {
+  DenseInputs in = make_dense_inputs(3, 16, 16, ActDType::bf16, 5);
+  std::fill(in.w.data.begin(), in.w.data.end(), 0.0f);
+  for (int64_t i = 0; i < 16; ++i) in.w.data[i * 16 + i] = 1.0f;
+  EXPECT_EQ(run_dense_rows(in, {}).y.data, in.x.data);  // one non-zero term: exact
+}
+
+TEST(DenseRowsCuda, KernelMatchesReference) {
+  const BackendStatus cuda = cuda_status();
+  if (!cuda.available) GTEST_SKIP() << cuda.detail;
+  for (auto act : {ActDType::f32, ActDType::bf16}) {
+    const DenseInputs in = make_dense_inputs(64, 1024, 4096, act, 9);
+    for (const auto& t : compare_dense(run_dense_reference(in),
+                                       run_dense_rows(in, {Backend::cuda, {}, 256}), act))
+      EXPECT_TRUE(t.result.pass) << act_dtype_name(act) << " " << t.name << ": "
+                                 << t.result.summary();
+  }
+}
+
+TEST(DenseRows, BadInputNamesTheTensor) {
+  const DenseInputs ok = make_dense_inputs(2, 16, 4, ActDType::f32, 1);
+  auto run = [](DenseInputs in) { return [in] { run_dense_rows(in, {}); }; };
+  DenseInputs in = ok;
+  in.x = Tensor<float>({2, 12});
+  expect_bad_input(run(in), "dense input 'x'");
+  in = ok, in.x = Tensor<float>({0, 16});
+  expect_bad_input(run(in), "T >= 1");
+  in = ok, in.w = Tensor<float>({4, 8});
+  expect_bad_input(run(in), "dense input 'w'");
+  in = ok, in.x.data[17] = INFINITY;
+  expect_bad_input(run(in), "dense input 'x'[1, 1] is not finite");
+  in = ok;
+  expect_bad_input([&] { run_dense_rows(in, {Backend::emu, {}, 48}); }, "block");
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,28 @@
+#include "reference/dense.hpp"
+
+#include "reference/residual.hpp"  // naive_matvec, store
+
+namespace tandem::reference {
+
+template <class S, class Act>
+Tensor<double> dense_rows(const DenseInputs& in) {
+  const int64_t T = in.x.dim(0), n_in = in.x.dim(1), n_out = in.w.dim(0);
+  const Mat<S> w =
+      Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(in.w.ptr(), n_out, n_in)
+          .cast<S>();
+  Tensor<double> y({T, n_out});
+  for (int64_t t = 0; t < T; ++t) {
+    const Vec<S> x = Eigen::Map<const Eigen::VectorXf>(in.x.ptr() + t * n_in, n_in).cast<S>();
+    const Vec<S> row = naive_matvec<S>(w, x);
+    for (int64_t r = 0; r < n_out; ++r) y.data[t * n_out + r] = double(store<Act>(row(r)));
+  }
+  return y;
+}
+
+Tensor<double> dense_rows_truth(const DenseInputs& in) { return dense_rows<double, double>(in); }
+
+Tensor<double> dense_rows_baseline(const DenseInputs& in) {
+  return in.act == ActDType::f32 ? dense_rows<float, float>(in) : dense_rows<float, bf16>(in);
+}
+
+}  // namespace tandem::reference
