@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "golden/attention_case.hpp"
@@ -15,6 +16,7 @@
 #include "sim/attention_traffic.hpp"
 #include "sim/dspark_traffic.hpp"
 #include "sim/engram_traffic.hpp"
+#include "sim/model_traffic.hpp"
 #include "sim/moe_traffic.hpp"
 #include "sim/vision_traffic.hpp"
 
@@ -274,6 +276,21 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
   return row;
 }
 
+bool same_taps(const ModelRun& a, const ModelRun& b) {
+  if (a.taps.size() != b.taps.size()) return false;
+  for (size_t i = 0; i < a.taps.size(); ++i)
+    if (a.taps[i].value.data != b.taps[i].value.data) return false;
+  return true;
+}
+
+// The first n tokens of a prompt with the visual rows of the IMAGE positions among them.
+reference::Prompt prompt_prefix(const reference::Prompt& p, size_t n) {
+  reference::Prompt q{{p.ids.begin(), p.ids.begin() + std::min(n, p.ids.size())}, {}};
+  const int64_t images = std::count(q.ids.begin(), q.ids.end(), kImage), d = p.visual.dim(1);
+  q.visual = Tensor<double>({images, d}, {p.visual.data.begin(), p.visual.data.begin() + images * d});
+  return q;
+}
+
 // The end-to-end tiny model on the verification prompt (text around one image): the
 // optimized model against the reference tap by tap; a failure names the first diverging tap.
 VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
@@ -284,11 +301,24 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   row.name = fmt::format("tiny/f32 {} tokens ({} image) blocks={}", p.ids.size(),
                          p.visual.dim(0), model.shape.blocks);
   row.backend = backend_name(opt.backend);
-  const ModelRun out = run_model(model, optimized_model_weights(w), p, opt);
+  const ModelWeights ow = optimized_model_weights(w);
+  const ModelRun out = run_model(model, ow, p, opt);
   row.launches = out.launches;
   const std::vector<TensorCheck> checks = compare_model(run_model_reference(model, w, p), out);
   fold_checks(row, checks);
-  row.bytes = fmt::format("{} taps, {} launches", checks.size(), out.launches.size());
+  if (opt.backend != Backend::emu) return row;
+  // NOTE: the other schedules serialise every thread switch and take ~30 s each on the whole
+  // prompt, so they rerun its first kSchedulePrefix tokens (text, START and image rows).
+  constexpr size_t kSchedulePrefix = 16;
+  const reference::Prompt head = prompt_prefix(p, kSchedulePrefix);
+  const ModelRun want = run_model(model, ow, head, opt);
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_model(model, ow, head, o); },
+      [&](const ModelRun& other) { return same_taps(other, want); });
+  if (row.schedules.ends_with("identical"))
+    row.schedules += fmt::format(" ({} tokens)", head.ids.size());
+  row.bytes = fmt::format("{} launches", out.launches.size());
+  check_against_sim(row, out.launches, sim::predict_model(model, p.ids));
   return row;
 }
 

@@ -11,7 +11,7 @@ LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t hea
   constexpr int A = int(Traffic::activation), W = int(Traffic::weight),
                 K = int(Traffic::coefficient);
   LaunchCounts unshuffle{"vision_unshuffle" + suffix}, inverse{"vision_unshuffle_inverse" + suffix},
-      rope{"vision_rope_2d" + suffix}, gate{"moe_gate_biased_topk"};
+      rope{"vision_rope_2d" + suffix};
   unshuffle.read[A] = uint64_t(h * w * C) * e;  // padding is written as 0, never read
   unshuffle.written[A] = tokens * 9 * C * e;
   inverse.read[A] = inverse.written[A] = uint64_t(h * w * C) * e;
@@ -19,10 +19,16 @@ LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t hea
   rope.read[K] = uint64_t(n) * 2 * sizeof(int32_t);
   rope.read[W] = pairs * 2 * sizeof(float);  // (cos, sin) per pair
   rope.read[A] = rope.written[A] = 2 * pairs * e;
+  return {unshuffle, inverse, rope, predict_moe_gate(T, E, k)};
+}
+
+LaunchCounts predict_moe_gate(int64_t T, int64_t E, int64_t k) {
+  constexpr int A = int(Traffic::activation), W = int(Traffic::weight);
+  LaunchCounts gate{"moe_gate_biased_topk"};
   gate.read[A] = uint64_t(T) * (E * sizeof(float) + 32 /* is_image, once per lane */);
   gate.read[W] = uint64_t(T * E) * sizeof(float);
   gate.written[A] = uint64_t(T * k) * (sizeof(int32_t) + sizeof(float));
-  return {unshuffle, inverse, rope, gate};
+  return gate;
 }
 
 }  // namespace tandem::sim

@@ -1,0 +1,15 @@
+#pragma once
+// Byte model of the end-to-end model (optimized/model.hpp), launch by launch, composed from the
+// components' models in the order run_model launches; must equal the emulator's counts exactly.
+#include <cstdint>
+#include <vector>
+
+#include "core/model_config.hpp"
+#include "optimized/traffic.hpp"
+
+namespace tandem::sim {
+
+// One prompt of `ids` (text ids and the image's layout ids) from an empty cache.
+LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids);
+
+}  // namespace tandem::sim
