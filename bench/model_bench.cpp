@@ -1,0 +1,52 @@
+// The end-to-end tiny model on a text prompt: the optimized model (emu always; cuda with a GPU)
+// and the reference in double (truth) and float (baseline).
+#include <benchmark/benchmark.h>
+
+#include "golden/model_case.hpp"
+
+namespace tandem {
+namespace {
+
+const ModelConfig& tiny() {
+  static const ModelConfig m = builtin_model("tiny");
+  return m;
+}
+const reference::TinyModelWeights& weights() {
+  static const auto w = reference::tiny_model_weights(tiny());
+  return w;
+}
+
+// Arg: prompt tokens (text, seeded)
+reference::Prompt bench_prompt(const benchmark::State& st) {
+  reference::Prompt p = model_prompt(tiny(), weights(), 1, false);
+  p.ids.resize(size_t(st.range(0)), 7);
+  return p;
+}
+
+void BM_ModelOptimized(benchmark::State& st, Backend backend) {
+  if (backend == Backend::cuda && !cuda_status().available) {
+    st.SkipWithError(cuda_status().detail.c_str());
+    return;
+  }
+  static const ModelWeights w = optimized_model_weights(weights());
+  const reference::Prompt p = bench_prompt(st);
+  for (auto _ : st) benchmark::DoNotOptimize(run_model(tiny(), w, p, {backend, {}, 128}));
+  st.counters["tokens"] = benchmark::Counter(static_cast<double>(st.range(0)),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_ModelReference(benchmark::State& st) {
+  const reference::Prompt p = bench_prompt(st);
+  for (auto _ : st) benchmark::DoNotOptimize(run_model_reference(tiny(), weights(), p));
+  st.counters["tokens"] = benchmark::Counter(static_cast<double>(st.range(0)),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK_CAPTURE(BM_ModelOptimized, emu, Backend::emu)->Arg(12)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ModelOptimized, cuda, Backend::cuda)->Arg(256)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModelReference)->Arg(12)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tandem
+
+BENCHMARK_MAIN();
