@@ -294,6 +294,7 @@ reference::Prompt prompt_prefix(const reference::Prompt& p, size_t n) {
 // The end-to-end tiny model on the verification prompt (text around one image): the
 // optimized model against the reference tap by tap; a failure names the first diverging tap.
 VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
+  check_model_size(model, "model '" + model.name + "'");
   const reference::TinyModelWeights w = reference::tiny_model_weights(model);
   const reference::Prompt p = model_prompt(model, w, model.seed, true);
   VerifyRow row;

@@ -146,6 +146,16 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   return m;
 }
 
+nlohmann::json to_json(const ModelConfig& m) {
+  return {{"name", m.name},
+          {"seed", m.seed},
+          {"residual", to_json(m.residual)},
+          {"engram", to_json(m.engram)},
+          {"vision", to_json(m.vision)},
+          {"dspark", to_json(m.dspark)},
+          {"model", to_json(m.shape)}};
+}
+
 ModelConfig load_model_config(const std::filesystem::path& path) {
   return parse_model_config(parse_json(read_file(path), path.string()), path.string());
 }

@@ -36,6 +36,8 @@ nlohmann::json to_json(const DsparkConfig& c);
 ResidualConfig parse_residual_config(const JsonFields& f);
 nlohmann::json to_json(const ResidualConfig& c);
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
+// Every section; parse_model_config reads it back to the same config.
+nlohmann::json to_json(const ModelConfig& m);
 ModelConfig load_model_config(const std::filesystem::path& path);
 // Built-in presets ("tiny"); BadInput for an unknown name.
 ModelConfig builtin_model(std::string_view name);

@@ -9,8 +9,11 @@
 #include "core/json_fields.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
+#include "golden/attention_case.hpp"
 #include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
+#include "golden/model_case.hpp"
+#include "golden/moe_case.hpp"
 #include "golden/residual_case.hpp"
 #include "golden/vision_case.hpp"
 #include "reference/drafter.hpp"
@@ -274,6 +277,51 @@ BuiltCase build_dspark_drafter(const DsparkConfig& cfg, int64_t positions, uint6
   return b;
 }
 
+// ---------------------------------------------------------------- attention and MoE cases
+BuiltCase build_attention(int64_t T, int64_t P, int64_t d, int heads, ActDType act,
+                          uint64_t seed) {
+  const AttentionInputs in = make_attention_inputs(T, P, d, heads, act, seed);
+  BuiltCase b;
+  b.config = {{"heads", heads}, {"act", act_dtype_name(act)}};
+  b.blob.put("q", in.q);
+  b.blob.put("keys", in.keys);
+  b.blob.put("values", in.values);
+  b.blob.put("expected.o", run_attention_reference(in).truth);
+  b.outputs = {{"o", "tolerance"}};
+  return b;
+}
+
+BuiltCase build_moe(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDType act,
+                    uint64_t seed) {
+  const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, seed);
+  BuiltCase b;
+  b.config = {{"act", act_dtype_name(act)}};
+  b.blob.put("y", in.y);
+  b.blob.put("experts", in.experts);
+  b.blob.put("weights", in.weights);
+  b.blob.put("w_in", in.w_in);
+  b.blob.put("w_out", in.w_out);
+  b.blob.put("expected.f", run_moe_reference(in).truth);
+  b.outputs = {{"f", "tolerance"}};
+  return b;
+}
+
+// ---------------------------------------------------------------- end-to-end model case
+// The model's weights come from its config's seed; the blob holds the prompt and every tap.
+BuiltCase build_model(const ModelConfig& m, uint64_t seed) {
+  const reference::TinyModelWeights w = reference::tiny_model_weights(m);
+  const reference::Prompt p = model_prompt(m, w, seed, false);
+  BuiltCase b;
+  b.config = {{"model", to_json(m)}};
+  b.blob.put("ids", Tensor<int32_t>({int64_t(p.ids.size())}, p.ids));
+  b.blob.put("visual", p.visual);
+  for (const reference::Tap& t : run_model_reference(m, w, p).truth) {
+    b.blob.put("expected." + t.name, t.value);
+    b.outputs.emplace_back(t.name, t.name.ends_with(".experts") ? "exact" : "tolerance");
+  }
+  return b;
+}
+
 // The generator's cases; `tandem golden regen` writes exactly these. Add a case: one entry.
 const std::vector<CaseSpec>& specs() {
   using P = ResidualPath;
@@ -309,6 +357,16 @@ const std::vector<CaseSpec>& specs() {
        [](uint64_t seed) { return build_dspark_verify(8, 4, 100, true, seed); }},
       {"dspark_drafter", "dspark", 403,
        [](uint64_t seed) { return build_dspark_drafter(builtin_model("tiny").dspark, 150, seed); }},
+      {"attention_f32_P24", "attention", 501,
+       [](uint64_t seed) { return build_attention(6, 24, 64, 2, A::f32, seed); }},
+      {"attention_bf16_P0", "attention", 502,
+       [](uint64_t seed) { return build_attention(9, 0, 128, 4, A::bf16, seed); }},
+      {"moe_f32", "moe", 601,
+       [](uint64_t seed) { return build_moe(6, 64, 128, 16, 6, A::f32, seed); }},
+      {"moe_bf16", "moe", 602,
+       [](uint64_t seed) { return build_moe(5, 128, 64, 8, 2, A::bf16, seed); }},
+      {"model_tiny_text", "model", 701,
+       [](uint64_t seed) { return build_model(builtin_model("tiny"), seed); }},
   };
   return s;
 }
@@ -332,8 +390,10 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   if (f.integer("format_version", 0, 1 << 20) != kFormatVersion)
     throw_bad_input("{}: this tandem reads version {}", f.where("format_version"), kFormatVersion);
   c.component = f.string("component");
-  if (c.component != "residual" && c.component != "engram" && c.component != "vision" &&
-      c.component != "dspark")
+  constexpr std::string_view kComponents[] = {"residual", "engram",    "vision", "dspark",
+                                              "attention", "moe", "model"};
+  if (std::find(std::begin(kComponents), std::end(kComponents), c.component) ==
+      std::end(kComponents))
     throw_bad_input("{}: unknown component '{}'", f.where("component"), c.component);
   c.name = f.string("name");
   if (c.name != manifest_path.stem().string())
@@ -599,6 +659,80 @@ CaseReport check_dspark(const LoadedCase& c, const RunOptions& opt) {
                                                     : check_dspark_verify(c, config, opt);
 }
 
+// The optimized result against the stored truth under the tolerance policy (baseline recomputed).
+void add_checks(CaseReport& report, const std::vector<TensorCheck>& checks,
+                const std::vector<std::pair<std::string, std::string>>& rules) {
+  for (const TensorCheck& t : checks) {
+    const auto rule = std::find_if(rules.begin(), rules.end(),
+                                   [&](const auto& r) { return r.first == t.name; });
+    report.tensors.push_back(
+        {t.name, rule == rules.end() ? "tolerance" : rule->second, t.result.pass,
+         t.result.summary()});
+  }
+}
+
+CaseReport check_attention(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"heads", "act"});
+  AttentionInputs in;
+  in.heads = static_cast<int>(config.integer("heads", 1, 1024));
+  in.act = parse_act(config);
+  in.q = c.blob.get_as<float>("q", c.blob_source);
+  in.keys = c.blob.get_as<float>("keys", c.blob_source);
+  in.values = c.blob.get_as<float>("values", c.blob_source);
+  const AttentionOutputs out = run_attention_causal(in, opt);  // validates the shapes first
+  AttentionReference ref = run_attention_reference(in);
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(
+      reference_check("o", doubles(ref.truth), c.blob.get("expected.o", c.blob_source)));
+  ref.truth = c.blob.get_as<double>("expected.o", c.blob_source);
+  add_checks(report, compare_attention(ref, out, in.act), c.outputs);
+  return report;
+}
+
+CaseReport check_moe(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"act"});
+  MoeExpertInputs in;
+  in.act = parse_act(config);
+  in.y = c.blob.get_as<float>("y", c.blob_source);
+  in.experts = c.blob.get_as<int32_t>("experts", c.blob_source);
+  in.weights = c.blob.get_as<float>("weights", c.blob_source);
+  in.w_in = c.blob.get_as<float>("w_in", c.blob_source);
+  in.w_out = c.blob.get_as<float>("w_out", c.blob_source);
+  const MoeExpertOutputs out = run_moe_experts(in, opt);  // validates the shapes first
+  MoeReference ref = run_moe_reference(in);
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(
+      reference_check("f", doubles(ref.truth), c.blob.get("expected.f", c.blob_source)));
+  ref.truth = c.blob.get_as<double>("expected.f", c.blob_source);
+  add_checks(report, compare_moe(ref, out, in.act), c.outputs);
+  return report;
+}
+
+CaseReport check_model(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"model"});
+  const ModelConfig m = parse_model_config(config.object("model").json(), c.name + ".json");
+  check_model_size(m, c.name + ".json");
+  reference::Prompt p;
+  p.ids = c.blob.get_as<int32_t>("ids", c.blob_source).data;
+  p.visual = c.blob.get_as<double>("visual", c.blob_source);
+  if (p.ids.size() > 4096)
+    throw_bad_input("{}: tensor 'ids' holds {} tokens, at most 4096", c.blob_source, p.ids.size());
+  const reference::TinyModelWeights w = reference::tiny_model_weights(m);
+  const ModelRun out = run_model(m, optimized_model_weights(w), p, opt);  // validates the prompt
+  ModelReference ref = run_model_reference(m, w, p);
+  CaseReport report{c.name, {}};
+  for (reference::Tap& t : ref.truth) {
+    const StTensor& stored = c.blob.get("expected." + t.name, c.blob_source);
+    report.tensors.push_back(reference_check(t.name, doubles(t.value), stored));
+    t.value = c.blob.get_as<double>("expected." + t.name, c.blob_source);
+  }
+  add_checks(report, compare_model(ref, out), c.outputs);
+  return report;
+}
+
 // Compares a regenerated blob with the one on disk, appending a per-tensor delta report.
 bool same_as_on_disk(const std::filesystem::path& manifest_path, const BuiltCase& built,
                      std::vector<std::string>& deltas) {
@@ -661,6 +795,9 @@ CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& o
   try {
     if (c.component == "residual") return check_residual(c, opt);
     if (c.component == "dspark") return check_dspark(c, opt);
+    if (c.component == "attention") return check_attention(c, opt);
+    if (c.component == "moe") return check_moe(c, opt);
+    if (c.component == "model") return check_model(c, opt);
     return c.component == "engram" ? check_engram(c, opt) : check_vision(c, opt);
   } catch (const BadInput& e) {  // inputs the kernels refuse: say which case held them
     if (std::string_view(e.what()).find(c.blob_source) != std::string_view::npos) throw;

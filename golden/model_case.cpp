@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.hpp"
+
 #include "golden/case_util.hpp"
 
 namespace tandem {
@@ -32,6 +34,20 @@ Tensor<float> tap_floats(const Tensor<double>& t) {
 }
 
 }  // namespace
+
+void check_model_size(const ModelConfig& m, const std::string& source) {
+  const double d = m.residual.d, V = m.engram.vocab, E = m.vision.experts;
+  const double H = m.shape.ffn_hidden, C = m.vision.width;
+  const double lookup_width = double(m.engram.lookups()) * m.engram.head_dim;
+  double n = 2 * V * d + C * 588 + 18 * C * d + 2 * d * d +
+             m.shape.blocks * (4 * d * d + E * d + 2 * E * H * d + 2 * 96 * d);
+  for (const EngramLayerTables& t : engram_tables(m.engram))
+    n += 5 * d * lookup_width + double(t.rows) * m.engram.row_bytes() / 4;
+  if (n > kMaxModelWeights)
+    throw_bad_input("{}: the model has ~{:.3g} weights (Engram tables included); the end-to-end "
+                    "model runs at most {:.3g}",
+                    source, n, kMaxModelWeights);
+}
 
 ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
   ModelWeights o;

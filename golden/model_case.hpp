@@ -3,6 +3,7 @@
 // float with plain-order sums) and the optimized model, compared tap by tap in execution order;
 // the first failing tap is where the two models diverge. Shared by tests, verify and golden.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "golden/tensor_check.hpp"
@@ -10,6 +11,11 @@
 #include "reference/model.hpp"
 
 namespace tandem {
+
+// The end-to-end model holds every weight in double and float several times over: configs with
+// more than kMaxModelWeights weights (Engram tables included) are BadInput naming `source`.
+inline constexpr double kMaxModelWeights = double(1 << 26);
+void check_model_size(const ModelConfig& m, const std::string& source);
 
 // The reference's weights as the optimized model's float tensors (exact: every weight is a
 // float value).

@@ -48,6 +48,9 @@ TEST(ModelConfig, ValidConfigRoundTrips) {
   EXPECT_EQ(m.residual.d, 64);
   EXPECT_EQ(m.residual.tokens, 3);
   EXPECT_EQ(parse_residual_config(JsonFields(to_json(m.residual), "x")).d, 64);
+  const nlohmann::json whole = to_json(builtin_model("tiny"));
+  EXPECT_EQ(to_json(parse_model_config(whole, "again")), whole);
+  EXPECT_EQ(whole["model"]["blocks"], 4);
 }
 
 TEST(ModelConfig, ErrorsNameTheField) {
