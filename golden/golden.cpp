@@ -671,6 +671,20 @@ void add_checks(CaseReport& report, const std::vector<TensorCheck>& checks,
   }
 }
 
+// A kernel case with one floating output: the reference recomputed (1e-12 of the stored truth),
+// then the optimized output against the stored truth (baseline recomputed).
+template <class Reference, class Outputs, class Compare>
+CaseReport check_one_output(const LoadedCase& c, const std::string& output, Reference ref,
+                            const Outputs& out, ActDType act, Compare compare) {
+  const std::string key = "expected." + output;
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(
+      reference_check(output, doubles(ref.truth), c.blob.get(key, c.blob_source)));
+  ref.truth = c.blob.get_as<double>(key, c.blob_source);
+  add_checks(report, compare(ref, out, act), c.outputs);
+  return report;
+}
+
 CaseReport check_attention(const LoadedCase& c, const RunOptions& opt) {
   const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
   config.reject_unknown({"heads", "act"});
@@ -681,13 +695,7 @@ CaseReport check_attention(const LoadedCase& c, const RunOptions& opt) {
   in.keys = c.blob.get_as<float>("keys", c.blob_source);
   in.values = c.blob.get_as<float>("values", c.blob_source);
   const AttentionOutputs out = run_attention_causal(in, opt);  // validates the shapes first
-  AttentionReference ref = run_attention_reference(in);
-  CaseReport report{c.name, {}};
-  report.tensors.push_back(
-      reference_check("o", doubles(ref.truth), c.blob.get("expected.o", c.blob_source)));
-  ref.truth = c.blob.get_as<double>("expected.o", c.blob_source);
-  add_checks(report, compare_attention(ref, out, in.act), c.outputs);
-  return report;
+  return check_one_output(c, "o", run_attention_reference(in), out, in.act, compare_attention);
 }
 
 CaseReport check_moe(const LoadedCase& c, const RunOptions& opt) {
@@ -701,13 +709,7 @@ CaseReport check_moe(const LoadedCase& c, const RunOptions& opt) {
   in.w_in = c.blob.get_as<float>("w_in", c.blob_source);
   in.w_out = c.blob.get_as<float>("w_out", c.blob_source);
   const MoeExpertOutputs out = run_moe_experts(in, opt);  // validates the shapes first
-  MoeReference ref = run_moe_reference(in);
-  CaseReport report{c.name, {}};
-  report.tensors.push_back(
-      reference_check("f", doubles(ref.truth), c.blob.get("expected.f", c.blob_source)));
-  ref.truth = c.blob.get_as<double>("expected.f", c.blob_source);
-  add_checks(report, compare_moe(ref, out, in.act), c.outputs);
-  return report;
+  return check_one_output(c, "f", run_moe_reference(in), out, in.act, compare_moe);
 }
 
 CaseReport check_model(const LoadedCase& c, const RunOptions& opt) {
