@@ -44,11 +44,12 @@ struct BackendFlags {
 };
 
 int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
-               const BackendFlags& flags, std::ostream& out) {
+               const std::vector<std::string>& components, const BackendFlags& flags,
+               std::ostream& out) {
   const ModelConfig model =
       config_path.empty() ? builtin_model(model_name) : load_model_config(config_path);
   const RunOptions opt = flags.resolve();
-  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO));
+  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO), components);
   const auto j = to_json(rows, model);
   if (json) {
     out << j.dump(2) << "\n";
@@ -84,9 +85,10 @@ int cmd_golden_check(const std::string& dir, const std::vector<std::string>& onl
   return all ? 0 : 1;
 }
 
-int cmd_golden_regen(const std::string& dir, bool accept, std::ostream& out) {
+int cmd_golden_regen(const std::string& dir, bool accept, const std::vector<std::string>& only,
+                     std::ostream& out) {
   bool refused = false;
-  for (const auto& r : golden::regen_cases(dir, accept)) {
+  for (const auto& r : golden::regen_cases(dir, accept, only)) {
     const char* what = r.written
                            ? (r.changed ? "REPLACED" : "written")
                            : (r.changed ? "REFUSED (expectations changed; --accept)" : "unchanged");
@@ -184,8 +186,11 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   verify->add_option("--model", model, "built-in model name");
   verify->add_option("--config", config, "model config JSON file (instead of --model)");
   verify->add_flag("--json", json, "print JSON instead of a table");
+  std::vector<std::string> components;
+  verify->add_option("--component", components, "only this component's rows (repeatable)")
+      ->check(CLI::IsMember(kVerifyComponents));
   vflags.add_to(*verify);
-  verify->callback([&] { code = cmd_verify(model, config, json, vflags, out); });
+  verify->callback([&] { code = cmd_verify(model, config, json, components, vflags, out); });
 
   auto* golden = app.add_subcommand("golden", "golden cases: list, check, regen");
   golden->require_subcommand(1);
@@ -206,8 +211,10 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   auto* regen = golden->add_subcommand("regen", "regenerate the cases (atomically)");
   bool accept = false;
   regen->add_flag("--accept", accept, "replace cases whose expectations changed");
+  std::vector<std::string> regen_only;
+  regen->add_option("cases", regen_only, "case names (default: all)");
   add_dir(regen);
-  regen->callback([&] { code = cmd_golden_regen(dir, accept, out); });
+  regen->callback([&] { code = cmd_golden_regen(dir, accept, regen_only, out); });
 
   auto* traffic = app.add_subcommand("traffic", "memory-traffic report: baseline vs optimized");
   TrafficFlags tflags;

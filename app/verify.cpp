@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "golden/attention_case.hpp"
 #include "golden/dspark_case.hpp"
@@ -283,11 +284,16 @@ bool same_taps(const ModelRun& a, const ModelRun& b) {
   return true;
 }
 
-// The first n tokens of a prompt with the visual rows of the IMAGE positions among them.
-reference::Prompt prompt_prefix(const reference::Prompt& p, size_t n) {
-  reference::Prompt q{{p.ids.begin(), p.ids.begin() + std::min(n, p.ids.size())}, {}};
-  const int64_t images = std::count(q.ids.begin(), q.ids.end(), kImage), d = p.visual.dim(1);
-  q.visual = Tensor<double>({images, d}, {p.visual.data.begin(), p.visual.data.begin() + images * d});
+// The first n tokens of a prompt, the IMAGE positions among them embedded as in `run` (the image
+// path's rows: its kernels are checked under every schedule by the vision and dense rows).
+ModelPrompt prompt_prefix(const ModelPrompt& p, const ModelRun& run, size_t n) {
+  ModelPrompt q{{p.ids.begin(), p.ids.begin() + std::min(n, p.ids.size())}, {}, {}};
+  const int64_t images = std::count(q.ids.begin(), q.ids.end(), kImage);
+  const auto embed = std::find_if(run.taps.begin(), run.taps.end(),
+                                  [](const ModelTap& t) { return t.name == "image.embed"; });
+  const int64_t d = embed == run.taps.end() ? 0 : embed->value.dim(1);
+  q.visual = Tensor<double>({images, d});
+  if (images) std::copy_n(embed->value.data.begin(), images * d, q.visual.data.begin());
   return q;
 }
 
@@ -296,11 +302,12 @@ reference::Prompt prompt_prefix(const reference::Prompt& p, size_t n) {
 VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   check_model_size(model, "model '" + model.name + "'");
   const reference::TinyModelWeights w = reference::tiny_model_weights(model);
-  const reference::Prompt p = model_prompt(model, w, model.seed, true);
+  const ModelPrompt p = model_prompt(model, model.seed, true);
+  const int64_t images = std::count(p.ids.begin(), p.ids.end(), kImage);
   VerifyRow row;
   row.component = "model";
-  row.name = fmt::format("tiny/f32 {} tokens ({} image) blocks={}", p.ids.size(),
-                         p.visual.dim(0), model.shape.blocks);
+  row.name = fmt::format("tiny/f32 {} tokens ({} image) blocks={}", p.ids.size(), images,
+                         model.shape.blocks);
   row.backend = backend_name(opt.backend);
   const ModelWeights ow = optimized_model_weights(w);
   const ModelRun out = run_model(model, ow, p, opt);
@@ -311,7 +318,7 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   // NOTE: the other schedules serialise every thread switch and take ~30 s each on the whole
   // prompt, so they rerun its first kSchedulePrefix tokens (text, START and image rows).
   constexpr size_t kSchedulePrefix = 16;
-  const reference::Prompt head = prompt_prefix(p, kSchedulePrefix);
+  const ModelPrompt head = prompt_prefix(p, out, kSchedulePrefix);
   const ModelRun want = run_model(model, ow, head, opt);
   check_schedules(
       row, opt, [&](const RunOptions& o) { return run_model(model, ow, head, o); },
@@ -319,48 +326,57 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   if (row.schedules.ends_with("identical"))
     row.schedules += fmt::format(" ({} tokens)", head.ids.size());
   row.bytes = fmt::format("{} launches", out.launches.size());
-  check_against_sim(row, out.launches, sim::predict_model(model, p.ids));
+  LaunchLog predicted = sim::predict_image_embedding(model, p.patches.dim(0), p.patches.dim(1));
+  const LaunchLog forward = sim::predict_model(model, p.ids);
+  predicted.insert(predicted.end(), forward.begin(), forward.end());
+  check_against_sim(row, out.launches, predicted);
   return row;
 }
 
 }  // namespace
 
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
-                                    bool progress) {
-  std::vector<VerifyRow> rows;
-  const ResidualPath paths[] = {ResidualPath::v4_unfused, ResidualPath::v41_single_pass};
+                                    bool progress, const std::vector<std::string>& components) {
+  struct Job {
+    const char* component;
+    std::string label;
+    std::function<VerifyRow()> run;
+  };
+  std::vector<Job> jobs;
   const ActDType acts[] = {ActDType::f32, ActDType::bf16};
-  const size_t total =
-      std::size(paths) * std::size(acts) + model.engram.layer_ids.size() + 3 * std::size(acts) + 5;
-  for (ResidualPath p : paths) {
-    for (ActDType a : acts) {
-      if (progress)
-        std::fprintf(stderr, "\r[%zu/%zu] residual %s/%s ...", rows.size() + 1, total,
-                     residual_path_name(p), act_dtype_name(a));
-      rows.push_back(verify_residual(model, p, a, opt));
-    }
-  }
-  for (size_t l = 0; l < model.engram.layer_ids.size(); ++l) {
-    if (progress)
-      std::fprintf(stderr, "\r[%zu/%zu] engram layer %zu ...", rows.size() + 1, total, l);
-    rows.push_back(verify_engram(model, static_cast<int>(l), acts[l % 2], opt));
-  }
+  for (ResidualPath p : {ResidualPath::v4_unfused, ResidualPath::v41_single_pass})
+    for (ActDType a : acts)
+      jobs.push_back({"residual",
+                      fmt::format("residual {}/{}", residual_path_name(p), act_dtype_name(a)),
+                      [=, &model, &opt] { return verify_residual(model, p, a, opt); }});
+  for (size_t l = 0; l < model.engram.layer_ids.size(); ++l)
+    jobs.push_back({"engram", fmt::format("engram layer {}", l), [=, &model, &opt, &acts] {
+                      return verify_engram(model, static_cast<int>(l), acts[l % 2], opt);
+                    }});
+  for (ActDType a : acts)
+    jobs.push_back({"vision", "vision", [=, &model, &opt] { return verify_vision(model, a, opt); }});
   for (ActDType a : acts) {
-    if (progress) std::fprintf(stderr, "\r[%zu/%zu] vision ...", rows.size() + 1, total);
-    rows.push_back(verify_vision(model, a, opt));
-  }
-  for (ActDType a : acts) {
-    if (progress) std::fprintf(stderr, "\r[%zu/%zu] attention, moe ...", rows.size() + 1, total);
-    rows.push_back(verify_attention(model, a, opt));
-    rows.push_back(verify_moe(model, a, opt));
+    jobs.push_back(
+        {"attention", "attention", [=, &model, &opt] { return verify_attention(model, a, opt); }});
+    jobs.push_back({"moe", "moe", [=, &model, &opt] { return verify_moe(model, a, opt); }});
   }
   for (bool greedy : {false, true}) {
-    if (progress) std::fprintf(stderr, "\r[%zu/%zu] dspark ...", rows.size() + 1, total);
-    rows.push_back(verify_dspark(model, greedy, opt));
-    rows.push_back(verify_dspark_decode(model, greedy, opt));
+    jobs.push_back(
+        {"dspark", "dspark", [=, &model, &opt] { return verify_dspark(model, greedy, opt); }});
+    jobs.push_back({"dspark", "dspark decode",
+                    [=, &model, &opt] { return verify_dspark_decode(model, greedy, opt); }});
   }
-  if (progress) std::fprintf(stderr, "\r[%zu/%zu] end-to-end model ...", rows.size() + 1, total);
-  rows.push_back(verify_end_to_end(model, opt));
+  jobs.push_back({"model", "end-to-end model", [&] { return verify_end_to_end(model, opt); }});
+  std::erase_if(jobs, [&](const Job& j) {
+    return !components.empty() &&
+           std::find(components.begin(), components.end(), j.component) == components.end();
+  });
+  std::vector<VerifyRow> rows;
+  for (const Job& j : jobs) {
+    if (progress)
+      std::fprintf(stderr, "\r[%zu/%zu] %s ...", rows.size() + 1, jobs.size(), j.label.c_str());
+    rows.push_back(j.run());
+  }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;
 }

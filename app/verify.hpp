@@ -22,7 +22,12 @@ struct VerifyRow {
   LaunchLog launches;            // the optimized run's launches (bytes counted under emu only)
 };
 
-std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress);
+// The components `tandem verify --component` selects; every row of one shares its name.
+inline const std::vector<std::string> kVerifyComponents = {
+    "residual", "engram", "vision", "attention", "moe", "dspark", "model"};
+// Every component's rows, or only those of `components` (names from kVerifyComponents).
+std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
+                                    const std::vector<std::string>& components = {});
 std::string render_table(const std::vector<VerifyRow>& rows);
 nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& model);
 

@@ -17,8 +17,8 @@ const reference::TinyModelWeights& weights() {
 }
 
 // Arg: prompt tokens (text, seeded)
-reference::Prompt bench_prompt(const benchmark::State& st) {
-  reference::Prompt p = model_prompt(tiny(), weights(), 1, false);
+ModelPrompt bench_prompt(const benchmark::State& st) {
+  ModelPrompt p = model_prompt(tiny(), 1, false);
   p.ids.resize(size_t(st.range(0)), 7);
   return p;
 }
@@ -29,14 +29,14 @@ void BM_ModelOptimized(benchmark::State& st, Backend backend) {
     return;
   }
   static const ModelWeights w = optimized_model_weights(weights());
-  const reference::Prompt p = bench_prompt(st);
+  const ModelPrompt p = bench_prompt(st);
   for (auto _ : st) benchmark::DoNotOptimize(run_model(tiny(), w, p, {backend, {}, 128}));
   st.counters["tokens"] = benchmark::Counter(static_cast<double>(st.range(0)),
                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_ModelReference(benchmark::State& st) {
-  const reference::Prompt p = bench_prompt(st);
+  const ModelPrompt p = bench_prompt(st);
   for (auto _ : st) benchmark::DoNotOptimize(run_model_reference(tiny(), weights(), p));
   st.counters["tokens"] = benchmark::Counter(static_cast<double>(st.range(0)),
                                              benchmark::Counter::kIsIterationInvariantRate);

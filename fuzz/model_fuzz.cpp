@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;
   FuzzedDataProvider in(data, size);
   const int64_t d = tiny().residual.d, V = tiny().engram.vocab;
-  reference::Prompt p;
+  ModelPrompt p;
   const int n = in.ConsumeIntegralInRange(1, 8);
   for (int i = 0; i < n; ++i) {
     const int kind = in.ConsumeIntegralInRange(0, 9);  // mostly text, some markers, a few bad ids

@@ -310,7 +310,7 @@ BuiltCase build_moe(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDT
 // The model's weights come from its config's seed; the blob holds the prompt and every tap.
 BuiltCase build_model(const ModelConfig& m, uint64_t seed) {
   const reference::TinyModelWeights w = reference::tiny_model_weights(m);
-  const reference::Prompt p = model_prompt(m, w, seed, false);
+  const ModelPrompt p = model_prompt(m, seed, false);
   BuiltCase b;
   b.config = {{"model", to_json(m)}};
   b.blob.put("ids", Tensor<int32_t>({int64_t(p.ids.size())}, p.ids));
@@ -717,7 +717,7 @@ CaseReport check_model(const LoadedCase& c, const RunOptions& opt) {
   config.reject_unknown({"model"});
   const ModelConfig m = parse_model_config(config.object("model").json(), c.name + ".json");
   check_model_size(m, c.name + ".json");
-  reference::Prompt p;
+  ModelPrompt p;
   p.ids = c.blob.get_as<int32_t>("ids", c.blob_source).data;
   p.visual = c.blob.get_as<double>("visual", c.blob_source);
   if (p.ids.size() > 4096)
@@ -807,7 +807,12 @@ CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& o
   }
 }
 
-std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool accept) {
+std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool accept,
+                                     const std::vector<std::string>& only) {
+  const std::vector<std::string> known = generator_case_names();
+  for (const std::string& name : only)
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw_bad_input("golden regen: no generator case '{}' (tandem golden list)", name);
   std::filesystem::create_directories(dir);
   // The synthetic compression map shipped for tests (the real one comes from the tokenizer).
   Safetensors map_file;
@@ -819,6 +824,7 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
 
   std::vector<RegenReport> reports;
   for (const CaseSpec& spec : specs()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), spec.name) == only.end()) continue;
     RegenReport r{spec.name, {}, false, false};
     BuiltCase built = spec.build(spec.seed);
     built.blob.metadata = {{"component", spec.component}, {"case", spec.name}};

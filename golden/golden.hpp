@@ -42,8 +42,10 @@ struct RegenReport {
   bool changed = false;             // expectations differ from the files on disk
   bool written = false;
 };
-// Regenerates every generator case into `dir`. A case whose expectations changed is only
-// replaced with `accept`; files are written atomically.
-std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool accept);
+// Regenerates every generator case (or those named in `only`; an unknown name is BadInput) into
+// `dir`. A case whose expectations changed is only replaced with `accept`; files are written
+// atomically.
+std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool accept,
+                                     const std::vector<std::string>& only = {});
 
 }  // namespace tandem::golden

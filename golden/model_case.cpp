@@ -61,32 +61,56 @@ ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
   }
   for (const auto& e : w.engram) o.engram.push_back({e.block, e.tables, e.table, e.wkv, e.gate_w});
   o.head_norm_w = floats(w.head.norm_w);
+  o.image = {w.vision.patch_w, tap_floats(w.vision.w1), tap_floats(w.vision.b1),
+             tap_floats(w.vision.w2), tap_floats(w.vision.b2)};
   o.compression_map = w.map.map;
   return o;
 }
 
-reference::Prompt model_prompt(const ModelConfig& m, const reference::TinyModelWeights& w,
-                               uint64_t seed, bool image) {
-  reference::Prompt p = reference::make_prompt(m, w.vision, seed);
+ModelPrompt model_prompt(const ModelConfig& m, uint64_t seed, bool image) {
+  reference::PromptImage p = reference::make_prompt_image(m, seed);
   if (!image) {
     std::erase_if(p.ids, [](int32_t id) { return id < 0; });
-    p.visual = Tensor<double>({0, m.residual.d});
+    return {p.ids, Tensor<double>({0, m.residual.d}), {}};
   }
-  for (double& v : p.visual.data) v = float(v);
-  return p;
+  return {p.ids, {}, reference::image_patches(p.rgb)};
 }
+
+namespace {
+
+// One precision of the reference: the image (if any) through its own vision path, then the model.
+template <class S>
+std::vector<reference::Tap> reference_taps(const ModelConfig& m,
+                                           const reference::TinyModelWeights& w,
+                                           const ModelPrompt& p) {
+  std::vector<reference::Tap> taps;
+  reference::Prompt prompt{p.ids, p.visual};
+  if (!p.patches.data.empty()) {
+    reference::ImageEmbedding e = reference::embed_patches<S>(w.vision, p.patches);
+    prompt.visual = e.embed;
+    taps = {{"image.grid", std::move(e.grid)},
+            {"image.tokens", std::move(e.tokens)},
+            {"image.embed", std::move(e.embed)}};
+  }
+  reference::TinyModelT<S>(m, w).append_prompt(prompt, &taps);
+  return taps;
+}
+
+}  // namespace
 
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
-                                   const reference::Prompt& p) {
-  ModelReference r;
-  reference::TinyModel(m, w).append_prompt(p, &r.truth);
-  reference::TinyModelBaseline(m, w).append_prompt(p, &r.baseline);
-  return r;
+                                   const ModelPrompt& p) {
+  return {reference_taps<double>(m, w, p), reference_taps<float>(m, w, p)};
 }
 
-ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const reference::Prompt& p,
+ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
                    const RunOptions& opt) {
-  return run_model(m, w, p.ids, tap_floats(p.visual), opt);
+  if (p.patches.data.empty()) return run_model(m, w, p.ids, tap_floats(p.visual), opt);
+  ImageRun image = run_image_embedding(w, p.patches, opt);
+  ModelRun run = run_model(m, w, p.ids, image.visual, opt);
+  image.taps.insert(image.taps.end(), run.taps.begin(), run.taps.end());
+  image.launches.insert(image.launches.end(), run.launches.begin(), run.launches.end());
+  return {std::move(image.taps), std::move(image.launches)};
 }
 
 std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun& out) {

@@ -21,18 +21,25 @@ void check_model_size(const ModelConfig& m, const std::string& source);
 // float value).
 ModelWeights optimized_model_weights(const reference::TinyModelWeights& w);
 
-// The verification prompt (reference::make_prompt) with the visual embeddings rounded to float,
-// the optimized model's input dtype (DESIGN 4: reference inputs go through the storage dtype).
-// image = false keeps only the text ids.
-reference::Prompt model_prompt(const ModelConfig& m, const reference::TinyModelWeights& w,
-                               uint64_t seed, bool image);
+// A prompt as the case runs it: ids (text and the image's layout) and either the image as
+// preprocessed patches, embedded by each model on its own (taps image.*), or the IMAGE positions'
+// embeddings given directly (float values; none for text).
+struct ModelPrompt {
+  std::vector<int32_t> ids;
+  Tensor<double> visual;  // [IMAGE positions, d] when there are no patches
+  Tensor<float> patches;  // [grid_h, grid_w, 588] or empty
+};
+
+// The verification prompt (reference::make_prompt_image) as patches; image = false keeps only
+// the text ids.
+ModelPrompt model_prompt(const ModelConfig& m, uint64_t seed, bool image);
 
 struct ModelReference {
   std::vector<reference::Tap> truth, baseline;
 };
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
-                                   const reference::Prompt& p);
-ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const reference::Prompt& p,
+                                   const ModelPrompt& p);
+ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
                    const RunOptions& opt);
 
 // One check per tap, in execution order: the routing (".experts") bit-exact, every other tap

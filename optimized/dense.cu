@@ -1,4 +1,5 @@
 // Host launcher for dense_rows; compiled once per backend from this source.
+#include <algorithm>
 #include <string>
 
 #include "optimized/dense.cuh"
@@ -8,16 +9,27 @@
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
 
-template <class Act>
+template <class Act, bool kBias, bool kGelu>
 Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   const int64_t T = in.x.dim(0), n_in = in.x.dim(1), n_out = in.w.dim(0);
   DeviceArray<Act> x(in.x.data.size()), y(size_t(T * n_out));
-  DeviceArray<float> w(in.w.data.size());
+  DeviceArray<float> w(in.w.data.size()), bias(std::max<size_t>(1, in.bias.data.size()));
   x.upload(to_storage<Act>(in.x)), w.upload(in.w.data);
-  const std::string name = std::string("dense_rows<") + (sizeof(Act) == 4 ? "f32" : "bf16") + ">";
-  TANDEM_LAUNCH(name.c_str(), dense_rows<Act>, dim3(unsigned(T)), dim3(opt.block_threads),
-                sizeof(float) * n_in, x.data(), w.data(), int(n_in), int(n_out), y.data());
+  if (kBias) bias.upload(in.bias.data);
+  const std::string name = std::string("dense_rows<") + (sizeof(Act) == 4 ? "f32" : "bf16") +
+                           (kBias ? (kGelu ? ",bias_gelu" : ",bias") : kGelu ? ",gelu" : "") + ">";
+  auto kernel = dense_rows<Act, kBias, kGelu>;
+  TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads),
+                sizeof(float) * n_in, x.data(), w.data(), bias.data(), int(n_in), int(n_out),
+                y.data());
   return download_floats(y, {T, n_out});
+}
+
+template <class Act>
+Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
+  if (in.bias.data.empty())
+    return in.gelu ? run_dense<Act, false, true>(in, opt) : run_dense<Act, false, false>(in, opt);
+  return in.gelu ? run_dense<Act, true, true>(in, opt) : run_dense<Act, true, false>(in, opt);
 }
 
 }  // namespace

@@ -6,11 +6,12 @@
 
 namespace tandem::TANDEM_BACKEND_NS {
 
-// x: [T, n_in]; w: [n_out, n_in]; y: [T, n_out]. n_in a multiple of 4 (16-byte weight loads)
-// and of Pack<Act>::N (16-byte activation loads).
-template <class Act>
-__global__ void dense_rows(const Act* __restrict__ x, const float* __restrict__ w, int n_in,
-                           int n_out, Act* __restrict__ y) {
+// x: [T, n_in]; w: [n_out, n_in]; bias: [n_out] (kBias); y: [T, n_out]. n_in a multiple of
+// Pack<Act>::N (16-byte activation loads, hence of 4: 16-byte weight loads).
+template <class Act, bool kBias, bool kGelu>
+__global__ void dense_rows(const Act* __restrict__ x, const float* __restrict__ w,
+                           const float* __restrict__ bias, int n_in, int n_out,
+                           Act* __restrict__ y) {
   using P = Pack<Act>;
   static_assert(P::N % 4 == 0, "a pack of activations covers whole 16-byte weight loads");
   TANDEM_DYNAMIC_SHARED(float, staged);  // [n_in]
@@ -24,8 +25,11 @@ __global__ void dense_rows(const Act* __restrict__ x, const float* __restrict__ 
   __syncthreads();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   for (int r = warp; r < n_out; r += blockDim.x / kWarpSize) {
-    const float sum = warp_row_dot(w + static_cast<size_t>(r) * n_in, staged, n_in);
-    if (lane == 0) st(y + t * n_out + r, from_float<Act>(sum), Traffic::activation);
+    float v = warp_row_dot(w + static_cast<size_t>(r) * n_in, staged, n_in);
+    if (lane != 0) continue;
+    if (kBias) v += ld(bias + r, Traffic::weight);
+    if (kGelu) v = 0.5f * v * (1.0f + erff(v / sqrtf(2.0f)));  // exact GELU, as the reference
+    st(y + t * n_out + r, from_float<Act>(v), Traffic::activation);
   }
 }
 

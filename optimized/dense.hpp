@@ -1,6 +1,7 @@
 #pragma once
-// Dense rows as seen from the host: y[t] = W x[t] for every token, the end-to-end model's
-// projections (q/k/v/o, router logits, unembedding) and the residual stack's sublayer stand-in.
+// Dense rows as seen from the host: y[t] = W x[t] (+ b, then GELU when asked) for every token:
+// the end-to-end model's projections (q/k/v/o, router logits, unembedding), the image's patch
+// embedding and aligner, and the residual stack's sublayer stand-in.
 #include <cstdint>
 
 #include "core/tensor.hpp"
@@ -15,8 +16,10 @@ inline constexpr int64_t kDenseMaxInputs = 12288;
 
 struct DenseInputs {
   ActDType act = ActDType::f32;
-  Tensor<float> x;  // [T, n_in] (values of act), n_in a multiple of 4
-  Tensor<float> w;  // [n_out, n_in]
+  Tensor<float> x;     // [T, n_in] (values of act), n_in a multiple of one 16-byte pack
+  Tensor<float> w;     // [n_out, n_in]
+  Tensor<float> bias;  // [n_out] or empty
+  bool gelu = false;   // exact GELU (erf) after the bias
 };
 
 struct DenseOutputs {

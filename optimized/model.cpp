@@ -162,6 +162,34 @@ class ModelRunner {
 
 }  // namespace
 
+ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches,
+                             const RunOptions& opt) {
+  const int64_t P = w.image.patch_w.dim(1), C = w.image.patch_w.dim(0);
+  if (patches.shape.size() != 3 || patches.dim(0) < 1 || patches.dim(1) < 1 || patches.dim(2) != P)
+    throw_bad_input("model image: patches must be [grid_h >= 1, grid_w >= 1, {}]", P);
+  for (size_t i = 0; i < patches.data.size(); ++i)
+    if (!std::isfinite(patches.data[i]))
+      throw_bad_input("model image: patch value {} is not finite ({})", i, patches.data[i]);
+  ImageRun r;
+  auto dense = [&](const Tensor<float>& x, const Tensor<float>& W, const Tensor<float>& b,
+                   bool gelu) {
+    DenseOutputs o = run_dense_rows({ActDType::f32, x, W, b, gelu}, opt);
+    r.launches.insert(r.launches.end(), o.launches.begin(), o.launches.end());
+    return std::move(o.y);
+  };
+  const int64_t h = patches.dim(0), gw = patches.dim(1);
+  Tensor<float> grid = dense(Tensor<float>({h * gw, P}, patches.data), w.image.patch_w, {}, false);
+  grid.shape = {h, gw, C};
+  r.taps.push_back({"image.grid", grid});
+  UnshuffleOutputs u = run_unshuffle(grid, ActDType::f32, opt);
+  r.launches.insert(r.launches.end(), u.launches.begin(), u.launches.end());
+  r.taps.push_back({"image.tokens", u.tokens});
+  const Tensor<float> hidden = dense(u.tokens, w.image.w1, w.image.b1, true);
+  r.visual = dense(hidden, w.image.w2, w.image.b2, false);
+  r.taps.push_back({"image.embed", r.visual});
+  return r;
+}
+
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const std::vector<int32_t>& ids,
                    const Tensor<float>& visual, const RunOptions& opt) {
   return ModelRunner(m, w, opt).run(ids, visual);

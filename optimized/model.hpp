@@ -6,8 +6,8 @@
 // the streams, and the next site opens with the carried pre. Activations are f32.
 //
 // Scope: one prompt from an empty cache (the KV cache of each block is the chunk's own keys and
-// values); the image's visual embeddings are an input (the vision path's kernels are verified on
-// their own).
+// values); the image enters as preprocessed patches (resize, letterbox and patchify are exact
+// host data movement).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,7 +36,13 @@ struct ModelWeights {
     std::vector<uint8_t> table;
     Tensor<float> wkv, gate_w;  // [5d, lookups * head_dim], [4, d]
   };
+  struct Image {
+    Tensor<float> patch_w;  // [C, 588]
+    Tensor<float> w1, b1;   // aligner: [2d, 9C], [2d]
+    Tensor<float> w2, b2;   // [d, 2d], [d]
+  };
   Tensor<float> embed, special, unembed;  // [V, d], [4, d] for START..END, [V, d]
+  Image image;
   std::vector<Block> blocks;
   std::vector<EngramLayer> engram;
   Tensor<float> head_norm_w;            // [d]
@@ -52,6 +58,17 @@ struct ModelRun {
   std::vector<ModelTap> taps;  // in execution order
   LaunchLog launches;          // emu byte counts (empty on cuda)
 };
+
+// The image path: preprocessed patches [grid_h, grid_w, 588] -> patch embedding (dense_rows) ->
+// 3x3 unshuffle (vision_unshuffle; its inverse runs too) -> aligner (dense_rows with bias + GELU,
+// then with bias): one embedding per visual token. Taps image.grid, image.tokens, image.embed.
+struct ImageRun {
+  Tensor<float> visual;  // [tokens_h * tokens_w, d]
+  std::vector<ModelTap> taps;
+  LaunchLog launches;
+};
+ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches,
+                             const RunOptions& opt);
 
 // ids: text ids in [0, V) and the image's layout ids (VisionToken); visual: one embedding per
 // IMAGE position [IMAGE positions, d], in layout order.

@@ -66,8 +66,9 @@ class StackRunner {
 
  private:
   void sublayer(const SiteOnDevice& s) {
-    TANDEM_LAUNCH((std::string("dense_rows<") + name() + ">").c_str(), dense_rows<Act>, grid_,
-                  block_, smem_, y_.data(), s.w_sub.data(), d_, d_, f_.data());
+    auto kernel = dense_rows<Act, false, false>;
+    TANDEM_LAUNCH((std::string("dense_rows<") + name() + ">").c_str(), kernel, grid_, block_,
+                  smem_, y_.data(), s.w_sub.data(), nullptr, d_, d_, f_.data());
   }
   void mixes(const SiteOnDevice& s) {
     TANDEM_LAUNCH((std::string("residual_mixes<") + name() + ">").c_str(), residual_mixes<Act>,

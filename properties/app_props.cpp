@@ -61,10 +61,17 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
 }
 
 TEST(App, VerifyTableHasVerdicts) {
-  const CliRun r = tandem({"verify", "--backend", "emu", "--schedule", "reversed"});
+  const CliRun r = tandem({"verify", "--backend", "emu", "--schedule", "reversed", "--component",
+                           "residual", "--component", "moe"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("all cases PASS"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("v41-single-pass/bf16"), std::string::npos);
+  EXPECT_NE(r.out.find("moe "), std::string::npos);
+  for (const char* other : {"engram ", "vision ", "dspark ", "model ", "attention "})
+    EXPECT_EQ(r.out.find(std::string("\n") + other), std::string::npos) << other << r.out;
+  const CliRun bad = tandem({"verify", "--component", "resdual"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--component"), std::string::npos) << bad.err;
 }
 
 TEST(App, BadInputExitsTwoNamingTheProblem) {
@@ -229,7 +236,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
     // regen over a broken case refuses to replace it (exit 1) and leaves no temporary file
     const std::string manifest_text =
         read_file(fs::path(dir) / (std::string(c.component) + ".json"));
-    const CliRun regen = tandem({"golden", "regen", "--dir", dir});
+    const CliRun regen = tandem({"golden", "regen", "--dir", dir, c.component});
     EXPECT_EQ(regen.code, 1) << c.tag << "\n" << regen.out;
     EXPECT_EQ(read_file(fs::path(dir) / (std::string(c.component) + ".json")), manifest_text);
     for (const auto& name : listing(dir)) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;

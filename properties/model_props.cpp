@@ -202,17 +202,19 @@ const SharedWeights& weights() {
 }
 
 // Text prompts of 1..40 seeded ids (chunks the size of a prefill or a decode step).
-reference::Prompt text_prompt(uint64_t seed) {
-  return {text(int(draw(seed, 2, 1, 41)), seed), Tensor<double>({0, tiny().residual.d})};
+ModelPrompt text_prompt(uint64_t seed) {
+  return {text(int(draw(seed, 2, 1, 41)), seed), Tensor<double>({0, tiny().residual.d}), {}};
 }
 
-void expect_optimized_matches_reference(const reference::Prompt& p, const RunOptions& opt,
+void expect_optimized_matches_reference(const ModelPrompt& p, const RunOptions& opt,
                                         const std::string& what) {
   const ModelRun out = run_model(tiny(), weights().opt, p, opt);
   const std::vector<TensorCheck> checks =
       compare_model(run_model_reference(tiny(), weights().ref, p), out);
-  // embed, 7 per block, one per Engram layer, head.y, logits
-  EXPECT_EQ(checks.size(), 1 + 7 * size_t(tiny().shape.blocks) + tiny().engram.layer_ids.size() + 2)
+  // image.{grid,tokens,embed} with an image, embed, 7 per block, one per Engram layer, head.y,
+  // logits
+  EXPECT_EQ(checks.size(), (p.patches.data.empty() ? 0 : 3) + 1 + 7 * size_t(tiny().shape.blocks) +
+                               tiny().engram.layer_ids.size() + 2)
       << what;
   for (const TensorCheck& c : checks)
     ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
@@ -227,7 +229,7 @@ TEST(ModelEmu, OptimizedMatchesReferenceTapByTap) {
 }
 
 TEST(ModelEmu, SameTapsUnderEverySchedule) {
-  const reference::Prompt p{text(8, 4), Tensor<double>({0, tiny().residual.d})};
+  const ModelPrompt p{text(8, 4), Tensor<double>({0, tiny().residual.d}), {}};
   const ModelRun want = run_model(tiny(), weights().opt, p, {});
   for (const emu::Schedule& s : emu::test_schedules()) {
     RunOptions opt;
@@ -248,14 +250,14 @@ TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {
   for (uint64_t seed = 0; seed < kCases; ++seed)
     expect_optimized_matches_reference(text_prompt(seed), opt, fmt::format("text seed {}", seed));
   for (uint64_t seed = 0; seed < 3; ++seed)
-    expect_optimized_matches_reference(model_prompt(tiny(), weights().ref, seed, true), opt,
+    expect_optimized_matches_reference(model_prompt(tiny(), seed, true), opt,
                                        fmt::format("image seed {}", seed));
 }
 
 TEST(ModelEmu, BadPromptsNameTheProblem) {
-  const reference::Prompt ok = text_prompt(1);
-  auto run = [](reference::Prompt p) { return [p] { run_model(tiny(), weights().opt, p, {}); }; };
-  reference::Prompt p = ok;
+  const ModelPrompt ok = text_prompt(1);
+  auto run = [](ModelPrompt p) { return [p] { run_model(tiny(), weights().opt, p, {}); }; };
+  ModelPrompt p = ok;
   p.ids.back() = int32_t(tiny().engram.vocab);
   expect_bad_input(run(p), "outside [0, 4096)");
   p = ok, p.ids.front() = -1;
@@ -267,6 +269,11 @@ TEST(ModelEmu, BadPromptsNameTheProblem) {
   p.visual = Tensor<double>({1, tiny().residual.d}, 0.5);
   p.visual.data[3] = NAN;
   expect_bad_input(run(p), "visual embedding [0, 3] is not finite");
+  p = model_prompt(tiny(), 2, true);
+  p.patches.data[5] = NAN;
+  expect_bad_input(run(p), "patch value 5 is not finite");
+  p.patches = Tensor<float>({2, 2, 100});
+  expect_bad_input(run(p), "patches must be");
 }
 
 }  // namespace

@@ -14,7 +14,12 @@ Tensor<double> dense_rows(const DenseInputs& in) {
   for (int64_t t = 0; t < T; ++t) {
     const Vec<S> x = Eigen::Map<const Eigen::VectorXf>(in.x.ptr() + t * n_in, n_in).cast<S>();
     const Vec<S> row = naive_matvec<S>(w, x);
-    for (int64_t r = 0; r < n_out; ++r) y.data[t * n_out + r] = double(store<Act>(row(r)));
+    for (int64_t r = 0; r < n_out; ++r) {
+      S v = row(r);
+      if (!in.bias.data.empty()) v += S(in.bias.data[r]);
+      if (in.gelu) v = gelu(v);
+      y.data[t * n_out + r] = double(store<Act>(v));
+    }
   }
   return y;
 }

@@ -149,25 +149,41 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
                         cast_all<S>(b.w_out)}});
 }
 
-Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb) {
-  const VisionGeometry g = vision_geometry(int(rgb.dim(1)), int(rgb.dim(0)));
-  const Tensor<double> grid = patch_embedding(patchify(preprocess(rgb, g)), w.patch_w);
-  return aligner(unshuffle(grid), w.w1, w.b1, w.w2, w.b2);
+Tensor<float> image_patches(const Tensor<uint8_t>& rgb) {
+  return patchify(preprocess(rgb, vision_geometry(int(rgb.dim(1)), int(rgb.dim(0)))));
 }
 
-Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed) {
+template <class S>
+ImageEmbedding embed_patches(const TinyModelWeights::Vision& w, const Tensor<float>& patches) {
+  ImageEmbedding e;
+  e.grid = patch_embedding<S>(patches, w.patch_w);
+  e.tokens = unshuffle(e.grid);
+  e.embed = aligner<S>(e.tokens, w.w1, w.b1, w.w2, w.b2);
+  return e;
+}
+template ImageEmbedding embed_patches<double>(const TinyModelWeights::Vision&, const Tensor<float>&);
+template ImageEmbedding embed_patches<float>(const TinyModelWeights::Vision&, const Tensor<float>&);
+
+Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb) {
+  return embed_patches<double>(w, image_patches(rgb)).embed;
+}
+
+PromptImage make_prompt_image(const ModelConfig& m, uint64_t seed) {
   const int W = m.vision.image_w, H = m.vision.image_h, n = m.shape.prompt_tokens;
   const int64_t V = m.engram.vocab;
-  Tensor<uint8_t> rgb({H, W, 3});
-  for (int64_t i = 0; i < rgb.size(); ++i)
-    rgb.data[i] = static_cast<uint8_t>(philox_draw(seed, 1, uint32_t(i)).v[0]);
+  PromptImage p{{}, Tensor<uint8_t>({H, W, 3})};
+  for (int64_t i = 0; i < p.rgb.size(); ++i)
+    p.rgb.data[i] = static_cast<uint8_t>(philox_draw(seed, 1, uint32_t(i)).v[0]);
   auto text = [&](int i) { return int32_t(philox_draw(seed, 2, uint32_t(i)).v[0] % V); };
-  Prompt p;
   for (int i = 0; i < n / 2; ++i) p.ids.push_back(text(i));
   for (int32_t id : image_token_layout(vision_geometry(W, H))) p.ids.push_back(id);
   for (int i = n / 2; i < n; ++i) p.ids.push_back(text(i));
-  p.visual = embed_image(w, rgb);
   return p;
+}
+
+Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed) {
+  PromptImage p = make_prompt_image(m, seed);
+  return {std::move(p.ids), embed_image(w, p.rgb)};
 }
 
 template <class S>

@@ -63,10 +63,24 @@ struct TinyModelWeights {
 };
 TinyModelWeights tiny_model_weights(const ModelConfig& m);
 
-// The verification prompt: prompt_tokens text ids around one seeded vision.image_w x image_h
-// image (half before it, half after); the image goes through the vision path in double.
+// The verification prompt before embedding: prompt_tokens text ids around one seeded
+// vision.image_w x image_h image's layout (half before it, half after), and its pixels [H, W, 3].
+struct PromptImage {
+  std::vector<int32_t> ids;
+  Tensor<uint8_t> rgb;
+};
+PromptImage make_prompt_image(const ModelConfig& m, uint64_t seed);
+// The same prompt with the image through the vision path in double.
 Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed);
-// Pixels [H, W, 3] -> one embedding per visual token [tokens_h * tokens_w, d].
+// Pixels [H, W, 3] -> preprocessed patches [grid_h, grid_w, 588] (float, exact data movement).
+Tensor<float> image_patches(const Tensor<uint8_t>& rgb);
+// Patches -> one embedding per visual token [tokens_h * tokens_w, d] (patch embedding, 3x3
+// unshuffle, aligner) in scalar S; with the grid and unshuffled tokens on the way.
+struct ImageEmbedding {
+  Tensor<double> grid, tokens, embed;  // [h, w, C], [N, 9C], [N, d]
+};
+template <class S>
+ImageEmbedding embed_patches(const TinyModelWeights::Vision& w, const Tensor<float>& patches);
 Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb);
 
 // The model in scalar S: double is the truth; float, with sums in plain order, is the baseline

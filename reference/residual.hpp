@@ -90,6 +90,11 @@ Vec<S> naive_matvec(const Mat<S>& m, const Vec<S>& x) {
 
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// GELU, exact (with erf).
+template <class S>
+S gelu(S x) {
+  return S(0.5) * x * (S(1) + std::erf(x / std::sqrt(S(2))));
+}
 
 // m = (fn @ flatten(X)) * rsqrt(mean(x^2) + norm_eps), then pre / post / Sinkhorn(comb).
 template <class S>

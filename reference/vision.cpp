@@ -6,6 +6,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "reference/residual.hpp"  // Mat, Vec, naive_matvec, gelu
 
 namespace tandem::reference {
 
@@ -83,14 +84,15 @@ Tensor<float> patchify(const Tensor<float>& image) {
   return p;
 }
 
+template <class S>
 Tensor<double> patch_embedding(const Tensor<float>& patches, const Tensor<float>& w) {
-  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int64_t n = patches.dim(0) * patches.dim(1), P = patches.dim(2), C = w.dim(0);
-  const Eigen::Map<const M> X(patches.ptr(), n, P), W(w.ptr(), C, P);
-  const Eigen::MatrixXd Y = X.cast<double>() * W.cast<double>().transpose();
+  const Mat<S> W = Eigen::Map<const Mat<float>>(w.ptr(), C, P).cast<S>();
   Tensor<double> out({patches.dim(0), patches.dim(1), C});
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t o = 0; o < C; ++o) out.data[i * C + o] = Y(i, o);
+  for (int64_t i = 0; i < n; ++i) {
+    const Vec<S> y = naive_matvec<S>(W, Eigen::Map<const Vec<float>>(patches.ptr() + i * P, P).cast<S>());
+    for (int64_t o = 0; o < C; ++o) out.data[i * C + o] = double(y(o));
+  }
   return out;
 }
 
@@ -152,17 +154,35 @@ template Tensor<float> unshuffle<float>(const Tensor<float>&);
 template Tensor<double> unshuffle<double>(const Tensor<double>&);
 template Tensor<float> unshuffle_inverse<float>(const Tensor<float>&, int64_t, int64_t);
 
+template <class S>
 Tensor<double> aligner(const Tensor<double>& x, const Tensor<double>& w1, const Tensor<double>& b1,
                        const Tensor<double>& w2, const Tensor<double>& b2) {
-  using M = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const Eigen::Map<const M> X(x.ptr(), x.dim(0), x.dim(1)), W1(w1.ptr(), w1.dim(0), w1.dim(1)),
-      W2(w2.ptr(), w2.dim(0), w2.dim(1));
-  const Eigen::Map<const Eigen::RowVectorXd> B1(b1.ptr(), b1.size()), B2(b2.ptr(), b2.size());
-  M hidden = (X * W1.transpose()).rowwise() + B1;
-  hidden = hidden.unaryExpr([](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
-  const M y = (hidden * W2.transpose()).rowwise() + B2;
-  return Tensor<double>({y.rows(), y.cols()}, std::vector<double>(y.data(), y.data() + y.size()));
+  auto mat = [](const Tensor<double>& t) {
+    return Mat<S>(Eigen::Map<const Mat<double>>(t.ptr(), t.dim(0), t.dim(1)).cast<S>());
+  };
+  auto vec = [](const Tensor<double>& t, int64_t offset, int64_t n) {
+    return Vec<S>(Eigen::Map<const Vec<double>>(t.ptr() + offset, n).cast<S>());
+  };
+  const Mat<S> W1 = mat(w1), W2 = mat(w2);
+  const int64_t N = x.dim(0), K = x.dim(1), out = w2.dim(0);
+  Tensor<double> y({N, out});
+  for (int64_t i = 0; i < N; ++i) {
+    const Vec<S> hidden = (naive_matvec<S>(W1, vec(x, i * K, K)) + vec(b1, 0, b1.size()))
+                              .unaryExpr([](S v) { return gelu(v); });
+    const Vec<S> o = naive_matvec<S>(W2, hidden) + vec(b2, 0, b2.size());
+    for (int64_t j = 0; j < out; ++j) y.data[i * out + j] = double(o(j));
+  }
+  return y;
 }
+
+template Tensor<double> patch_embedding<double>(const Tensor<float>&, const Tensor<float>&);
+template Tensor<double> patch_embedding<float>(const Tensor<float>&, const Tensor<float>&);
+template Tensor<double> aligner<double>(const Tensor<double>&, const Tensor<double>&,
+                                        const Tensor<double>&, const Tensor<double>&,
+                                        const Tensor<double>&);
+template Tensor<double> aligner<float>(const Tensor<double>&, const Tensor<double>&,
+                                       const Tensor<double>&, const Tensor<double>&,
+                                       const Tensor<double>&);
 
 namespace {
 

@@ -40,6 +40,8 @@ Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g);
 Tensor<float> patchify(const Tensor<float>& image);
 
 // Linear patch embedding: [grid_h, grid_w, 588] x w [C, 588]^T -> [grid_h, grid_w, C].
+// In scalar S (double: truth; float: the baseline, sums in plain order).
+template <class S = double>
 Tensor<double> patch_embedding(const Tensor<float>& patches, const Tensor<float>& w);
 
 // 2D RoPE, half-split: rope = hd/2; inv_freq = theta^(-arange(0, rope, 2)/rope);
@@ -54,6 +56,7 @@ template <class T>
 Tensor<T> unshuffle_inverse(const Tensor<T>& tokens, int64_t h, int64_t w);
 
 // Linear -> GELU (exact, erf) -> Linear on each token row.
+template <class S = double>
 Tensor<double> aligner(const Tensor<double>& x, const Tensor<double>& w1, const Tensor<double>& b1,
                        const Tensor<double>& w2, const Tensor<double>& b2);
 

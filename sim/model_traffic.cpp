@@ -46,4 +46,17 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
   return log;
 }
 
+LaunchLog predict_image_embedding(const ModelConfig& m, int64_t grid_h, int64_t grid_w) {
+  constexpr ActDType f32 = ActDType::f32;
+  constexpr int64_t kPatchValues = 3 * 14 * 14;
+  const int64_t C = m.vision.width, d = m.residual.d;
+  const int64_t tokens = ((grid_h + 2) / 3) * ((grid_w + 2) / 3);
+  LaunchLog log{predict_dense_rows(grid_h * grid_w, kPatchValues, C, f32)};
+  const LaunchLog unshuffle = predict_unshuffle(grid_h, grid_w, C, f32);
+  log.insert(log.end(), unshuffle.begin(), unshuffle.end());
+  log.push_back(predict_dense_rows(tokens, 9 * C, 2 * d, f32, true, true));
+  log.push_back(predict_dense_rows(tokens, 2 * d, d, f32, true, false));
+  return log;
+}
+
 }  // namespace tandem::sim

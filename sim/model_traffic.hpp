@@ -11,5 +11,7 @@ namespace tandem::sim {
 
 // One prompt of `ids` (text ids and the image's layout ids) from an empty cache.
 LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids);
+// run_image_embedding over a [grid_h, grid_w] patch grid.
+LaunchLog predict_image_embedding(const ModelConfig& m, int64_t grid_h, int64_t grid_w);
 
 }  // namespace tandem::sim

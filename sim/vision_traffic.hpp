@@ -10,6 +10,8 @@ namespace tandem::sim {
 // unshuffle + inverse over an [h, w, C] grid, 2D RoPE over [n, heads, hd], the gate over [T, E].
 LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t heads, int64_t hd,
                          int64_t T, int64_t E, int64_t k, ActDType act);
+// The unshuffle and its inverse over an [h, w, C] grid.
+LaunchLog predict_unshuffle(int64_t h, int64_t w, int64_t C, ActDType act);
 // The MoE gate alone: T tokens' router logits over E experts, top k kept.
 LaunchCounts predict_moe_gate(int64_t T, int64_t E, int64_t k);
 
