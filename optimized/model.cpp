@@ -114,7 +114,7 @@ class ModelRunner {
   }
 
   Tensor<float> dense(const Tensor<float>& x, const Tensor<float>& w) {
-    DenseOutputs o = run_dense_rows({ActDType::f32, x, w}, opt_);
+    DenseOutputs o = run_dense_rows({ActDType::f32, x, w, {}, false}, opt_);
     log(o.launches);
     return std::move(o.y);
   }
@@ -192,6 +192,13 @@ ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches
 
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const std::vector<int32_t>& ids,
                    const Tensor<float>& visual, const RunOptions& opt) {
+  const int64_t d = m.residual.d;
+  if (w.blocks.size() != size_t(m.shape.blocks) || w.embed.shape.size() != 2 ||
+      w.embed.dim(1) != d || w.unembed.shape != w.embed.shape || w.head_norm_w.shape != Shape{d} ||
+      w.compression_map.size() != size_t(w.embed.dim(0)) ||
+      w.engram.size() != m.engram.layer_ids.size())
+    throw_bad_input("model weights: not those of model '{}' ({} blocks, d = {})", m.name,
+                    m.shape.blocks, d);
   return ModelRunner(m, w, opt).run(ids, visual);
 }
 

@@ -274,6 +274,9 @@ TEST(ModelEmu, BadPromptsNameTheProblem) {
   expect_bad_input(run(p), "patch value 5 is not finite");
   p.patches = Tensor<float>({2, 2, 100});
   expect_bad_input(run(p), "patches must be");
+  ModelWeights fewer = weights().opt;
+  fewer.blocks.pop_back();
+  expect_bad_input([&] { run_model(tiny(), fewer, ok, {}); }, "model weights");
 }
 
 }  // namespace
