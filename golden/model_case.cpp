@@ -59,7 +59,7 @@ ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
                         floats(b.wo), floats(b.router), b.bias_text, b.bias_vl, stacked(b.w_in),
                         stacked(b.w_out)});
   }
-  for (const auto& e : w.engram) o.engram.push_back({e.block, e.tables, e.table, e.wkv, e.gate_w});
+  o.engram = w.engram;
   o.head_norm_w = floats(w.head.norm_w);
   o.image = {w.vision.patch_w, tap_floats(w.vision.w1), tap_floats(w.vision.b1),
              tap_floats(w.vision.w2), tap_floats(w.vision.b2)};

@@ -16,6 +16,7 @@
 
 #include "core/model_config.hpp"
 #include "core/tensor.hpp"
+#include "optimized/model.hpp"
 #include "reference/backbone.hpp"
 #include "reference/engram.hpp"
 #include "reference/residual.hpp"
@@ -44,12 +45,7 @@ struct TinyModelWeights {
     std::vector<float> bias_text, bias_vl;   // [E]
     std::vector<Mat<double>> w_in, w_out;    // E x [hidden, d], E x [d, hidden]
   };
-  struct EngramLayer {
-    int block = 0;
-    EngramLayerTables tables;
-    std::vector<uint8_t> table;
-    Tensor<float> wkv, gate_w;  // [5d, lookups * head_dim], [4, d]
-  };
+  using EngramLayer = ModelWeights::EngramLayer;  // float already: shared with the kernels
   struct Vision {
     Tensor<float> patch_w;                   // [C, 588]
     Tensor<double> w1, b1, w2, b2;           // the aligner
