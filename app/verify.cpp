@@ -240,40 +240,53 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
   return row;
 }
 
-// Speculative decoding through the small backbone with the DSpark drafter: the kernel verifying
-// each pass must give the reference's text, pass by pass.
+// Scheduled speculative decoding of a batch (the config's requests) through the small backbone
+// with the DSpark drafter: the kernel verifying each pass must give the reference's texts, pass
+// by pass.
 VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunOptions& opt) {
   constexpr int kSteps = 24;
   const DsparkConfig& c = model.dspark;
   VerifyRow row;
   row.component = "dspark";
-  row.name = fmt::format("decode/{} {} tokens, window {}", greedy ? "greedy" : "sampling", kSteps,
-                         c.window);
+  row.name = fmt::format("decode/{} R={} {} tokens, window {}", greedy ? "greedy" : "sampling",
+                         c.requests, kSteps, c.window);
   row.backend = backend_name(opt.backend);
-  const DsparkDecode want = dspark_decode(c, model.seed, greedy, kSteps, reference::dspark_verify);
-  auto decode = [&](const RunOptions& o) {
-    return dspark_decode(c, model.seed, greedy, kSteps,
-                         [&](const VerifyInputs& in) { return run_dspark_verify(in, o); });
+  LaunchLog predicted;  // the byte model of every pass, given the reference's decisions
+  auto decode = [&](const RunOptions& o, LaunchLog* launches) {
+    return dspark_decode(c, model.seed, c.requests, greedy, kSteps, [&](const VerifyInputs& in) {
+      VerifyOutputs out = run_dspark_verify(in, o);
+      if (launches) {
+        launches->insert(launches->end(), out.launches.begin(), out.launches.end());
+        const LaunchLog p = sim::predict_dspark_verify(in, reference::dspark_verify(in));
+        predicted.insert(predicted.end(), p.begin(), p.end());
+      }
+      return out;
+    });
   };
+  const DsparkDecode want =
+      dspark_decode(c, model.seed, c.requests, greedy, kSteps, reference::dspark_verify);
   auto same = [&](const DsparkDecode& d) {
-    return d.text == want.text && d.accepted == want.accepted;
+    if (d.decode.text != want.decode.text) return false;
+    for (size_t r = 0; r < d.decode.stats.size(); ++r)
+      if (d.decode.stats[r].accepted_per_step != want.decode.stats[r].accepted_per_step)
+        return false;
+    return true;
   };
-  const DsparkDecode got =
-      dspark_decode(c, model.seed, greedy, kSteps, [&](const VerifyInputs& in) {
-        VerifyOutputs out = run_dspark_verify(in, opt);
-        row.launches.insert(row.launches.end(), out.launches.begin(), out.launches.end());
-        return out;
-      });
+  const DsparkDecode got = decode(opt, &row.launches);
   row.pass = same(got);
   row.margin = row.pass ? 1 : 0;
   row.worst_tensor = "text";
   int accepted = 0, admitted = 0;
-  for (int a : got.accepted) accepted += a;
-  for (int a : got.admitted) admitted += a;
-  row.bytes = fmt::format("{}/{} accepted, {} passes", accepted, admitted, got.passes);
+  for (const auto& s : got.decode.stats)
+    for (size_t p = 0; p < s.accepted_per_step.size(); ++p)
+      accepted += s.accepted_per_step[p], admitted += s.admitted_per_step[p];
+  row.bytes = fmt::format("{}/{} accepted, {} passes", accepted, admitted, got.decode.passes);
   if (!row.pass)
-    row.first_divergence = "text", row.detail = "decoded text differs from the reference's";
-  if (opt.backend == Backend::emu) check_schedules(row, opt, decode, same);
+    row.first_divergence = "text", row.detail = "decoded texts differ from the reference's";
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return decode(o, nullptr); }, same);
+  check_against_sim(row, row.launches, predicted);
   return row;
 }
 
@@ -335,8 +348,8 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
 
 }  // namespace
 
-std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt,
-                                    bool progress, const std::vector<std::string>& components) {
+std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
+                                    const std::vector<std::string>& components) {
   struct Job {
     const char* component;
     std::string label;
@@ -354,7 +367,8 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
                       return verify_engram(model, static_cast<int>(l), acts[l % 2], opt);
                     }});
   for (ActDType a : acts)
-    jobs.push_back({"vision", "vision", [=, &model, &opt] { return verify_vision(model, a, opt); }});
+    jobs.push_back(
+        {"vision", "vision", [=, &model, &opt] { return verify_vision(model, a, opt); }});
   for (ActDType a : acts) {
     jobs.push_back(
         {"attention", "attention", [=, &model, &opt] { return verify_attention(model, a, opt); }});

@@ -47,34 +47,49 @@ VerifyInputs make_verify_inputs(int64_t R, int K, int64_t V, uint64_t seed, bool
   return in;
 }
 
+void schedule_batch(VerifyInputs& in, uint64_t seed) {
+  in.drafted.clear(), in.request.clear();
+  for (int64_t r = 0; r < in.requests; ++r) {
+    in.drafted.push_back(int32_t(r % (in.budget + 1)));
+    // Distinct: 7919 is odd, so equal ids would need 2^16 to divide the difference of slots.
+    const uint32_t w = philox_draw(seed, 11, uint32_t(r)).v[0];
+    in.request.push_back(uint32_t(r) * 7919u + (w & 0xffu) * 65536u);
+  }
+}
+
 std::vector<double> dspark_sps_profile(int max_tokens) {
   std::vector<double> sps(max_tokens + 1);
   for (int n = 0; n <= max_tokens; ++n) sps[n] = 1.0 / (1.0 + n / 16.0);
   return sps;
 }
 
-DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, bool greedy, int steps,
-                           const reference::Verifier& verify) {
-  reference::TinyBackbone model(c.vocab, c.backbone_width, seed, c.backbone_layers);
+DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, int requests, bool greedy,
+                           int steps, const reference::Verifier& verify) {
   const reference::DsparkDrafter drafter(c, 3 * c.backbone_width, seed);
+  std::vector<reference::TinyBackbone> models;  // one cache per request, the same weights
+  for (int r = 0; r < requests; ++r)
+    models.emplace_back(c.vocab, c.backbone_width, seed, c.backbone_layers);
   DsparkDecode d;
-  for (uint32_t i = 0; i < 6; ++i)
-    d.prompt.push_back(int32_t(philox_draw(seed, 7, i).v[0] % uint32_t(c.vocab)));
-  const std::vector<double> sps = dspark_sps_profile(1 + c.gamma);
-  auto propose = [&](const std::vector<int32_t>& text, int K) {
-    const reference::DraftChoice choice{greedy, seed, 0, uint32_t(text.size()), c.temperature};
-    const reference::Draft draft = drafter.propose(model.target_features(), text.back(), K, choice);
-    const int admitted = std::max(1, reference::schedule({draft.confidence}, sps).admitted[0]);
-    d.admitted.push_back(admitted);
-    return reference::Proposal{{draft.tokens.begin(), draft.tokens.begin() + admitted},
-                               {draft.p_draft.begin(), draft.p_draft.begin() + admitted}};
-  };
-  reference::SpeculativeStats stats;
-  d.text = reference::speculative_sample_decode(
-      model, d.prompt, steps, propose, [&](int) { return c.gamma; }, {seed, c.temperature, greedy},
-      verify, &stats);
-  d.accepted = stats.accepted_per_step;
-  d.passes = stats.passes;
+  std::vector<reference::BatchRequest> batch;
+  for (int r = 0; r < requests; ++r) {
+    std::vector<int32_t> prompt;
+    for (uint32_t i = 0; i < 6; ++i)
+      prompt.push_back(
+          int32_t(philox_draw(seed, 7, uint32_t(r) * 16 + i).v[0] % uint32_t(c.vocab)));
+    d.prompt.push_back(prompt);
+    const reference::Backbone* model = &models[r];
+    batch.push_back({&models[r], prompt, [=, &drafter](const std::vector<int32_t>& text, int K) {
+                       const reference::DraftChoice choice{greedy, seed, uint32_t(r),
+                                                           uint32_t(text.size()), c.temperature};
+                       const reference::Draft draft =
+                           drafter.propose(model->target_features(), text.back(), K, choice);
+                       return reference::Proposal{draft.tokens, draft.p_draft, draft.confidence};
+                     }});
+  }
+  d.decode = reference::speculative_batch_decode(
+      batch, steps, [&](int) { return c.gamma; },
+      reference::scheduler_admission(dspark_sps_profile(requests * (1 + c.gamma))),
+      {seed, c.temperature, greedy}, verify);
   return d;
 }
 

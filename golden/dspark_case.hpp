@@ -16,22 +16,24 @@ std::vector<float> seeded_distribution(int64_t V, uint64_t seed, uint32_t id);
 // sampled tokens are drawn from the draft, greedy ones are the target's argmax for two requests
 // in three and the draft's otherwise.
 VerifyInputs make_verify_inputs(int64_t R, int K, int64_t V, uint64_t seed, bool greedy);
+// Makes `in` a scheduled batch's: request r verifies drafted[r] = r mod (K + 1) of its rows
+// (every count from 0 to K) and draws with a seeded, distinct id.
+void schedule_batch(VerifyInputs& in, uint64_t seed);
 
 // The steps-per-second profile the decode schedules against: a step's time grows by 1/16 for
 // each token it verifies (a stand-in for a profiled curve), sps[n] for n = 0..max_tokens.
 std::vector<double> dspark_sps_profile(int max_tokens);
 
-// Speculative decoding of `steps` tokens: the config's backbone and drafter (weights from
-// `seed`), the drafter reading the backbone's target features and proposing gamma tokens, the
-// scheduler admitting a prefix of them by their confidences (at least one), each pass checked
-// by `verify`.
+// Scheduled speculative decoding of a batch: `requests` seeded prompts of 6 tokens, each with
+// its own cache of the config's backbone and the config's drafter (weights from `seed`) reading
+// that cache's target features and proposing gamma tokens with confidences; the scheduler
+// admits a prefix of each by the confidences against dspark_sps_profile; every pass is one
+// batched `verify`.
 struct DsparkDecode {
-  std::vector<int32_t> prompt, text;
-  std::vector<int> admitted;  // per pass: drafts the scheduler sent to verification
-  std::vector<int> accepted;  // per pass: drafts verification accepted
-  int passes = 0;
+  std::vector<std::vector<int32_t>> prompt;  // [R]
+  reference::BatchDecode decode;
 };
-DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, bool greedy, int steps,
-                           const reference::Verifier& verify);
+DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, int requests, bool greedy,
+                           int steps, const reference::Verifier& verify);
 
 }  // namespace tandem

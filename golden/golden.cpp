@@ -210,14 +210,22 @@ BuiltCase build_vision(const VisionCase& c) {
 
 // ---------------------------------------------------------------- dspark cases
 // Verification: seeded distributions and drafts; draws keyed by the manifest's seed.
-BuiltCase build_dspark_verify(int64_t R, int K, int64_t V, bool greedy, uint64_t seed) {
-  const VerifyInputs in = make_verify_inputs(R, K, V, seed, greedy);
+// Scheduled: per-request draft counts and request ids, as a scheduled batch passes them.
+BuiltCase build_dspark_verify(int64_t R, int K, int64_t V, bool greedy, uint64_t seed,
+                              bool scheduled = false) {
+  VerifyInputs in = make_verify_inputs(R, K, V, seed, greedy);
+  if (scheduled) schedule_batch(in, seed);
   BuiltCase b;
   b.config = {{"requests", R}, {"budget", K}, {"vocab", V}, {"greedy", greedy}};
   b.blob.put("draft", in.draft);
   b.blob.put("p_draft", in.p_draft);
   b.blob.put("p_target", in.p_target);
   b.blob.put("position", Tensor<int64_t>({R}, {in.position.begin(), in.position.end()}));
+  if (scheduled) {
+    b.config["scheduled"] = true;
+    b.blob.put("drafted", Tensor<int32_t>({R}, in.drafted));
+    b.blob.put("request", Tensor<int64_t>({R}, {in.request.begin(), in.request.end()}));
+  }
   const VerifyOutputs out = reference::dspark_verify(in);
   b.blob.put("expected.accepted", Tensor<int32_t>({R}, out.accepted));
   b.blob.put("expected.emitted", out.emitted);
@@ -225,7 +233,7 @@ BuiltCase build_dspark_verify(int64_t R, int K, int64_t V, bool greedy, uint64_t
   return b;
 }
 
-constexpr int kDecodeSteps = 16;
+constexpr int kDecodeSteps = 16, kDecodeRequests = 3;
 
 Tensor<double> to_tensor(const Eigen::MatrixXd& m) {
   Tensor<double> t({m.rows(), m.cols()});
@@ -240,8 +248,9 @@ Eigen::MatrixXd to_matrix(const Tensor<double>& t) {
   return m;
 }
 
-// The drafter's one pass over a window of seeded features, and speculative decoding of the
-// small backbone with the drafter (reference and kernel verification must give this text).
+// The drafter's one pass over a window of seeded features, and scheduled speculative decoding of
+// a batch through the small backbone with the drafter (reference and kernel verification must
+// give these texts).
 struct DrafterOutputs {
   Tensor<int32_t> draft, text;
   Tensor<double> logits, confidence;
@@ -252,9 +261,13 @@ DrafterOutputs run_drafter_case(const DsparkConfig& cfg, const Tensor<double>& f
   const reference::DraftChoice choice{false, seed, 0, uint32_t(features.dim(0)) + 1,
                                       cfg.temperature};
   const reference::Draft d = drafter.propose(to_matrix(features), last, cfg.gamma, choice);
-  const DsparkDecode decode = dspark_decode(cfg, seed, false, kDecodeSteps, verify);
-  return {Tensor<int32_t>({cfg.gamma}, d.tokens),
-          Tensor<int32_t>({int64_t(decode.text.size())}, decode.text), to_tensor(d.logits),
+  const DsparkDecode decode =
+      dspark_decode(cfg, seed, kDecodeRequests, false, kDecodeSteps, verify);
+  Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
+  for (int r = 0; r < kDecodeRequests; ++r)  // every text has the prompt's 6 + kDecodeSteps
+    std::copy(decode.decode.text[r].begin(), decode.decode.text[r].end(),
+              text.ptr() + r * text.dim(1));
+  return {Tensor<int32_t>({cfg.gamma}, d.tokens), text, to_tensor(d.logits),
           Tensor<double>({cfg.gamma}, d.confidence)};
 }
 
@@ -278,8 +291,7 @@ BuiltCase build_dspark_drafter(const DsparkConfig& cfg, int64_t positions, uint6
 }
 
 // ---------------------------------------------------------------- attention and MoE cases
-BuiltCase build_attention(int64_t T, int64_t P, int64_t d, int heads, ActDType act,
-                          uint64_t seed) {
+BuiltCase build_attention(int64_t T, int64_t P, int64_t d, int heads, ActDType act, uint64_t seed) {
   const AttentionInputs in = make_attention_inputs(T, P, d, heads, act, seed);
   BuiltCase b;
   b.config = {{"heads", heads}, {"act", act_dtype_name(act)}};
@@ -355,6 +367,8 @@ const std::vector<CaseSpec>& specs() {
        [](uint64_t seed) { return build_dspark_verify(8, 5, 257, false, seed); }},
       {"dspark_verify_greedy", "dspark", 402,
        [](uint64_t seed) { return build_dspark_verify(8, 4, 100, true, seed); }},
+      {"dspark_verify_scheduled", "dspark", 403,
+       [](uint64_t seed) { return build_dspark_verify(16, 5, 257, false, seed, true); }},
       {"dspark_drafter", "dspark", 403,
        [](uint64_t seed) { return build_dspark_drafter(builtin_model("tiny").dspark, 150, seed); }},
       {"attention_f32_P24", "attention", 501,
@@ -390,8 +404,8 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   if (f.integer("format_version", 0, 1 << 20) != kFormatVersion)
     throw_bad_input("{}: this tandem reads version {}", f.where("format_version"), kFormatVersion);
   c.component = f.string("component");
-  constexpr std::string_view kComponents[] = {"residual", "engram",    "vision", "dspark",
-                                              "attention", "moe", "model"};
+  constexpr std::string_view kComponents[] = {"residual",  "engram", "vision", "dspark",
+                                              "attention", "moe",    "model"};
   if (std::find(std::begin(kComponents), std::end(kComponents), c.component) ==
       std::end(kComponents))
     throw_bad_input("{}: unknown component '{}'", f.where("component"), c.component);
@@ -593,7 +607,7 @@ CheckedTensor exact_output(const std::string& name, const std::string& who,
 
 CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
                                const RunOptions& opt) {
-  config.reject_unknown({"requests", "budget", "vocab", "greedy"});
+  config.reject_unknown({"requests", "budget", "vocab", "greedy", "scheduled"});
   VerifyInputs in;
   in.requests = config.integer("requests", 1, 1 << 16);
   in.budget = static_cast<int>(config.integer("budget", 1, kDsparkMaxDraft));
@@ -608,6 +622,19 @@ CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
     if (p < 0 || p > UINT32_MAX)
       throw_bad_input("{}: tensor 'position' holds {}, outside [0, 2^32)", c.blob_source, p);
     in.position.push_back(uint32_t(p));
+  }
+  if (config.has("scheduled") && config.boolean("scheduled")) {
+    for (int32_t k : get_shaped<int32_t>(c, "drafted", {R}).data) {
+      if (k < 0 || k > K)
+        throw_bad_input("{}: tensor 'drafted' holds {}, outside [0, budget {}]", c.blob_source, k,
+                        K);
+      in.drafted.push_back(k);
+    }
+    for (int64_t id : get_shaped<int64_t>(c, "request", {R}).data) {
+      if (id < 0 || id > UINT32_MAX)
+        throw_bad_input("{}: tensor 'request' holds {}, outside [0, 2^32)", c.blob_source, id);
+      in.request.push_back(uint32_t(id));
+    }
   }
   const Tensor<int32_t> accepted = get_shaped<int32_t>(c, "expected.accepted", {R});
   const Tensor<int32_t> emitted = get_shaped<int32_t>(c, "expected.emitted", {R, K + 1});
@@ -663,11 +690,10 @@ CaseReport check_dspark(const LoadedCase& c, const RunOptions& opt) {
 void add_checks(CaseReport& report, const std::vector<TensorCheck>& checks,
                 const std::vector<std::pair<std::string, std::string>>& rules) {
   for (const TensorCheck& t : checks) {
-    const auto rule = std::find_if(rules.begin(), rules.end(),
-                                   [&](const auto& r) { return r.first == t.name; });
-    report.tensors.push_back(
-        {t.name, rule == rules.end() ? "tolerance" : rule->second, t.result.pass,
-         t.result.summary()});
+    const auto rule =
+        std::find_if(rules.begin(), rules.end(), [&](const auto& r) { return r.first == t.name; });
+    report.tensors.push_back({t.name, rule == rules.end() ? "tolerance" : rule->second,
+                              t.result.pass, t.result.summary()});
   }
 }
 

@@ -127,7 +127,10 @@ void validate_residual_boundary(const ResidualBoundaryInputs& in) {
     for (size_t i = 0; i < t->data.size(); ++i)
       if (!std::isfinite(t->data[i]))
         throw_bad_input("residual boundary input '{}'[{}] is not finite ({})",
-                        t == &in.x ? "x" : t == &in.f ? "f" : "coef", i, t->data[i]);
+                        t == &in.x   ? "x"
+                        : t == &in.f ? "f"
+                                     : "coef",
+                        i, t->data[i]);
 }
 
 ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
@@ -231,7 +234,15 @@ VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
     throw_bad_input(
         "dspark verify: expected draft [R, K], p_draft [R, K, V], p_target [R, K+1, V], position "
         "[R]");
-  for (int64_t i = 0; i < in.draft.size(); ++i)
+  if (!in.drafted.empty() && in.drafted.size() != size_t(R))
+    throw_bad_input("dspark verify: drafted holds {} counts for {} requests", in.drafted.size(), R);
+  if (!in.request.empty() && in.request.size() != size_t(R))
+    throw_bad_input("dspark verify: request holds {} ids for {} requests", in.request.size(), R);
+  for (int64_t r = 0; r < int64_t(in.drafted.size()); ++r)
+    if (in.drafted[r] < 0 || in.drafted[r] > K)
+      throw_bad_input("dspark verify: drafted[{}] is {}, outside [0, budget {}]", r, in.drafted[r],
+                      K);
+  for (int64_t i = 0; i < in.draft.size(); ++i)  // padding too: every row must be a valid input
     if (in.draft.data[i] < 0 || in.draft.data[i] >= V)
       throw_bad_input("dspark verify: drafted token {} of request {} is {}, outside [0, {})", i % K,
                       i / K, in.draft.data[i], V);
@@ -276,9 +287,10 @@ DenseOutputs run_dense_rows(const DenseInputs& in, const RunOptions& opt) {
   const int64_t pack = 16 / int64_t(act_bytes(in.act));  // one 16-byte load of activations
   if (in.x.shape.size() != 2 || in.x.dim(0) < 1 || in.x.dim(1) < pack || in.x.dim(1) % pack ||
       in.x.dim(1) > kDenseMaxInputs)
-    throw_bad_input("dense input 'x': expected [T >= 1, n_in], n_in a multiple of {} ({}) in "
-                    "[{}, {}]",
-                    pack, act_dtype_name(in.act), pack, kDenseMaxInputs);
+    throw_bad_input(
+        "dense input 'x': expected [T >= 1, n_in], n_in a multiple of {} ({}) in "
+        "[{}, {}]",
+        pack, act_dtype_name(in.act), pack, kDenseMaxInputs);
   if (in.w.shape.size() != 2 || in.w.dim(1) != in.x.dim(1) || in.w.dim(0) < 1 ||
       in.w.dim(0) > (int64_t{1} << 24))
     throw_bad_input("dense input 'w': expected [n_out in [1, 2^24], {}]", in.x.dim(1));

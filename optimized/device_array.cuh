@@ -50,6 +50,7 @@ class DeviceArray {
 #endif
   }
   void upload(const std::vector<T>& src) {
+    if (n_ == 0) return;  // an optional input left empty: nothing to copy (memcpy needs non-null)
 #if defined(TANDEM_EMU)
     memcpy(static_cast<void*>(ptr_), src.data(), bytes());
 #else

@@ -74,22 +74,33 @@ __device__ __forceinline__ int32_t warp_argmax(const float* p, int64_t V) {
   return best_v;
 }
 
-// draft: [R, K]; p_draft: [R, K, V]; p_target: [R, K + 1, V]; position: [R];
-// accepted: [R]; emitted: [R, K + 1] (-1 after the extra token).
+// Lane 0 reads one per-request word and the warp shares it; `fallback` when the array is absent.
+template <class T>
+__device__ __forceinline__ T warp_request_word(const T* words, int r, T fallback) {
+  T w = fallback;
+  if (words && threadIdx.x % kWarpSize == 0) w = ld(words + r, Traffic::coefficient);
+  return __shfl_sync(0xffffffffu, w, 0);
+}
+
+// draft: [R, K]; p_draft: [R, K, V]; p_target: [R, K + 1, V]; position: [R]; drafted: [R] or
+// null (k_r = K); request: [R] or null (id r); accepted: [R]; emitted: [R, K + 1] (-1 after the
+// extra token).
 __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __restrict__ p_draft,
                               const float* __restrict__ p_target,
-                              const uint32_t* __restrict__ position, int R, int K, int64_t V,
+                              const uint32_t* __restrict__ position,
+                              const int32_t* __restrict__ drafted,
+                              const uint32_t* __restrict__ request, int R, int K, int64_t V,
                               uint64_t seed, bool greedy, int32_t* __restrict__ accepted,
                               int32_t* __restrict__ emitted) {
   const int r = blockIdx.x * kVerifyWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= R) return;  // whole warps: one request per warp
-  uint32_t pos0 = 0;
-  if (lane == 0) pos0 = ld(position + r, Traffic::coefficient);
-  pos0 = __shfl_sync(0xffffffffu, pos0, 0);
+  const uint32_t pos0 = warp_request_word(position, r, 0u);
+  const int k_r = warp_request_word(drafted, r, K);  // this request's drafts; rows after: padding
+  const uint32_t id = warp_request_word(request, r, static_cast<uint32_t>(r));
   int k = 0;
   int32_t extra = -1;
-  for (; k < K; ++k) {
+  for (; k < k_r; ++k) {
     const float* pt = p_target + (static_cast<size_t>(r) * (K + 1) + k) * V;
     const float* pd = p_draft + (static_cast<size_t>(r) * K + k) * V;
     int32_t x = 0;
@@ -101,23 +112,21 @@ __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __
       extra = best;
       break;
     }
-    const Philox4 draw = philox_draw(seed, static_cast<uint32_t>(r), pos0 + k, 0);
+    const Philox4 draw = philox_draw(seed, id, pos0 + k, 0);
     int accept = 0;
     if (lane == 0)
       accept = philox_uniform(draw.v[0]) * ld(pd + x, Traffic::activation) <
                ld(pt + x, Traffic::activation);
     if (__shfl_sync(0xffffffffu, accept, 0)) continue;
-    const Philox4 sample = philox_draw(seed, static_cast<uint32_t>(r), pos0 + k, 1);
+    const Philox4 sample = philox_draw(seed, id, pos0 + k, 1);
     extra = warp_inverse_cdf(pt, pd, V, philox_uniform(sample.v[0]));
     break;
   }
-  if (k == K) {
-    const float* pt = p_target + (static_cast<size_t>(r) * (K + 1) + K) * V;
-    extra =
-        greedy ? warp_argmax(pt, V)
-               : warp_inverse_cdf(
-                     pt, nullptr, V,
-                     philox_uniform(philox_draw(seed, static_cast<uint32_t>(r), pos0 + K, 1).v[0]));
+  if (k == k_r) {  // all accepted: the bonus from row k_r
+    const float* pt = p_target + (static_cast<size_t>(r) * (K + 1) + k_r) * V;
+    extra = greedy ? warp_argmax(pt, V)
+                   : warp_inverse_cdf(pt, nullptr, V,
+                                      philox_uniform(philox_draw(seed, id, pos0 + k_r, 1).v[0]));
   }
   if (lane == 0) st(accepted + r, static_cast<int32_t>(k), Traffic::activation);
   for (int j = lane; j <= K; j += kWarpSize) {

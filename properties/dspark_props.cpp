@@ -5,7 +5,9 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <numeric>
+#include <random>
 
 #include "core/philox.hpp"
 #include "golden/dspark_case.hpp"
@@ -26,8 +28,10 @@ VerifyInputs random_verify(int64_t R, int K, int64_t V, uint64_t seed, bool gree
 RC_GTEST_PROP(DsparkVerify, KernelDecisionsEqualReferenceBitForBit, ()) {
   const int64_t R = *rc::gen::inRange(1, 9), V = *rc::gen::inRange(1, 300);
   const int K = *rc::gen::inRange(1, 6);
-  const bool greedy = *rc::gen::arbitrary<bool>();
-  const VerifyInputs in = random_verify(R, K, V, *rc::gen::arbitrary<uint64_t>(), greedy);
+  const bool greedy = *rc::gen::arbitrary<bool>(), scheduled = *rc::gen::arbitrary<bool>();
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  VerifyInputs in = random_verify(R, K, V, seed, greedy);
+  if (scheduled) schedule_batch(in, seed);  // per-request draft counts (0..K) and ids
   const VerifyOutputs want = reference::dspark_verify(in);
   for (const auto& s : emu::test_schedules()) {
     const VerifyOutputs got = run_dspark_verify(in, {Backend::emu, s, 128});
@@ -37,10 +41,40 @@ RC_GTEST_PROP(DsparkVerify, KernelDecisionsEqualReferenceBitForBit, ()) {
     RC_ASSERT(same_traffic(got.launches, sim::predict_dspark_verify(in, want)));
   }
   for (int64_t r = 0; r < R; ++r) {
-    RC_ASSERT(want.accepted[r] >= 0 && want.accepted[r] <= K);
+    RC_ASSERT(want.accepted[r] >= 0 && want.accepted[r] <= (scheduled ? in.drafted[r] : K));
     int emitted = 0;
     for (int j = 0; j <= K; ++j) emitted += want.emitted.data[r * (K + 1) + j] >= 0;
     RC_ASSERT(emitted == want.accepted[r] + 1);
+  }
+}
+
+// Draws are keyed by the request's id, not its slot: permuting a scheduled batch permutes the
+// decisions.
+RC_GTEST_PROP(DsparkVerify, ARequestDecidesTheSameInAnySlot, ()) {
+  const int64_t R = *rc::gen::inRange(2, 8), V = *rc::gen::inRange(2, 60);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  VerifyInputs in = random_verify(R, 5, V, seed, false);
+  schedule_batch(in, seed);
+  std::vector<int64_t> slot(R);  // request slot[i] moves to slot i
+  std::iota(slot.begin(), slot.end(), 0);
+  std::shuffle(slot.begin(), slot.end(), std::mt19937_64(seed));
+  VerifyInputs moved = in;
+  moved.position.clear(), moved.drafted.clear(), moved.request.clear();
+  for (int64_t i = 0; i < R; ++i) {
+    const int64_t r = slot[i];
+    std::copy_n(in.draft.ptr() + r * 5, 5, moved.draft.ptr() + i * 5);
+    std::copy_n(in.p_draft.ptr() + r * 5 * V, 5 * V, moved.p_draft.ptr() + i * 5 * V);
+    std::copy_n(in.p_target.ptr() + r * 6 * V, 6 * V, moved.p_target.ptr() + i * 6 * V);
+    moved.position.push_back(in.position[r]);
+    moved.drafted.push_back(in.drafted[r]);
+    moved.request.push_back(in.request[r]);
+  }
+  const VerifyOutputs want = reference::dspark_verify(in);
+  const VerifyOutputs got = run_dspark_verify(moved, {});
+  for (int64_t i = 0; i < R; ++i) {
+    RC_ASSERT(got.accepted[i] == want.accepted[slot[i]]);
+    RC_ASSERT(std::equal(got.emitted.ptr() + i * 6, got.emitted.ptr() + i * 6 + 6,
+                         want.emitted.ptr() + slot[i] * 6));
   }
 }
 
@@ -81,30 +115,39 @@ int64_t first_index(const std::function<bool(float)>& pred) {  // smallest i wit
   return lo;
 }
 
+// The exact distribution of the first emitted token of a step that drafts x ~ p_d: accepted
+// with probability min(1, p_t/p_d), otherwise resampled from max(0, p_t - p_d).
+std::vector<double> one_step_output(const std::vector<float>& pt, const std::vector<float>& pd) {
+  const int64_t V = int64_t(pt.size());
+  std::vector<double> out(V, 0.0);
+  std::vector<float> residual(V);
+  for (int64_t v = 0; v < V; ++v) residual[v] = std::max(0.0f, pt[v] - pd[v]);
+  for (int64_t x = 0; x < V; ++x) {  // the drafted token, drawn with probability p_d(x)
+    if (pd[x] == 0) continue;
+    // accept iff u * p_d(x) < p_t(x): the accepted u form a prefix of the draws
+    const int64_t accepted =
+        first_index([&](float u) { return !reference::accepts(u, pd[x], pt[x]); });
+    out[x] += pd[x] * double(accepted) / kDraws;
+    for (int64_t y = 0; y < V; ++y) {
+      const int64_t lo =
+          first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y; });
+      const int64_t hi =
+          first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y + 1; });
+      out[y] += pd[x] * double(kDraws - accepted) / kDraws * double(hi - lo) / kDraws;
+    }
+  }
+  return out;
+}
+
+// "To rounding": float probabilities (~1e-7 each) and the 2^-24 grid of draws.
+constexpr double kOneStepTolerance = 1e-6;
+
 TEST(DsparkVerify, OneStepOutputDistributionIsTheTargetExactly) {
   for (uint64_t seed : {1, 2, 3}) {
-    const int64_t V = 6;
-    const auto pt = distribution(V, seed, 1), pd = distribution(V, seed, 2);
-    std::vector<double> out(V, 0.0);
-    std::vector<float> residual(V);
-    for (int64_t v = 0; v < V; ++v) residual[v] = std::max(0.0f, pt[v] - pd[v]);
-    for (int64_t x = 0; x < V; ++x) {  // the drafted token, drawn with probability p_d(x)
-      if (pd[x] == 0) continue;
-      // accept iff u * p_d(x) < p_t(x): the accepted u form a prefix of the draws
-      const int64_t accepted =
-          first_index([&](float u) { return !reference::accepts(u, pd[x], pt[x]); });
-      out[x] += pd[x] * double(accepted) / kDraws;
-      for (int64_t y = 0; y < V; ++y) {
-        const int64_t lo =
-            first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y; });
-        const int64_t hi =
-            first_index([&](float u) { return reference::inverse_cdf(residual, u) >= y + 1; });
-        out[y] += pd[x] * double(kDraws - accepted) / kDraws * double(hi - lo) / kDraws;
-      }
-    }
-    // "To rounding": float probabilities (~1e-7 each) and the 2^-24 grid of draws.
-    for (int64_t y = 0; y < V; ++y)
-      EXPECT_NEAR(out[y], pt[y], 1e-6) << "token " << y << " seed " << seed;
+    const auto pt = distribution(6, seed, 1), pd = distribution(6, seed, 2);
+    const auto out = one_step_output(pt, pd);
+    for (int64_t y = 0; y < 6; ++y)
+      EXPECT_NEAR(out[y], pt[y], kOneStepTolerance) << "token " << y << " seed " << seed;
   }
 }
 
@@ -152,12 +195,26 @@ RC_GTEST_PROP(DsparkScheduler, AdmissionIsPrefixClosedWithinCapacityAndMonotone,
   }
 }
 
+// Steps-per-second curves over 0..R + 5R tokens in a pass. 0: flat (room for every draft);
+// 1: flat up to 2R tokens, then falling fast (loaded); 2: the decode's stand-in profile;
+// 3: seeded positive values.
+enum class Curve { room, loaded, profile, random };
+std::vector<double> sps_curve(Curve kind, int R, uint64_t seed) {
+  const int n = R + 5 * R;
+  if (kind == Curve::profile) return dspark_sps_profile(n);
+  std::vector<double> sps(n + 1, 100.0);
+  for (int i = 0; i <= n; ++i) {
+    if (kind == Curve::loaded && i > 2 * R) sps[i] = 100.0 * std::pow(double(2 * R) / i, 3);
+    if (kind == Curve::random)
+      sps[i] = 1.0 + philox_uniform(philox_draw(seed, 5, uint32_t(i)).v[0]);
+  }
+  return sps;
+}
+
 TEST(DsparkScheduler, UnderLoadOnePerRequestWithRoomAllFive) {
   const int R = 8;
   const std::vector<std::vector<double>> c(R, std::vector<double>(5, 0.8));
-  std::vector<double> flat(R + 5 * R + 1, 100.0), loaded(R + 5 * R + 1);
-  for (size_t n = 0; n < loaded.size(); ++n)  // steps/s flat up to 2R tokens, then falling fast
-    loaded[n] = n <= size_t(2 * R) ? 100.0 : 100.0 * std::pow(double(2 * R) / n, 3);
+  const auto flat = sps_curve(Curve::room, R, 0), loaded = sps_curve(Curve::loaded, R, 0);
   const auto room = reference::schedule(c, flat);
   for (int a : room.admitted) EXPECT_EQ(a, 5);
   const auto busy = reference::schedule(c, loaded);
@@ -189,6 +246,16 @@ TEST(DsparkVerify, BadInputNamesTheProblem) {
   }
   in = random_verify(2, 2, 10, 1, false);
   in.p_target.data[0] = NAN;
+  EXPECT_THROW(run_dspark_verify(in, {}), BadInput);
+  in = random_verify(2, 2, 10, 1, false);
+  in.drafted = {1, 3};  // more than the budget's rows
+  try {
+    run_dspark_verify(in, {});
+    FAIL();
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("drafted[1]"), std::string::npos) << e.what();
+  }
+  in.drafted = {1};  // one count for two requests
   EXPECT_THROW(run_dspark_verify(in, {}), BadInput);
 }
 
@@ -267,30 +334,11 @@ RC_GTEST_PROP(DsparkBackbone, GreedySpeculativeEqualsPlainGreedyAndKeepsTheSameC
       spec, prompt, steps, make_drafter(kind, seed, &spec),
       [&](int pass) { return budgets[pass % 16]; }, &stats);
   RC_ASSERT(got == want);
-  RC_ASSERT(spec.cache_snapshot() == plain.cache_snapshot());  // exactly the emitted tokens
+  RC_ASSERT(reference::identical(spec.cache_snapshot(),
+                                 plain.cache_snapshot()));  // exactly the emitted tokens
   for (size_t p = 0; p < stats.accepted_per_step.size(); ++p) {
     RC_ASSERT(stats.accepted_per_step[p] >= 0 && stats.accepted_per_step[p] <= budgets[p % 16]);
     if (kind == 1) RC_ASSERT(stats.accepted_per_step[p] == 0);
-  }
-}
-
-TEST(DsparkBackbone, VerifyOneFiveAndScheduledGiveTheSameTextFiveUsesFewerPasses) {
-  for (uint64_t seed : {1, 2, 3}) {
-    const std::vector<int32_t> prompt{3, 1, 4};
-    auto run = [&](const std::function<int(int)>& budget, reference::SpeculativeStats& s) {
-      TinyBackbone m(kVocab, kDim, seed);
-      return reference::speculative_greedy_decode(m, prompt, 20, make_drafter(0, seed), budget, &s);
-    };
-    reference::SpeculativeStats one, five, scheduled;
-    const auto a = run([](int) { return 1; }, one);
-    const auto b = run([](int) { return 5; }, five);
-    const auto c = run([](int pass) { return pass % 2 ? 5 : 1; }, scheduled);
-    EXPECT_EQ(a, b);
-    EXPECT_EQ(a, c);
-    EXPECT_LE(five.passes, one.passes);
-    // The perfect drafter: every pass accepts its full budget (the last may be cut at 20).
-    for (size_t p = 0; p + 1 < five.accepted_per_step.size(); ++p)
-      EXPECT_EQ(five.accepted_per_step[p], 5);
   }
 }
 
@@ -301,7 +349,8 @@ Eigen::MatrixXd seeded_features(int64_t T, int64_t F, uint64_t seed) {
 }
 
 bool same_draft(const reference::Draft& a, const reference::Draft& b) {
-  return a.tokens == b.tokens && a.logits == b.logits && a.confidence == b.confidence;
+  return a.tokens == b.tokens && reference::identical(a.logits, b.logits) &&
+         a.confidence == b.confidence;
 }
 
 RC_GTEST_PROP(DsparkDrafter, DraftIgnoresFeaturesOlderThanTheWindow, ()) {
@@ -358,7 +407,7 @@ reference::SamplingDrafter dspark_sampler(const Backbone& model, const DsparkDra
   return [&model, &drafter, seed](const std::vector<int32_t>& text, int K) {
     const reference::DraftChoice choice{false, seed, 0, uint32_t(text.size()), 1.0};
     const auto d = drafter.propose(model.target_features(), text.back(), K, choice);
-    return reference::Proposal{d.tokens, d.p_draft};
+    return reference::Proposal{d.tokens, d.p_draft, d.confidence};
   };
 }
 
@@ -386,7 +435,7 @@ RC_GTEST_PROP(DsparkBackbone, SamplingKernelAndReferenceGiveTheSameTextAndCache,
   // The cache holds exactly the emitted tokens: as if the text had been fed without drafting.
   TinyBackbone plain(kVocab, kDim, seed);
   plain.append({want.first.begin(), want.first.end() - 1});
-  RC_ASSERT(want.second == plain.cache_snapshot());
+  RC_ASSERT(reference::identical(want.second, plain.cache_snapshot()));
   for (size_t p = 0; p < ref_stats.accepted_per_step.size(); ++p)
     RC_ASSERT(ref_stats.accepted_per_step[p] >= 0 &&
               ref_stats.accepted_per_step[p] <= budgets[p % 8]);
@@ -437,6 +486,221 @@ TEST(DsparkBackbone, SpeculativeSamplingKeepsTheBackboneDistribution) {
   const double df = cells - 1, z = 4.753, h = 2.0 / (9.0 * df);
   const double limit = df * std::pow(1 - h + z * std::sqrt(h), 3);
   EXPECT_LT(chi2, limit) << "df " << df;
+}
+
+// ---------------------------------------------------------------- scheduled batches
+
+// Greedy over the float target distributions (what verification reads when greedy).
+std::vector<int32_t> float_greedy(const std::vector<int32_t>& prompt, int steps, uint64_t seed) {
+  TinyBackbone m(kVocab, kDim, seed);
+  std::vector<int32_t> text = prompt;
+  Eigen::MatrixXd logits = m.append(prompt);
+  for (int s = 0; s < steps; ++s) {
+    text.push_back(reference::argmax(reference::target_distribution(logits.bottomRows(1), 1.0)));
+    logits = m.append({text.back()});
+  }
+  return text;
+}
+
+reference::Proposal one_hot(const std::vector<int32_t>& tokens, std::vector<double> confidence) {
+  reference::Proposal p{tokens, {}, std::move(confidence)};
+  for (int32_t t : tokens) {
+    p.p_draft.emplace_back(kVocab, 0.0f);
+    p.p_draft.back()[t] = 1.0f;
+  }
+  return p;
+}
+
+// Kinds: 0 perfect (float greedy), 1 always wrong, 2 random, 3 DSpark (greedy choice).
+reference::SamplingDrafter batch_drafter(int kind, uint64_t seed, const Backbone* model,
+                                         const DsparkDrafter& dspark) {
+  return [=, &dspark](const std::vector<int32_t>& text, int K) {
+    auto float_ahead = [&](int n) {
+      const std::vector<int32_t> full = float_greedy(text, n, seed);
+      return std::vector<int32_t>(full.end() - n, full.end());
+    };
+    switch (kind) {
+      case 0:
+        return one_hot(float_ahead(K), std::vector<double>(K, 0.9));
+      case 1:
+        return one_hot(std::vector<int32_t>(K, int32_t((float_ahead(1)[0] + 1) % kVocab)),
+                       std::vector<double>(K, 0.6));
+      case 2: {
+        reference::Proposal p = one_hot({}, {});
+        for (int k = 0; k < K; ++k) {
+          const Philox4 w = philox_draw(seed, uint32_t(text.size()), uint32_t(k));
+          p.tokens.push_back(int32_t(w.v[0] % kVocab));
+          p.p_draft.emplace_back(kVocab, 1.0f / kVocab);
+          p.confidence.push_back(philox_uniform(w.v[1]));
+        }
+        return p;
+      }
+      default: {
+        const auto d = dspark.propose(model->target_features(), text.back(), K, {});
+        return reference::Proposal{d.tokens, d.p_draft, d.confidence};
+      }
+    }
+  };
+}
+
+struct Batch {
+  std::vector<std::unique_ptr<TinyBackbone>> models;  // one cache per request, same weights
+  std::vector<reference::BatchRequest> requests;
+};
+Batch make_batch(const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& kinds,
+                 uint64_t seed, const DsparkDrafter& dspark) {
+  Batch b;
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    b.models.push_back(std::make_unique<TinyBackbone>(kVocab, kDim, seed));
+    b.requests.push_back({b.models.back().get(), prompts[r],
+                          batch_drafter(kinds[r], seed, b.models.back().get(), dspark)});
+  }
+  return b;
+}
+
+// The cache of `text` fed without drafting (all but the newest token, which the next pass feeds).
+Eigen::MatrixXd plain_cache(const std::vector<int32_t>& text, uint64_t seed) {
+  TinyBackbone plain(kVocab, kDim, seed);
+  plain.append({text.begin(), text.end() - 1});
+  return plain.cache_snapshot();
+}
+
+// Per pass: 0 <= accepted <= admitted <= 5, emitted == accepted + 1 except when the pass
+// reaches the length limit (then the text ends there).
+bool step_counts_hold(const reference::SpeculativeStats& s, size_t final_length, size_t goal) {
+  for (size_t p = 0; p < s.accepted_per_step.size(); ++p) {
+    const bool last = p + 1 == s.accepted_per_step.size();
+    if (s.accepted_per_step[p] < 0 || s.accepted_per_step[p] > s.admitted_per_step[p] ||
+        s.admitted_per_step[p] > 5)
+      return false;
+    if (s.emitted_per_step[p] != s.accepted_per_step[p] + 1 && !(last && final_length == goal))
+      return false;
+  }
+  return true;
+}
+
+std::vector<int32_t> random_prompt() {
+  std::vector<int32_t> prompt;
+  for (int i = 0, n = *rc::gen::inRange(1, 6); i < n; ++i)
+    prompt.push_back(*rc::gen::inRange<int32_t>(0, kVocab));
+  return prompt;
+}
+
+RC_GTEST_PROP(DsparkBatch, GreedyTextIsEachRequestsPlainGreedyAndCachesFollowEveryPass, ()) {
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const int R = *rc::gen::inRange(1, 5), steps = *rc::gen::inRange(1, 12);
+  const Curve curve = *rc::gen::element(Curve::room, Curve::loaded, Curve::profile, Curve::random);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> kinds;
+  for (int r = 0; r < R; ++r)
+    prompts.push_back(random_prompt()), kinds.push_back(*rc::gen::inRange(0, 4));
+  const DsparkDrafter dspark(drafter_config(kVocab), 3 * kDim, seed);
+  Batch b = make_batch(prompts, kinds, seed, dspark);
+  int checked = 0;
+  const auto d = reference::speculative_batch_decode(
+      b.requests, steps, [](int) { return 5; },
+      reference::scheduler_admission(sps_curve(curve, R, seed)), {seed, 1.0, true},
+      reference::dspark_verify,
+      [&](int, const reference::BatchDecode& so_far) {
+        for (int r = 0; r < R; ++r, ++checked)  // after every pass, not only at the end
+          RC_ASSERT(reference::identical(b.models[r]->cache_snapshot(),
+                                         plain_cache(so_far.text[r], seed)));
+      });
+  RC_ASSERT(checked == d.passes * R);
+  for (int r = 0; r < R; ++r) {
+    RC_ASSERT(d.text[r] == float_greedy(prompts[r], steps, seed));
+    const auto& s = d.stats[r];
+    RC_ASSERT(step_counts_hold(s, d.text[r].size(), prompts[r].size() + steps));
+    for (size_t p = 0; p < s.accepted_per_step.size(); ++p) {
+      if (kinds[r] == 0) RC_ASSERT(s.accepted_per_step[p] == s.admitted_per_step[p]);
+      if (kinds[r] == 1) RC_ASSERT(s.accepted_per_step[p] == 0);
+    }
+  }
+}
+
+TEST(DsparkBatch, VerifyOneFiveAndScheduledGiveTheSameTextFiveUsesFewerPasses) {
+  const std::vector<std::vector<int32_t>> prompts{{3, 1, 4}, {15}, {9, 2, 6, 5}};
+  auto verify_one = [](const std::vector<reference::Proposal>& p) {
+    return std::vector<int>(p.size(), 1);
+  };
+  for (uint64_t seed : {1, 2, 3}) {
+    const DsparkDrafter dspark(drafter_config(kVocab), 3 * kDim, seed);
+    for (const std::vector<int>& kinds : {std::vector<int>{0, 0, 0}, std::vector<int>{0, 3, 2}}) {
+      auto run = [&](const reference::Admission& admit) {
+        Batch b = make_batch(prompts, kinds, seed, dspark);
+        return reference::speculative_batch_decode(
+            b.requests, 20, [](int) { return 5; }, admit, {seed, 1.0, true},
+            reference::dspark_verify);
+      };
+      const auto one = run(verify_one), five = run(reference::admit_all);
+      const auto room = run(reference::scheduler_admission(sps_curve(Curve::room, 3, seed)));
+      const auto loaded = run(reference::scheduler_admission(sps_curve(Curve::loaded, 3, seed)));
+      const auto profile = run(reference::scheduler_admission(sps_curve(Curve::profile, 3, seed)));
+      for (const auto* other : {&five, &room, &loaded, &profile})
+        EXPECT_EQ(other->text, one.text) << "seed " << seed << " drafters " << kinds[1];
+      if (kinds != std::vector<int>{0, 0, 0}) continue;
+      // Perfect drafters (confidence 0.9): five per pass beats one per pass; the scheduler
+      // verifies one per request under load and all five with room.
+      EXPECT_LE(five.passes, one.passes);
+      for (const auto& s : loaded.stats)
+        for (int a : s.admitted_per_step) EXPECT_EQ(a, 1);
+      for (const auto& s : room.stats)
+        for (size_t p = 0; p + 1 < s.admitted_per_step.size(); ++p)
+          EXPECT_EQ(s.admitted_per_step[p], 5);
+    }
+  }
+}
+
+RC_GTEST_PROP(DsparkBatch, SamplingKernelAndReferenceGiveTheSameTextsAndCaches, ()) {
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const int R = *rc::gen::inRange(1, 5), steps = *rc::gen::inRange(1, 10);
+  const Curve curve = *rc::gen::element(Curve::room, Curve::loaded, Curve::profile, Curve::random);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int r = 0; r < R; ++r) prompts.push_back(random_prompt());
+  const DsparkDrafter drafter(drafter_config(kVocab), 3 * kDim, seed);
+  auto decode = [&](const reference::Verifier& verify) {
+    Batch b = make_batch(prompts, std::vector<int>(R, 3), seed, drafter);
+    for (int r = 0; r < R; ++r)  // sampled drafts, each request its own draws
+      b.requests[r].drafter = [&, r, model = b.models[r].get()](const std::vector<int32_t>& text,
+                                                                int K) {
+        const reference::DraftChoice choice{false, seed, uint32_t(r), uint32_t(text.size()), 1.0};
+        const auto d = drafter.propose(model->target_features(), text.back(), K, choice);
+        return reference::Proposal{d.tokens, d.p_draft, d.confidence};
+      };
+    auto out = reference::speculative_batch_decode(
+        b.requests, steps, [](int) { return 5; },
+        reference::scheduler_admission(sps_curve(curve, R, seed)), {seed, 1.0, false}, verify);
+    for (int r = 0; r < R; ++r)
+      RC_ASSERT(
+          reference::identical(b.models[r]->cache_snapshot(), plain_cache(out.text[r], seed)));
+    return out;
+  };
+  const auto want = decode(reference::dspark_verify);
+  const auto got = decode([](const VerifyInputs& in) { return run_dspark_verify(in, {}); });
+  RC_ASSERT(got.text == want.text);
+  RC_ASSERT(got.passes == want.passes);
+  for (int r = 0; r < R; ++r) {
+    RC_ASSERT(got.stats[r].accepted_per_step == want.stats[r].accepted_per_step);
+    RC_ASSERT(want.text[r].size() == prompts[r].size() + steps);
+    RC_ASSERT(step_counts_hold(want.stats[r], want.text[r].size(), prompts[r].size() + steps));
+  }
+}
+
+// One sampling step through the backbone and the DSpark drafter: the first emitted token is
+// distributed exactly as the backbone's next-token distribution (to rounding).
+TEST(DsparkBackbone, OneSamplingStepEmitsTheBackbonesDistribution) {
+  constexpr int64_t V = 6;
+  for (uint64_t seed : {4, 5, 6}) {
+    TinyBackbone model(V, kDim, seed);
+    const std::vector<int32_t> prompt{1, 4, 2};
+    const auto pt = reference::target_distribution(model.append(prompt).bottomRows(1), 1.0);
+    const DsparkDrafter drafter(drafter_config(V), 3 * kDim, seed);
+    const reference::DraftChoice choice{false, seed, 0, 3, 1.0};
+    const auto pd = drafter.propose(model.target_features(), prompt.back(), 1, choice).p_draft[0];
+    const auto out = one_step_output(pt, pd);
+    for (int64_t y = 0; y < V; ++y)
+      EXPECT_NEAR(out[y], pt[y], kOneStepTolerance) << "token " << y << " seed " << seed;
+  }
 }
 
 }  // namespace

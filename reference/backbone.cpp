@@ -1,5 +1,6 @@
 #include "reference/backbone.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -18,7 +19,7 @@ int32_t argmax_row(const Eigen::MatrixXd& logits, int64_t row) {
 // One verification pass: the tokens it emits (accepted drafts, then one more).
 struct Pass {
   std::vector<int32_t> emitted;
-  int accepted = 0;
+  int admitted = 0, accepted = 0;
 };
 
 // The loop both decoding modes share: the prompt minus its last token is cached; every pass
@@ -34,10 +35,11 @@ std::vector<int32_t> speculative_decode(Backbone& model, const std::vector<int32
   for (int pass = 0; text.size() < goal; ++pass) {
     const int64_t before = model.cached();
     const Pass p = pass_fn(text, budget(pass));
+    const size_t length = text.size();
     for (size_t j = 0; j < p.emitted.size() && text.size() < goal; ++j)
       text.push_back(p.emitted[j]);
     model.rollback(std::min<int64_t>(before + 1 + p.accepted, int64_t(text.size()) - 1));
-    if (stats) ++stats->passes, stats->accepted_per_step.push_back(p.accepted);
+    if (stats) stats->record(p.admitted, p.accepted, int(text.size() - length));
   }
   return text;
 }
@@ -126,6 +128,7 @@ std::vector<int32_t> speculative_greedy_decode(Backbone& model, const std::vecto
         const std::vector<int32_t> draft = drafter(text, K);
         const Eigen::MatrixXd logits = model.append(scored_tokens(text, draft));
         Pass p;
+        p.admitted = int(draft.size());
         while (size_t(p.accepted) < draft.size() &&
                draft[p.accepted] == argmax_row(logits, p.accepted))
           p.emitted.push_back(draft[p.accepted++]);
@@ -139,41 +142,137 @@ std::vector<float> target_distribution(const Eigen::RowVectorXd& logits, double 
   return std::vector<float>(p.data(), p.data() + p.size());
 }
 
+std::vector<int> admit_all(const std::vector<Proposal>& proposals) {
+  std::vector<int> counts;
+  for (const Proposal& p : proposals) counts.push_back(int(p.tokens.size()));
+  return counts;
+}
+
+Admission scheduler_admission(std::vector<double> sps) {
+  return [sps = std::move(sps)](const std::vector<Proposal>& proposals) {
+    if (sps.size() <= proposals.size())
+      throw_bad_input(
+          "dspark scheduler: the steps-per-second curve has {} points, a batch of {} "
+          "needs at least {}",
+          sps.size(), proposals.size(), proposals.size() + 1);
+    std::vector<std::vector<double>> confidence;
+    for (const Proposal& p : proposals) {
+      if (p.confidence.size() != p.tokens.size())
+        throw_bad_input("dspark scheduler: a proposal of {} tokens has {} confidences",
+                        p.tokens.size(), p.confidence.size());
+      confidence.push_back(p.confidence);
+    }
+    return schedule(confidence, sps).admitted;
+  };
+}
+
+namespace {
+
+// The verification inputs of one pass: request i drafts counts[i] tokens; rows after them stay
+// zero (padding the kernel never reads).
+VerifyInputs batch_inputs(int64_t R, int64_t V, const std::vector<int>& counts,
+                          const Sampling& sampling) {
+  VerifyInputs in;
+  in.requests = R, in.vocab = V, in.seed = sampling.seed, in.greedy = sampling.greedy;
+  in.budget = std::max(1, *std::max_element(counts.begin(), counts.end()));
+  in.drafted.assign(counts.begin(), counts.end());
+  in.draft = Tensor<int32_t>({R, in.budget}, 0);
+  in.p_draft = Tensor<float>({R, in.budget, V}, 0.0f);
+  in.p_target = Tensor<float>({R, in.budget + 1, V}, 0.0f);
+  return in;
+}
+
+void check_proposal(const Proposal& p, int budget, int admitted, int64_t V) {
+  const size_t K = p.tokens.size();
+  if (K < 1 || K > size_t(budget) || p.p_draft.size() != K)
+    throw_bad_input(
+        "speculative decoding: the drafter proposed {} tokens ({} distributions) for a budget "
+        "of {}",
+        K, p.p_draft.size(), budget);
+  for (const auto& d : p.p_draft)
+    if (d.size() != size_t(V))
+      throw_bad_input("speculative decoding: a draft distribution has {} entries, vocab {}",
+                      d.size(), V);
+  if (admitted < 0 || size_t(admitted) > K)
+    throw_bad_input("speculative decoding: admitted {} of {} proposed tokens", admitted, K);
+}
+
+}  // namespace
+
+BatchDecode speculative_batch_decode(std::vector<BatchRequest>& requests, int steps,
+                                     const std::function<int(int pass)>& budget,
+                                     const Admission& admit, const Sampling& sampling,
+                                     const Verifier& verify, const PassObserver& observe) {
+  const int64_t V = requests.empty() ? 0 : requests.front().model->vocab();
+  BatchDecode d;
+  for (BatchRequest& q : requests) {
+    if (q.prompt.empty() || q.model->vocab() != V)
+      throw_bad_input("speculative decoding: every request needs a prompt and vocab {}", V);
+    d.text.push_back(q.prompt);
+    q.model->append(std::vector<int32_t>(q.prompt.begin(), q.prompt.end() - 1));
+  }
+  d.stats.resize(requests.size());
+  auto finished = [&](size_t r) { return d.text[r].size() >= requests[r].prompt.size() + steps; };
+  for (int pass = 0;; ++pass) {
+    std::vector<size_t> active;  // batch slot i verifies request active[i]
+    for (size_t r = 0; r < requests.size(); ++r)
+      if (!finished(r)) active.push_back(r);
+    if (active.empty()) break;
+    const int K = budget(pass);
+    std::vector<Proposal> proposals;
+    for (size_t r : active) proposals.push_back(requests[r].drafter(d.text[r], K));
+    const std::vector<int> counts = admit(proposals);
+    if (counts.size() != active.size())
+      throw_bad_input("speculative decoding: admission gave {} counts for {} requests",
+                      counts.size(), active.size());
+    for (size_t i = 0; i < active.size(); ++i) check_proposal(proposals[i], K, counts[i], V);
+    VerifyInputs in = batch_inputs(int64_t(active.size()), V, counts, sampling);
+    std::vector<int64_t> before;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const size_t r = active[i];
+      const int k_r = counts[i], B = in.budget;
+      const std::vector<int32_t> draft(proposals[i].tokens.begin(),
+                                       proposals[i].tokens.begin() + k_r);
+      before.push_back(requests[r].model->cached());
+      const Eigen::MatrixXd logits = requests[r].model->append(scored_tokens(d.text[r], draft));
+      std::copy(draft.begin(), draft.end(), in.draft.ptr() + i * B);
+      for (int k = 0; k < k_r; ++k)
+        std::copy(proposals[i].p_draft[k].begin(), proposals[i].p_draft[k].end(),
+                  in.p_draft.ptr() + (i * B + k) * V);
+      for (int k = 0; k <= k_r; ++k) {
+        const auto p = target_distribution(logits.row(k), sampling.temperature);
+        std::copy(p.begin(), p.end(), in.p_target.ptr() + (i * (B + 1) + k) * V);
+      }
+      in.position.push_back(uint32_t(d.text[r].size()));
+      in.request.push_back(uint32_t(r));
+    }
+    const VerifyOutputs out = verify(in);
+    for (size_t i = 0; i < active.size(); ++i) {
+      const size_t r = active[i];
+      std::vector<int32_t>& text = d.text[r];
+      const size_t length = text.size(), goal = requests[r].prompt.size() + steps;
+      const int accepted = out.accepted[i];
+      for (int j = 0; j <= accepted && text.size() < goal; ++j)
+        text.push_back(out.emitted.data[i * (in.budget + 1) + j]);
+      requests[r].model->rollback(
+          std::min<int64_t>(before[i] + 1 + accepted, int64_t(text.size()) - 1));
+      d.stats[r].record(counts[i], accepted, int(text.size() - length));
+    }
+    ++d.passes;
+    if (observe) observe(pass, d);
+  }
+  return d;
+}
+
 std::vector<int32_t> speculative_sample_decode(Backbone& model, const std::vector<int32_t>& prompt,
                                                int steps, const SamplingDrafter& drafter,
                                                const std::function<int(int pass)>& budget,
                                                const Sampling& sampling, const Verifier& verify,
                                                SpeculativeStats* stats) {
-  const int64_t V = model.vocab();
-  return speculative_decode(
-      model, prompt, steps, budget, stats, [&](const std::vector<int32_t>& text, int budget_k) {
-        const Proposal draft = drafter(text, budget_k);
-        const int K = static_cast<int>(draft.tokens.size());  // the drafter may propose fewer
-        if (K < 1 || K > budget_k || draft.p_draft.size() != size_t(K))
-          throw_bad_input(
-              "speculative decoding: the drafter proposed {} tokens ({} "
-              "distributions) for a budget of {}",
-              K, draft.p_draft.size(), budget_k);
-        const Eigen::MatrixXd logits = model.append(scored_tokens(text, draft.tokens));
-        VerifyInputs in;
-        in.requests = 1, in.vocab = V, in.budget = K, in.seed = sampling.seed;
-        in.greedy = sampling.greedy;
-        in.draft = Tensor<int32_t>({1, K}, draft.tokens);
-        in.p_draft = Tensor<float>({1, K, V});
-        in.p_target = Tensor<float>({1, K + 1, V});
-        for (int k = 0; k < K; ++k)
-          std::copy(draft.p_draft[k].begin(), draft.p_draft[k].end(), in.p_draft.ptr() + k * V);
-        for (int k = 0; k <= K; ++k) {
-          const auto p = target_distribution(logits.row(k), sampling.temperature);
-          std::copy(p.begin(), p.end(), in.p_target.ptr() + k * V);
-        }
-        in.position = {uint32_t(text.size())};
-        const VerifyOutputs out = verify(in);
-        Pass p;
-        p.accepted = out.accepted[0];
-        p.emitted.assign(out.emitted.ptr(), out.emitted.ptr() + p.accepted + 1);
-        return p;
-      });
+  std::vector<BatchRequest> one{{&model, prompt, drafter}};
+  BatchDecode d = speculative_batch_decode(one, steps, budget, admit_all, sampling, verify);
+  if (stats) *stats = d.stats[0];
+  return d.text[0];
 }
 
 }  // namespace tandem::reference

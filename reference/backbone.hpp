@@ -58,7 +58,16 @@ using Drafter = std::function<std::vector<int32_t>(const std::vector<int32_t>& t
 
 struct SpeculativeStats {
   int passes = 0;                      // backbone verification passes
-  std::vector<int> accepted_per_step;  // drafted tokens accepted in each pass
+  std::vector<int> admitted_per_step;  // drafted tokens sent to verification in each pass
+  std::vector<int> accepted_per_step;  // of those, accepted
+  std::vector<int> emitted_per_step;   // tokens added to the text: accepted + 1, except when
+                                       // the pass reaches the length limit
+  void record(int admitted, int accepted, int emitted) {
+    ++passes;
+    admitted_per_step.push_back(admitted);
+    accepted_per_step.push_back(accepted);
+    emitted_per_step.push_back(emitted);
+  }
 };
 // Greedy speculative decoding: each pass scores [last, x_1..x_K] in one append, accepts while
 // x_k is the argmax, emits the argmax, and rolls the cache back to the emitted tokens. `budget`
@@ -68,25 +77,57 @@ std::vector<int32_t> speculative_greedy_decode(Backbone& model, const std::vecto
                                                const std::function<int(int pass)>& budget,
                                                SpeculativeStats* stats = nullptr);
 
-// Sampling mode: a drafter's tokens with the distributions (float, [K][V]) they were drawn from;
-// given a budget it proposes 1..budget tokens (a scheduler may admit fewer).
+// Sampling mode: a drafter's tokens with the distributions (float, [K][V]) they were drawn from
+// and their confidences c_k for a scheduler ([K], or empty); given a budget it proposes
+// 1..budget tokens (a scheduler may admit fewer).
 struct Proposal {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> p_draft;
+  std::vector<double> confidence;
 };
 using SamplingDrafter = std::function<Proposal(const std::vector<int32_t>& text, int K)>;
-// One request's verification (reference::dspark_verify or the kernel through run_dspark_verify).
+// A batch's verification (reference::dspark_verify or the kernel through run_dspark_verify).
 using Verifier = std::function<VerifyOutputs(const VerifyInputs&)>;
 struct Sampling {
-  uint64_t seed = 0;  // draws keyed by (seed, request 0, position): one request decodes here
+  uint64_t seed = 0;  // draws keyed by (seed, request, position)
   double temperature = 1.0;
   bool greedy = false;  // verify by argmax of the (float) target distributions instead
 };
 // The backbone's distribution at a temperature, rounded to float (what verification reads).
 std::vector<float> target_distribution(const Eigen::RowVectorXd& logits, double temperature);
-// Speculative sampling: each pass scores [last, x_1..x_K] in one append; `verify` decides
-// (rejection sampling, residual resample, bonus) with draws keyed by (seed, 0, position of
-// x_1); the cache is rolled back to the emitted tokens.
+
+// One request of a batch: its own backbone (cache) and drafter; its draws are keyed by its
+// index in the batch, whichever verification slot it has.
+struct BatchRequest {
+  Backbone* model;
+  std::vector<int32_t> prompt;  // not empty
+  SamplingDrafter drafter;
+};
+// Per pass: how many of each proposal's tokens go to verification (a prefix, 0..proposed).
+using Admission = std::function<std::vector<int>(const std::vector<Proposal>&)>;
+// Every proposed token (verify-K with the budget K).
+std::vector<int> admit_all(const std::vector<Proposal>& proposals);
+// DSpark's scheduler over the proposals' confidences against a steps-per-second curve
+// (reference::schedule; sps[n] for n tokens in the pass, at least R + 1 points).
+Admission scheduler_admission(std::vector<double> sps);
+
+struct BatchDecode {
+  std::vector<std::vector<int32_t>> text;  // [R] prompt + steps tokens
+  std::vector<SpeculativeStats> stats;     // [R] the passes each request took part in
+  int passes = 0;                          // batched verification passes
+};
+// Called after every pass (the caches hold exactly the emitted tokens).
+using PassObserver = std::function<void(int pass, const BatchDecode& so_far)>;
+// Speculative decoding of a batch: every pass, each unfinished request's drafter proposes up to
+// budget(pass) tokens, `admit` chooses a prefix of each, every backbone scores
+// [last, x_1..x_{k_r}] in one append, one batched `verify` decides (draws keyed by (seed,
+// request, position of x_1)), and each cache is rolled back to its emitted tokens. A request
+// admitted 0 drafts decodes one token from p_t(last). Texts stop at `steps` generated tokens.
+BatchDecode speculative_batch_decode(std::vector<BatchRequest>& requests, int steps,
+                                     const std::function<int(int pass)>& budget,
+                                     const Admission& admit, const Sampling& sampling,
+                                     const Verifier& verify, const PassObserver& observe = {});
+// One request, every proposed token verified (a batch of one with admit_all).
 std::vector<int32_t> speculative_sample_decode(Backbone& model, const std::vector<int32_t>& prompt,
                                                int steps, const SamplingDrafter& drafter,
                                                const std::function<int(int pass)>& budget,

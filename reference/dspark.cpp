@@ -44,9 +44,11 @@ VerifyOutputs dspark_verify(const VerifyInputs& in) {
     auto draft = [&](int64_t k) {
       return std::span<const float>(in.p_draft.ptr() + (r * K + k) * V, V);
     };
+    const int64_t k_r = in.drafted.empty() ? K : in.drafted[r];  // rows after k_r: padding
+    const uint32_t id = in.request.empty() ? uint32_t(r) : in.request[r];
     int64_t k = 0;
     int32_t extra = -1;
-    for (; k < K; ++k) {
+    for (; k < k_r; ++k) {
       const int32_t x = in.draft.data[r * K + k];
       const uint32_t pos = in.position[r] + static_cast<uint32_t>(k);
       if (in.greedy) {
@@ -54,18 +56,17 @@ VerifyOutputs dspark_verify(const VerifyInputs& in) {
         extra = argmax(target(k));
         break;
       }
-      const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), pos, 0).v[0]);
+      const float u = philox_uniform(philox_draw(in.seed, id, pos, 0).v[0]);
       if (accepts(u, draft(k)[x], target(k)[x])) continue;
       for (int64_t v = 0; v < V; ++v) residual[v] = std::max(0.0f, target(k)[v] - draft(k)[v]);
-      extra = inverse_cdf(residual, philox_uniform(philox_draw(in.seed, uint32_t(r), pos, 1).v[0]));
+      extra = inverse_cdf(residual, philox_uniform(philox_draw(in.seed, id, pos, 1).v[0]));
       break;
     }
-    if (k == K) {  // all accepted: the bonus token from the last target distribution
-      const uint32_t pos = in.position[r] + static_cast<uint32_t>(K);
+    if (k == k_r) {  // all accepted: the bonus token from the target distribution after them
+      const uint32_t pos = in.position[r] + static_cast<uint32_t>(k_r);
       extra = in.greedy
-                  ? argmax(target(K))
-                  : inverse_cdf(target(K),
-                                philox_uniform(philox_draw(in.seed, uint32_t(r), pos, 1).v[0]));
+                  ? argmax(target(k_r))
+                  : inverse_cdf(target(k_r), philox_uniform(philox_draw(in.seed, id, pos, 1).v[0]));
     }
     out.accepted[r] = static_cast<int32_t>(k);
     for (int64_t j = 0; j < k; ++j) out.emitted.data[r * (K + 1) + j] = in.draft.data[r * K + j];

@@ -20,6 +20,11 @@ inline Eigen::MatrixXd seeded_matrix(int64_t rows, int64_t cols, uint64_t seed, 
   return m;
 }
 
+// Bit-identical, shapes included (Eigen's == assumes equal shapes and reads past the smaller).
+inline bool identical(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && a == b;
+}
+
 // Row-wise RMS norm (no gain): x / sqrt(mean(x^2) + eps).
 inline Eigen::MatrixXd rms_norm_rows(const Eigen::MatrixXd& x, double eps = 1e-6) {
   Eigen::MatrixXd y = x;

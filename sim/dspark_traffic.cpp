@@ -21,10 +21,13 @@ LaunchLog predict_dspark_verify(const VerifyInputs& in, const VerifyOutputs& dec
   LaunchCounts c{"dspark_verify"};
   for (int64_t r = 0; r < in.requests; ++r) {
     const int64_t a = decisions.accepted[r];
+    const int64_t k_r = in.drafted.empty() ? K : in.drafted[r];
     const int32_t extra = decisions.emitted.data[r * (K + 1) + a];
-    const bool rejected = a < K;
-    // The position; each decided draft token; the accepted ones again when they are emitted.
-    c.read[C] += kWord * uint64_t(1 + a + (rejected ? 1 : 0) + a);
+    const bool rejected = a < k_r;
+    // The position, the optional count and id; each decided draft token; the accepted ones
+    // again when they are emitted.
+    const uint64_t request_words = 1 + !in.drafted.empty() + !in.request.empty();
+    c.read[C] += kWord * (request_words + uint64_t(a + (rejected ? 1 : 0) + a));
     if (in.greedy) {
       c.read[A] += uint64_t(a + 1) * V * kWord;  // one argmax over p_t per decided row
     } else {
