@@ -1,5 +1,5 @@
 // DSpark batched verification throughput: the reference and the kernel (emu always; cuda with a
-// GPU), sampling and greedy, and the drafter's one pass (reference).
+// GPU), sampling and greedy; the drafter's one pass (reference); a scheduled batch's decode.
 #include <benchmark/benchmark.h>
 
 #include "golden/dspark_case.hpp"
@@ -47,6 +47,21 @@ void BM_DsparkDrafterPass(benchmark::State& st) {
   st.SetLabel(fmt::format("{} cached positions, window {}", st.range(0), c.window));
 }
 
+// A scheduled batch decoding 8 tokens per request: drafter, scheduler, backbone and batched
+// verification (reference or the kernel under the emulator), per generated token.
+void BM_DsparkScheduledDecode(benchmark::State& st, bool kernel) {
+  const DsparkConfig c;
+  const int requests = int(st.range(0)), steps = 8;
+  reference::Verifier verify = reference::dspark_verify;
+  if (kernel)
+    verify = [](const VerifyInputs& in) { return run_dspark_verify(in, {Backend::emu, {}, 128}); };
+  for (auto _ : st) benchmark::DoNotOptimize(dspark_decode(c, 1, requests, false, steps, verify));
+  st.counters["tokens"] =
+      benchmark::Counter(double(requests) * steps, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(fmt::format("R={} {} tokens each, {} verification", requests, steps,
+                          kernel ? "emu kernel" : "reference"));
+}
+
 void emu_args(benchmark::internal::Benchmark* b) {
   for (int greedy : {0, 1}) b->Args({16, 257, greedy});
 }
@@ -60,6 +75,10 @@ BENCHMARK_CAPTURE(BM_DsparkVerifyKernel, cuda, Backend::cuda)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DsparkVerifyReference)->Apply(emu_args);
 BENCHMARK(BM_DsparkDrafterPass)->Arg(16)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DsparkScheduledDecode, reference, false)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DsparkScheduledDecode, emu, true)->Arg(16)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem

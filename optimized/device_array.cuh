@@ -18,7 +18,7 @@ class DeviceArray {
     host_.resize(n);
     ptr_ = host_.data();
 #else
-    CUDA_CHECK(cudaMalloc(&ptr_, bytes()));
+    if (n_ > 0) CUDA_CHECK(cudaMalloc(&ptr_, bytes()));  // an empty optional input stays null
 #endif
     poison();
   }
@@ -42,7 +42,9 @@ class DeviceArray {
   const T* data() const { return ptr_; }
   size_t bytes() const { return n_ * sizeof(T); }
 
+  // An optional input may be empty: nothing to touch (memset/memcpy need non-null pointers).
   void poison() {
+    if (n_ == 0) return;
 #if defined(TANDEM_EMU)
     memset(static_cast<void*>(ptr_), 0xff, bytes());
 #else
@@ -50,7 +52,7 @@ class DeviceArray {
 #endif
   }
   void upload(const std::vector<T>& src) {
-    if (n_ == 0) return;  // an optional input left empty: nothing to copy (memcpy needs non-null)
+    if (n_ == 0) return;
 #if defined(TANDEM_EMU)
     memcpy(static_cast<void*>(ptr_), src.data(), bytes());
 #else
@@ -59,6 +61,7 @@ class DeviceArray {
   }
   std::vector<T> download() const {
     std::vector<T> out(n_);
+    if (n_ == 0) return out;
 #if defined(TANDEM_EMU)
     memcpy(static_cast<void*>(out.data()), ptr_, bytes());
 #else

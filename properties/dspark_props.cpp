@@ -686,6 +686,47 @@ RC_GTEST_PROP(DsparkBatch, SamplingKernelAndReferenceGiveTheSameTextsAndCaches, 
   }
 }
 
+TEST(DsparkBatch, BadDraftsAndAdmissionsNameTheProblem) {
+  const DsparkDrafter dspark(drafter_config(kVocab), 3 * kDim, 1);
+  auto run = [&](const reference::SamplingDrafter& drafter, const reference::Admission& admit) {
+    Batch b = make_batch({{1, 2}, {3}}, {0, 0}, 1, dspark);
+    b.requests[1].drafter = drafter;
+    reference::speculative_batch_decode(
+        b.requests, 4, [](int) { return 5; }, admit, {1, 1.0, true}, reference::dspark_verify);
+  };
+  auto expect_bad = [](const std::function<void()>& f, const std::string& words) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  auto proposing = [](std::vector<int32_t> tokens, size_t confidences) {
+    return [=](const std::vector<int32_t>&, int) {
+      reference::Proposal p = one_hot({}, std::vector<double>(confidences, 0.5));
+      p.tokens = tokens;
+      p.p_draft.assign(tokens.size(), std::vector<float>(kVocab, 1.0f / kVocab));
+      return p;
+    };
+  };
+  const auto room = reference::scheduler_admission(sps_curve(Curve::room, 2, 0));
+  expect_bad([&] { run(proposing({1, kVocab}, 2), room); }, "token 23");
+  expect_bad([&] { run(proposing({1, 2, 3, 4, 5, 6}, 6), room); }, "budget of 5");
+  expect_bad([&] { run(proposing({1, 2}, 1), room); }, "1 confidences");
+  expect_bad(
+      [&] {
+        run(proposing({1}, 1), reference::scheduler_admission({1.0, 1.0}));
+      },
+      "needs at least 3");
+  expect_bad([&] { run(proposing({1}, 1), [](const auto&) { return std::vector<int>{1}; }); },
+             "1 counts for 2 requests");
+  expect_bad([&] { run(proposing({1}, 1), [](const auto&) {
+                     return std::vector<int>{1, 2};
+                   }); },
+             "admitted 2 of 1");
+}
+
 // One sampling step through the backbone and the DSpark drafter: the first emitted token is
 // distributed exactly as the backbone's next-token distribution (to rounding).
 TEST(DsparkBackbone, OneSamplingStepEmitsTheBackbonesDistribution) {

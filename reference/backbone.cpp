@@ -189,6 +189,9 @@ void check_proposal(const Proposal& p, int budget, int admitted, int64_t V) {
         "speculative decoding: the drafter proposed {} tokens ({} distributions) for a budget "
         "of {}",
         K, p.p_draft.size(), budget);
+  for (int32_t t : p.tokens)
+    if (t < 0 || t >= V)
+      throw_bad_input("speculative decoding: the drafter proposed token {}, outside [0, {})", t, V);
   for (const auto& d : p.p_draft)
     if (d.size() != size_t(V))
       throw_bad_input("speculative decoding: a draft distribution has {} entries, vocab {}",
