@@ -182,7 +182,7 @@ VerifyInputs batch_inputs(int64_t R, int64_t V, const std::vector<int>& counts,
   return in;
 }
 
-void check_proposal(const Proposal& p, int budget, int admitted, int64_t V) {
+void check_proposal(const Proposal& p, int budget, int64_t V) {
   const size_t K = p.tokens.size();
   if (K < 1 || K > size_t(budget) || p.p_draft.size() != K)
     throw_bad_input(
@@ -196,8 +196,6 @@ void check_proposal(const Proposal& p, int budget, int admitted, int64_t V) {
     if (d.size() != size_t(V))
       throw_bad_input("speculative decoding: a draft distribution has {} entries, vocab {}",
                       d.size(), V);
-  if (admitted < 0 || size_t(admitted) > K)
-    throw_bad_input("speculative decoding: admitted {} of {} proposed tokens", admitted, K);
 }
 
 }  // namespace
@@ -223,12 +221,18 @@ BatchDecode speculative_batch_decode(std::vector<BatchRequest>& requests, int st
     if (active.empty()) break;
     const int K = budget(pass);
     std::vector<Proposal> proposals;
-    for (size_t r : active) proposals.push_back(requests[r].drafter(d.text[r], K));
+    for (size_t r : active) {
+      proposals.push_back(requests[r].drafter(d.text[r], K));
+      check_proposal(proposals.back(), K, V);
+    }
     const std::vector<int> counts = admit(proposals);
     if (counts.size() != active.size())
       throw_bad_input("speculative decoding: admission gave {} counts for {} requests",
                       counts.size(), active.size());
-    for (size_t i = 0; i < active.size(); ++i) check_proposal(proposals[i], K, counts[i], V);
+    for (size_t i = 0; i < active.size(); ++i)
+      if (counts[i] < 0 || size_t(counts[i]) > proposals[i].tokens.size())
+        throw_bad_input("speculative decoding: admitted {} of {} proposed tokens", counts[i],
+                        proposals[i].tokens.size());
     VerifyInputs in = batch_inputs(int64_t(active.size()), V, counts, sampling);
     std::vector<int64_t> before;
     for (size_t i = 0; i < active.size(); ++i) {
