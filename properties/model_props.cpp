@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "bad_input.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "golden/dspark_case.hpp"
 #include "golden/model_case.hpp"
 #include "reference/drafter.hpp"
+#include "reference/dspark.hpp"
 #include "reference/model.hpp"
 #include "reference/model_util.hpp"
 #include "reference/vision.hpp"
@@ -183,6 +186,41 @@ TEST(Model, DsparkDraftsFromTheModelsFeaturesAndKeepsGreedyText) {
       [](int) { return 3; }, &stats);
   EXPECT_EQ(got, want);
   EXPECT_TRUE(reference::identical(spec.cache_snapshot(), plain.cache_snapshot()));
+}
+
+// The end-to-end model as the backbone of a scheduled DSpark batch: each request's greedy text
+// and cache are the ones it gets alone without drafting.
+TEST(Model, ScheduledDsparkBatchKeepsEachRequestsGreedyText) {
+  const std::vector<std::vector<int32_t>> prompts{text(5, 8), text(3, 9)};
+  const int steps = 5;
+  std::vector<std::unique_ptr<TinyModel>> models;
+  std::vector<reference::BatchRequest> batch;
+  DsparkConfig c = tiny().dspark;
+  c.vocab = int(tiny().engram.vocab);  // the model's vocabulary
+  const reference::DsparkDrafter drafter(c, 3 * tiny().residual.d, tiny().seed);
+  for (const auto& prompt : prompts) {
+    models.push_back(std::make_unique<TinyModel>(tiny()));
+    const TinyModel* model = models.back().get();
+    batch.push_back({models.back().get(), prompt, [&drafter, model](const auto& t, int K) {
+                       const auto d = drafter.propose(model->target_features(), t.back(), K, {});
+                       return reference::Proposal{d.tokens, d.p_draft, d.confidence};
+                     }});
+  }
+  const auto got = reference::speculative_batch_decode(
+      batch, steps, [&](int) { return c.gamma; },
+      reference::scheduler_admission(dspark_sps_profile(int(prompts.size()) * (1 + c.gamma))),
+      {tiny().seed, 1.0, true}, reference::dspark_verify);
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    TinyModel plain(tiny());  // greedy over the float distributions verification reads
+    std::vector<int32_t> want = prompts[r];
+    Eigen::MatrixXd logits = plain.append(want);
+    for (int s = 0; s < steps; ++s) {
+      want.push_back(reference::argmax(reference::target_distribution(logits.bottomRows(1), 1.0)));
+      if (s + 1 < steps) logits = plain.append({want.back()});
+    }
+    EXPECT_EQ(got.text[r], want) << "request " << r;
+    EXPECT_TRUE(reference::identical(models[r]->cache_snapshot(), plain.cache_snapshot()));
+  }
 }
 
 TEST(Model, BadPromptsNameTheProblem) {
