@@ -710,6 +710,9 @@ TEST(DsparkBatch, BadDraftsAndAdmissionsNameTheProblem) {
       return p;
     };
   };
+  TinyBackbone backbone(kVocab, kDim, 1);
+  expect_bad([&] { backbone.append({2, kVocab}); }, "token 1 is 23");
+  expect_bad([&] { backbone.rollback(1); }, "length 1 outside [0, 0]");
   const auto room = reference::scheduler_admission(sps_curve(Curve::room, 2, 0));
   expect_bad([&] { run(proposing({1, kVocab}, 2), room); }, "token 23");
   expect_bad([&] { run(proposing({1, 2, 3, 4, 5, 6}, 6), room); }, "budget of 5");

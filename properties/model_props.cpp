@@ -227,6 +227,7 @@ TEST(Model, BadPromptsNameTheProblem) {
   TinyModel m(tiny());
   EXPECT_THROW(m.append({1, int32_t(m.vocab())}), BadInput);
   EXPECT_THROW(m.append({-1}), BadInput);
+  EXPECT_THROW(m.rollback(m.cached() + 1), BadInput);  // rollback keeps a prefix only
   reference::Prompt p = m.make_prompt(11);
   p.visual = Tensor<double>({p.visual.dim(0) - 1, tiny().residual.d});
   EXPECT_THROW(m.append_prompt(p), BadInput);

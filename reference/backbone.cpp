@@ -70,7 +70,16 @@ TinyBackbone::TinyBackbone(int64_t vocab, int64_t d, uint64_t seed, int layers)
   }
 }
 
+void check_rollback(int64_t length, int64_t cached) {
+  if (length < 0 || length > cached)
+    throw_bad_input("backbone rollback: length {} outside [0, {}] (the cached positions)", length,
+                    cached);
+}
+
 Eigen::MatrixXd TinyBackbone::append(const std::vector<int32_t>& tokens) {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= vocab_)
+      throw_bad_input("backbone: token {} is {}, outside [0, {})", i, tokens[i], vocab_);
   Eigen::MatrixXd logits(tokens.size(), vocab_);
   const size_t L = layers_.size();
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -90,6 +99,7 @@ Eigen::MatrixXd TinyBackbone::append(const std::vector<int32_t>& tokens) {
 }
 
 void TinyBackbone::rollback(int64_t length) {
+  check_rollback(length, cached());
   for (Layer& layer : layers_) layer.keys.resize(length), layer.values.resize(length);
   features_.resize(length);
 }

@@ -28,6 +28,9 @@ class Backbone {
   virtual Eigen::MatrixXd target_features() const = 0;
 };
 
+// Rollback keeps a prefix: `length` must be in [0, cached] (BadInput otherwise).
+void check_rollback(int64_t length, int64_t cached);
+
 class TinyBackbone : public Backbone {
  public:
   // layers >= 3 (the target features read the last three).

@@ -355,6 +355,7 @@ Eigen::MatrixXd TinyModelT<S>::append(const std::vector<int32_t>& tokens) {
 
 template <class S>
 void TinyModelT<S>::rollback(int64_t length) {
+  check_rollback(length, cached());
   for (Block& b : blocks_) b.attn.keys.resize(length), b.attn.values.resize(length);
   compressed_.resize(length);
   features_.resize(length);
