@@ -9,6 +9,7 @@
 
 #include "app/verify.hpp"
 #include "core/error.hpp"
+#include "core/git_commit.hpp"
 #include "golden/golden.hpp"
 #include "sim/traffic.hpp"
 
@@ -156,7 +157,7 @@ int cmd_traffic(const TrafficFlags& f, std::ostream& out) {
 
 int cmd_info(std::ostream& out) {
   const BackendStatus cuda = cuda_status();
-  out << fmt::format("tandem {} (commit {})\n", TANDEM_VERSION, TANDEM_GIT_COMMIT);
+  out << fmt::format("tandem {} (commit {})\n", TANDEM_VERSION, kGitCommit);
 #if defined(TANDEM_WITH_CUDA)
   out << "build: CUDA backend compiled (sm_90) + emulator\n";
 #else

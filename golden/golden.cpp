@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/atomic_file.hpp"
+#include "core/git_commit.hpp"
 #include "core/json_fields.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
@@ -19,10 +20,6 @@
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model_util.hpp"
-
-#ifndef TANDEM_GIT_COMMIT
-#define TANDEM_GIT_COMMIT "unknown"
-#endif
 
 namespace tandem::golden {
 
@@ -874,7 +871,7 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
                                      {"name", spec.name},
                                      {"config", built.config},
                                      {"seed", spec.seed},
-                                     {"generator_commit", TANDEM_GIT_COMMIT},
+                                     {"generator_commit", kGitCommit},
                                      {"blob", blob_name},
                                      {"blob_sha256", sha256_hex(bytes)},
                                      {"outputs", outputs}};
