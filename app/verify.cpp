@@ -251,13 +251,13 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
   row.name = fmt::format("decode/{} R={} {} tokens, window {}", greedy ? "greedy" : "sampling",
                          c.requests, kSteps, c.window);
   row.backend = backend_name(opt.backend);
-  LaunchLog predicted;  // the byte model of every pass, given the reference's decisions
+  LaunchLog predicted;  // the byte model of every pass, given its decisions (checked by `same`)
   auto decode = [&](const RunOptions& o, LaunchLog* launches) {
     return dspark_decode(c, model.seed, c.requests, greedy, kSteps, [&](const VerifyInputs& in) {
       VerifyOutputs out = run_dspark_verify(in, o);
       if (launches) {
         launches->insert(launches->end(), out.launches.begin(), out.launches.end());
-        const LaunchLog p = sim::predict_dspark_verify(in, reference::dspark_verify(in));
+        const LaunchLog p = sim::predict_dspark_verify(in, out);
         predicted.insert(predicted.end(), p.begin(), p.end());
       }
       return out;

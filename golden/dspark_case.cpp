@@ -63,6 +63,18 @@ std::vector<double> dspark_sps_profile(int max_tokens) {
   return sps;
 }
 
+bool pass_counts_hold(const reference::SpeculativeStats& s, int budget, bool reached_limit) {
+  for (size_t p = 0; p < s.accepted_per_step.size(); ++p) {
+    const bool last = p + 1 == s.accepted_per_step.size();
+    if (s.accepted_per_step[p] < 0 || s.accepted_per_step[p] > s.admitted_per_step[p] ||
+        s.admitted_per_step[p] > budget)
+      return false;
+    if (s.emitted_per_step[p] != s.accepted_per_step[p] + 1 && !(last && reached_limit))
+      return false;
+  }
+  return true;
+}
+
 DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, int requests, bool greedy,
                            int steps, const reference::Verifier& verify) {
   const reference::DsparkDrafter drafter(c, 3 * c.backbone_width, seed);

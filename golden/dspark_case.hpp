@@ -24,6 +24,11 @@ void schedule_batch(VerifyInputs& in, uint64_t seed);
 // each token it verifies (a stand-in for a profiled curve), sps[n] for n = 0..max_tokens.
 std::vector<double> dspark_sps_profile(int max_tokens);
 
+// One request's passes keep DSpark's counts: 0 <= accepted <= admitted <= budget and emitted ==
+// accepted + 1, except a last pass cut short because the text reached its length
+// (`reached_limit`).
+bool pass_counts_hold(const reference::SpeculativeStats& s, int budget, bool reached_limit);
+
 // Scheduled speculative decoding of a batch: `requests` seeded prompts of 6 tokens, each with
 // its own cache of the config's backbone and the config's drafter (weights from `seed`) reading
 // that cache's target features and proposing gamma tokens with confidences; the scheduler

@@ -195,9 +195,9 @@ RC_GTEST_PROP(DsparkScheduler, AdmissionIsPrefixClosedWithinCapacityAndMonotone,
   }
 }
 
-// Steps-per-second curves over 0..R + 5R tokens in a pass. 0: flat (room for every draft);
-// 1: flat up to 2R tokens, then falling fast (loaded); 2: the decode's stand-in profile;
-// 3: seeded positive values.
+// Steps-per-second curves over 0..R + 5R tokens in a pass. room: flat (room for every draft);
+// loaded: flat up to 2R tokens, then falling fast; profile: the decode's stand-in; random:
+// seeded positive values.
 enum class Curve { room, loaded, profile, random };
 std::vector<double> sps_curve(Curve kind, int R, uint64_t seed) {
   const int n = R + 5 * R;
@@ -403,9 +403,9 @@ RC_GTEST_PROP(DsparkDrafter, OnePassGivesGammaPositionsLeftToRight, ()) {
 // ---------------------------------------------------------------- sampling mode
 
 reference::SamplingDrafter dspark_sampler(const Backbone& model, const DsparkDrafter& drafter,
-                                          uint64_t seed) {
-  return [&model, &drafter, seed](const std::vector<int32_t>& text, int K) {
-    const reference::DraftChoice choice{false, seed, 0, uint32_t(text.size()), 1.0};
+                                          uint64_t seed, uint32_t request = 0) {
+  return [&model, &drafter, seed, request](const std::vector<int32_t>& text, int K) {
+    const reference::DraftChoice choice{false, seed, request, uint32_t(text.size()), 1.0};
     const auto d = drafter.propose(model.target_features(), text.back(), K, choice);
     return reference::Proposal{d.tokens, d.p_draft, d.confidence};
   };
@@ -493,13 +493,7 @@ TEST(DsparkBackbone, SpeculativeSamplingKeepsTheBackboneDistribution) {
 // Greedy over the float target distributions (what verification reads when greedy).
 std::vector<int32_t> float_greedy(const std::vector<int32_t>& prompt, int steps, uint64_t seed) {
   TinyBackbone m(kVocab, kDim, seed);
-  std::vector<int32_t> text = prompt;
-  Eigen::MatrixXd logits = m.append(prompt);
-  for (int s = 0; s < steps; ++s) {
-    text.push_back(reference::argmax(reference::target_distribution(logits.bottomRows(1), 1.0)));
-    logits = m.append({text.back()});
-  }
-  return text;
+  return reference::greedy_decode_float(m, prompt, steps);
 }
 
 reference::Proposal one_hot(const std::vector<int32_t>& tokens, std::vector<double> confidence) {
@@ -565,20 +559,6 @@ Eigen::MatrixXd plain_cache(const std::vector<int32_t>& text, uint64_t seed) {
   return plain.cache_snapshot();
 }
 
-// Per pass: 0 <= accepted <= admitted <= 5, emitted == accepted + 1 except when the pass
-// reaches the length limit (then the text ends there).
-bool step_counts_hold(const reference::SpeculativeStats& s, size_t final_length, size_t goal) {
-  for (size_t p = 0; p < s.accepted_per_step.size(); ++p) {
-    const bool last = p + 1 == s.accepted_per_step.size();
-    if (s.accepted_per_step[p] < 0 || s.accepted_per_step[p] > s.admitted_per_step[p] ||
-        s.admitted_per_step[p] > 5)
-      return false;
-    if (s.emitted_per_step[p] != s.accepted_per_step[p] + 1 && !(last && final_length == goal))
-      return false;
-  }
-  return true;
-}
-
 std::vector<int32_t> random_prompt() {
   std::vector<int32_t> prompt;
   for (int i = 0, n = *rc::gen::inRange(1, 6); i < n; ++i)
@@ -610,7 +590,7 @@ RC_GTEST_PROP(DsparkBatch, GreedyTextIsEachRequestsPlainGreedyAndCachesFollowEve
   for (int r = 0; r < R; ++r) {
     RC_ASSERT(d.text[r] == float_greedy(prompts[r], steps, seed));
     const auto& s = d.stats[r];
-    RC_ASSERT(step_counts_hold(s, d.text[r].size(), prompts[r].size() + steps));
+    RC_ASSERT(pass_counts_hold(s, 5, d.text[r].size() == prompts[r].size() + steps));
     for (size_t p = 0; p < s.accepted_per_step.size(); ++p) {
       if (kinds[r] == 0) RC_ASSERT(s.accepted_per_step[p] == s.admitted_per_step[p]);
       if (kinds[r] == 1) RC_ASSERT(s.accepted_per_step[p] == 0);
@@ -661,12 +641,7 @@ RC_GTEST_PROP(DsparkBatch, SamplingKernelAndReferenceGiveTheSameTextsAndCaches, 
   auto decode = [&](const reference::Verifier& verify) {
     Batch b = make_batch(prompts, std::vector<int>(R, 3), seed, drafter);
     for (int r = 0; r < R; ++r)  // sampled drafts, each request its own draws
-      b.requests[r].drafter = [&, r, model = b.models[r].get()](const std::vector<int32_t>& text,
-                                                                int K) {
-        const reference::DraftChoice choice{false, seed, uint32_t(r), uint32_t(text.size()), 1.0};
-        const auto d = drafter.propose(model->target_features(), text.back(), K, choice);
-        return reference::Proposal{d.tokens, d.p_draft, d.confidence};
-      };
+      b.requests[r].drafter = dspark_sampler(*b.models[r], drafter, seed, uint32_t(r));
     auto out = reference::speculative_batch_decode(
         b.requests, steps, [](int) { return 5; },
         reference::scheduler_admission(sps_curve(curve, R, seed)), {seed, 1.0, false}, verify);
@@ -682,7 +657,7 @@ RC_GTEST_PROP(DsparkBatch, SamplingKernelAndReferenceGiveTheSameTextsAndCaches, 
   for (int r = 0; r < R; ++r) {
     RC_ASSERT(got.stats[r].accepted_per_step == want.stats[r].accepted_per_step);
     RC_ASSERT(want.text[r].size() == prompts[r].size() + steps);
-    RC_ASSERT(step_counts_hold(want.stats[r], want.text[r].size(), prompts[r].size() + steps));
+    RC_ASSERT(pass_counts_hold(want.stats[r], 5, want.text[r].size() == prompts[r].size() + steps));
   }
 }
 

@@ -212,13 +212,8 @@ TEST(Model, ScheduledDsparkBatchKeepsEachRequestsGreedyText) {
       {tiny().seed, 1.0, true}, reference::dspark_verify);
   for (size_t r = 0; r < prompts.size(); ++r) {
     TinyModel plain(tiny());  // greedy over the float distributions verification reads
-    std::vector<int32_t> want = prompts[r];
-    Eigen::MatrixXd logits = plain.append(want);
-    for (int s = 0; s < steps; ++s) {
-      want.push_back(reference::argmax(reference::target_distribution(logits.bottomRows(1), 1.0)));
-      if (s + 1 < steps) logits = plain.append({want.back()});
-    }
-    EXPECT_EQ(got.text[r], want) << "request " << r;
+    EXPECT_EQ(got.text[r], reference::greedy_decode_float(plain, prompts[r], steps))
+        << "request " << r;
     EXPECT_TRUE(reference::identical(models[r]->cache_snapshot(), plain.cache_snapshot()));
   }
 }

@@ -119,14 +119,33 @@ Eigen::MatrixXd TinyBackbone::target_features() const {
   return m;
 }
 
-std::vector<int32_t> greedy_decode(Backbone& model, const std::vector<int32_t>& prompt, int steps) {
+namespace {
+
+// Plain decoding: `choose` picks the next token from the newest row of logits.
+template <class Choose>
+std::vector<int32_t> plain_decode(Backbone& model, const std::vector<int32_t>& prompt, int steps,
+                                  const Choose& choose) {
   std::vector<int32_t> text = prompt;
   Eigen::MatrixXd logits = model.append(prompt);
   for (int s = 0; s < steps; ++s) {
-    text.push_back(argmax_row(logits, logits.rows() - 1));
+    text.push_back(choose(logits.bottomRows(1)));
     if (s + 1 < steps) logits = model.append({text.back()});
   }
   return text;
+}
+
+}  // namespace
+
+std::vector<int32_t> greedy_decode(Backbone& model, const std::vector<int32_t>& prompt, int steps) {
+  return plain_decode(model, prompt, steps,
+                      [](const Eigen::MatrixXd& last) { return argmax_row(last, 0); });
+}
+
+std::vector<int32_t> greedy_decode_float(Backbone& model, const std::vector<int32_t>& prompt,
+                                         int steps) {
+  return plain_decode(model, prompt, steps, [](const Eigen::MatrixXd& last) {
+    return argmax(target_distribution(last.row(0), 1.0));
+  });
 }
 
 std::vector<int32_t> speculative_greedy_decode(Backbone& model, const std::vector<int32_t>& prompt,

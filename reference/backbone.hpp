@@ -53,8 +53,12 @@ class TinyBackbone : public Backbone {
   std::vector<Eigen::VectorXd> features_;
 };
 
-// Greedy decoding without speculation: `steps` tokens after `prompt`.
+// Greedy decoding without speculation: `steps` tokens after `prompt`, argmax of the logits.
 std::vector<int32_t> greedy_decode(Backbone& model, const std::vector<int32_t>& prompt, int steps);
+// The same over the float target distributions (what greedy verification reads: rounding to
+// float may tie two logits apart, the lower index wins).
+std::vector<int32_t> greedy_decode_float(Backbone& model, const std::vector<int32_t>& prompt,
+                                         int steps);
 
 // A drafter proposes up to K next tokens given the emitted text.
 using Drafter = std::function<std::vector<int32_t>(const std::vector<int32_t>& text, int K)>;
