@@ -4,18 +4,22 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <ostream>
 
 #include "app/verify.hpp"
 #include "core/error.hpp"
 #include "core/git_commit.hpp"
+#include "core/json_fields.hpp"
 #include "golden/golden.hpp"
 #include "sim/traffic.hpp"
-
-#ifndef TANDEM_SOURCE_DIR
-#define TANDEM_SOURCE_DIR "."
-#endif
 
 namespace tandem::app {
 namespace {
@@ -69,20 +73,24 @@ int cmd_golden_list(const std::string& dir, std::ostream& out) {
 int cmd_golden_check(const std::string& dir, const std::vector<std::string>& only,
                      const BackendFlags& flags, std::ostream& out) {
   const RunOptions opt = flags.resolve();
+  const std::vector<std::filesystem::path> manifests = golden::list_cases(dir);
+  for (const std::string& name : only)  // a misspelt name must not pass by silently
+    if (std::none_of(manifests.begin(), manifests.end(),
+                     [&](const auto& p) { return p.stem().string() == name; }))
+      throw_bad_input("golden check: no case '{}' in {} (tandem golden list --dir {})",
+                      brief_text(name), dir, dir);
+  if (manifests.empty()) throw_bad_input("{}: no golden cases (*.json)", dir);
   bool all = true;
-  int checked = 0;
-  for (const auto& p : golden::list_cases(dir)) {
+  for (const auto& p : manifests) {
     if (!only.empty() && std::find(only.begin(), only.end(), p.stem().string()) == only.end())
       continue;
     const golden::CaseReport r = golden::check_case(p, opt);
-    ++checked;
     out << fmt::format("{:<24} {} ({} tensors, {})\n", r.name, r.pass() ? "PASS" : "FAIL",
                        r.tensors.size(), backend_name(opt.backend));
     for (const auto& t : r.tensors)
       if (!t.pass) out << fmt::format("  {} [{}]: {}\n", t.name, t.rule, t.detail);
     all &= r.pass();
   }
-  if (checked == 0) throw_bad_input("{}: no golden cases matched", dir);
   return all ? 0 : 1;
 }
 
@@ -100,24 +108,67 @@ int cmd_golden_regen(const std::string& dir, bool accept, const std::vector<std:
   return refused ? 1 : 0;
 }
 
+// "WxH" in pixels, each side a decimal integer in [1, 2^31) (64-bit parse: "4294967297x1" must
+// not wrap into a valid size). Errors quote the flag's value as typed.
+sim::Image parse_image(const std::string& text) {
+  const std::string_view t = text;
+  const size_t x = t.find('x');
+  int64_t side[2] = {0, 0};
+  bool ok = x != std::string_view::npos;
+  for (int i = 0; ok && i < 2; ++i) {
+    const std::string_view part = i == 0 ? t.substr(0, x) : t.substr(x + 1);
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), side[i]);
+    ok = !part.empty() && std::isdigit(static_cast<unsigned char>(part[0])) && ec == std::errc() &&
+         end == part.data() + part.size();
+  }
+  if (!ok) throw_bad_input("--image: expected WxH (e.g. 1920x1080), got '{}'", text);
+  if (side[0] < 1 || side[1] < 1 || side[0] > INT32_MAX || side[1] > INT32_MAX)
+    throw_bad_input("--image '{}': width and height must be in [1, {}]", text, INT32_MAX);
+  return {static_cast<int>(side[0]), static_cast<int>(side[1])};
+}
+
+// "--confidence 0.9,0.8": each item a number (its range is checked by the simulator); an empty
+// item, or an empty list given explicitly, is an error quoting the flag's value.
+std::vector<double> parse_confidences(const std::optional<std::string>& text) {
+  std::vector<double> values;
+  if (!text) return values;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = std::min(text->find(',', begin), text->size());
+    const std::string item = text->substr(begin, end - begin);
+    char* stop = nullptr;
+    const double v = item.empty() ? 0 : std::strtod(item.c_str(), &stop);
+    if (item.empty() || stop != item.c_str() + item.size() || std::isspace(uint8_t(item[0])))
+      throw_bad_input("--confidence '{}': expected comma-separated numbers, item '{}' is not one",
+                      *text, item);
+    values.push_back(v);
+    if (end == text->size()) return values;
+    begin = end + 1;
+  }
+}
+
 struct TrafficFlags {
   std::string preset = "v4.1-flash", preset_file, out_dir, load = "high", act_dtype;
   std::vector<std::string> images;
-  std::vector<double> confidence;
+  std::optional<std::string> confidence_text;
   sim::Workload w;
   bool json = false;
+  CLI::Option* preset_file_opt = nullptr;
 
   void add_to(CLI::App& cmd) {
-    cmd.add_option("--preset", preset, "built-in preset: tiny, v4-flash, v4-pro, v4.1-flash")
-        ->capture_default_str();
-    cmd.add_option("--preset-file", preset_file, "preset JSON file (instead of --preset)");
+    auto* builtin =
+        cmd.add_option("--preset", preset, "built-in preset: tiny, v4-flash, v4-pro, v4.1-flash")
+            ->capture_default_str();
+    preset_file_opt =
+        cmd.add_option("--preset-file", preset_file, "preset JSON file (instead of --preset)")
+            ->excludes(builtin);
     cmd.add_option("--batch", w.batch, "concurrent requests")->capture_default_str();
     cmd.add_option("--context", w.context, "context length in tokens")->capture_default_str();
     cmd.add_option("--image", images, "an image in the prompt, WxH pixels (repeatable)");
     cmd.add_option("--acceptance", w.acceptance, "DSpark i.i.d. acceptance per drafted token")
         ->capture_default_str();
-    cmd.add_option("--confidence", confidence, "DSpark per-position confidences (overrides)")
-        ->delimiter(',');
+    cmd.add_option("--confidence", confidence_text,
+                   "DSpark per-position confidences, comma-separated (overrides --acceptance)");
     cmd.add_option("--load", load, "high (verify 1 per request) or low (verify all gamma)")
         ->check(CLI::IsMember({"high", "low"}));
     cmd.add_option("--act-dtype", act_dtype, "residual storage dtype (default: the preset's)")
@@ -129,21 +180,17 @@ struct TrafficFlags {
   sim::Workload workload() const {
     sim::Workload r = w;
     r.high_load = load == "high";
-    r.confidence = confidence;
-    for (const std::string& img : images) {
-      int width = 0, height = 0;
-      char x = 0, extra = 0;
-      if (std::sscanf(img.c_str(), "%d%c%d%c", &width, &x, &height, &extra) != 3 || x != 'x')
-        throw_bad_input("--image: expected WxH (e.g. 1920x1080), got '{}'", img);
-      r.images.push_back({width, height});
-    }
+    r.confidence = parse_confidences(confidence_text);
+    for (const std::string& img : images) r.images.push_back(parse_image(img));
     return r;
   }
 };
 
 int cmd_traffic(const TrafficFlags& f, std::ostream& out) {
-  sim::Preset p =
-      f.preset_file.empty() ? sim::builtin_preset(f.preset) : sim::load_preset(f.preset_file);
+  if (f.preset_file_opt->count() > 0 && f.preset_file.empty())
+    throw_bad_input("--preset-file: an empty path");
+  sim::Preset p = f.preset_file_opt->count() > 0 ? sim::load_preset(f.preset_file)
+                                                 : sim::builtin_preset(f.preset);
   if (!f.act_dtype.empty()) p.act_bytes = f.act_dtype == "f32" ? 4 : 2;
   const sim::Report r = sim::simulate(p, f.workload());
   out << (f.json ? to_json(r).dump(2) + "\n" : to_table(r));
@@ -170,6 +217,24 @@ int cmd_info(std::ostream& out) {
   return 0;
 }
 
+// The leading words of argv name commands ("golden check"): an unknown one is named in the error
+// (CLI11 alone reports only that a subcommand is required).
+void check_command_words(CLI::App& app, int argc, const char* const* argv) {
+  CLI::App* cmd = &app;
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const auto subs = cmd->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return;  // a leaf command: the rest are its arguments
+    const auto it = std::find_if(subs.begin(), subs.end(),
+                                 [&](CLI::App* s) { return s->get_name() == argv[i]; });
+    if (it == subs.end()) {
+      std::string known;
+      for (const CLI::App* s : subs) known += (known.empty() ? "" : ", ") + s->get_name();
+      throw_bad_input("unknown command '{}' (known: {})", brief_text(argv[i]), known);
+    }
+    cmd = *it;
+  }
+}
+
 }  // namespace
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -184,20 +249,29 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   std::string model = "tiny", config;
   bool json = false;
   BackendFlags vflags;
-  verify->add_option("--model", model, "built-in model name");
-  verify->add_option("--config", config, "model config JSON file (instead of --model)");
+  auto* builtin = verify->add_option("--model", model, "built-in model name");
+  auto* config_opt =
+      verify->add_option("--config", config, "model config JSON file (instead of --model)")
+          ->excludes(builtin);
   verify->add_flag("--json", json, "print JSON instead of a table");
   std::vector<std::string> components;
   verify->add_option("--component", components, "only this component's rows (repeatable)")
       ->check(CLI::IsMember(kVerifyComponents));
   vflags.add_to(*verify);
-  verify->callback([&] { code = cmd_verify(model, config, json, components, vflags, out); });
+  verify->callback([&] {
+    if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");
+    code = cmd_verify(model, config, json, components, vflags, out);
+  });
 
   auto* golden = app.add_subcommand("golden", "golden cases: list, check, regen");
   golden->require_subcommand(1);
-  std::string dir = std::string(TANDEM_SOURCE_DIR) + "/golden/cases";
+  // Relative to the working directory (run from a checkout's root, the shipped cases), never a
+  // path fixed at build time: regen must not rewrite another tree's cases.
+  std::string dir = "golden/cases";
   auto add_dir = [&](CLI::App* cmd) {
-    cmd->add_option("--dir", dir, "directory of case manifests")->capture_default_str();
+    cmd->add_option("--dir", dir,
+                    "directory of case manifests (default: golden/cases under the working "
+                    "directory)");
   };
   auto* list = golden->add_subcommand("list", "list the cases");
   add_dir(list);
@@ -226,24 +300,34 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   info->callback([&] { code = cmd_info(out); });
 
   try {
+    check_command_words(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     out << app.help();
-    return 0;
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {
-      app.exit(e, out, err);
-      return 0;
+    if (e.get_exit_code() != 0) {
+      err << "tandem: " << e.what() << "\n"
+          << "run 'tandem --help' for usage\n";
+      return static_cast<int>(ExitCode::bad_input);
     }
-    err << "tandem: " << e.what() << "\n"
-        << "run 'tandem --help' for usage\n";
-    return static_cast<int>(ExitCode::bad_input);
+    app.exit(e, out, err);
   } catch (const BadInput& e) {
     err << "tandem: error: " << e.what() << "\n";
     return static_cast<int>(ExitCode::bad_input);
+  } catch (const std::filesystem::filesystem_error& e) {  // a path the user gave us
+    err << "tandem: error: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::bad_input);
+  } catch (const KernelFault& e) {
+    err << "tandem: verification failed: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::verification_failed);
   } catch (const std::exception& e) {
     err << "tandem: internal error: " << e.what() << "\n";
     return static_cast<int>(ExitCode::internal);
+  }
+  // A report nobody received is not a success (e.g. stdout on a full disk).
+  if (!out.flush()) {
+    err << "tandem: error: cannot write the output (standard output closed or device full)\n";
+    return static_cast<int>(ExitCode::bad_input);
   }
   return code;
 }

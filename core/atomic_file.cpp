@@ -1,42 +1,121 @@
 #include "core/atomic_file.hpp"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
 
 #include "core/error.hpp"
 
 namespace tandem {
+namespace {
+
+// "<marker><pid>.<8 hex>": unique per process and call.
+std::string temp_suffix() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{}.{:08x}", kTempMarker, ::getpid(), static_cast<uint32_t>(rng()));
+}
+
+// Closes a descriptor on every path out of a scope.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+bool write_all(int fd, std::span<const char> bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
 
 void write_file_atomic(const std::filesystem::path& path, std::span<const char> bytes) {
-  const auto tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_bad_input("{}: cannot create (directory missing or not writable)", tmp);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw_bad_input("{}: write failed", tmp);
-    }
+  const std::string tmp = path.string() + temp_suffix();
+  Fd out{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)};
+  if (out.fd < 0)
+    throw_bad_input("{}: cannot create a file beside it: {}", path.string(), std::strerror(errno));
+  if (!write_all(out.fd, bytes) || ::fsync(out.fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_bad_input("{}: write failed: {}", path.string(), std::strerror(err));
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw_bad_input("{}: cannot replace: {}", path.string(), ec.message());
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_bad_input("{}: cannot replace: {}", path.string(), std::strerror(err));
   }
 }
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_bad_input("{}: cannot open", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string read_file(const std::filesystem::path& path, uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+  Fd in{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (in.fd < 0) {
+    const int err = errno;
+    if (err == EISDIR) throw_bad_input("{}: is a directory, expected a file", path.string());
+    throw_bad_input("{}: cannot open: {}", path.string(), std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(in.fd, &st) != 0)
+    throw_bad_input("{}: cannot stat: {}", path.string(), std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw_bad_input("{}: is a directory, expected a file", path.string());
+  if (!S_ISREG(st.st_mode))
+    throw_bad_input("{}: not a regular file (a device, FIFO or socket)", path.string());
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    throw_bad_input("{}: {} bytes, over the limit of {} bytes for this kind of file", path.string(),
+                    st.st_size, max_bytes);
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(in.fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_bad_input("{}: read failed: {}", path.string(), std::strerror(errno));
+    if (n == 0) throw_bad_input("{}: file shrank while being read", path.string());
+    done += static_cast<size_t>(n);
+  }
+  return bytes;
+}
+
+int remove_stale_temporaries(const std::filesystem::path& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t at = name.find(kTempMarker);
+    if (at == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + at + kTempMarker.size(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;  // not ours to judge, or ours and in use
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // still running
+    std::error_code rm;
+    // remove_all never follows a symlink: a planted link is removed, not its target.
+    if (std::filesystem::remove_all(e.path(), rm) > 0 && !rm) ++removed;
+  }
+  return removed;
+}
+
+PrivateTempDir::PrivateTempDir(const std::filesystem::path& parent) {
+  path_ = parent / temp_suffix();  // ".tandem-tmp.<pid>.<hex>": hidden
+  if (::mkdir(path_.c_str(), 0700) != 0)
+    throw_bad_input("{}: cannot create a temporary directory in it: {}", parent.string(),
+                    std::strerror(errno));
+}
+
+PrivateTempDir::~PrivateTempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 std::string sha256_hex(std::string_view bytes) {

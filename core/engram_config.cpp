@@ -75,6 +75,15 @@ std::vector<EngramLayerTables> engram_tables(const EngramConfig& c) {
   return layers;
 }
 
+void check_engram_table_bytes(const EngramLayerTables& t, const EngramConfig& c) {
+  const double bytes = double(t.rows) * c.row_bytes();
+  if (bytes > kMaxWorkingBytes)
+    throw_bad_input(
+        "engram.table_base = {}: layer {}'s tables hold {} rows of {} bytes ({:.3g} GB), over the "
+        "{:.3g} GB a run may allocate (the release's full tables are not allocated here)",
+        c.table_base, t.layer_id, t.rows, c.row_bytes(), bytes / 1e9, kMaxWorkingBytes / 1e9);
+}
+
 EngramConfig parse_engram_config(const JsonFields& f) {
   f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
                     "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps",
@@ -83,11 +92,14 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   const auto& ids = f.array("layer_ids");
   if (ids.empty())
     throw_bad_input("{}: expected a non-empty array of layer ids", f.where("layer_ids"));
+  if (ids.size() > kMaxEngramLayers)
+    throw_bad_input("{}: {} layer ids, at most {}", f.where("layer_ids"), ids.size(),
+                    kMaxEngramLayers);
   c.layer_ids.clear();
   for (const auto& v : ids) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000)
       throw_bad_input("{}: layer ids are integers in [0, 100000], got {}", f.where("layer_ids"),
-                      v.dump());
+                      brief(v));
     c.layer_ids.push_back(v.get<int>());
   }
   c.max_order = static_cast<int>(f.integer("max_order", 2, 4));
@@ -116,12 +128,18 @@ EngramConfig parse_engram_config(const JsonFields& f) {
         if (!x.is_number_integer() || x.get<int64_t>() <= 0 || x.get<int64_t>() % 2 == 0 ||
             x.get<int64_t>() > bound)
           throw_bad_input("{}: multipliers are odd integers in [1, {}], got {}",
-                          f.where("multipliers"), bound, x.dump());
+                          f.where("multipliers"), bound, brief(x));
         v.push_back(x.get<int64_t>());
       }
       c.multipliers.push_back(v);
     }
   }
+  // The hidden states and gathered rows of every token; the work is the lookups' projection to
+  // d, per layer. (The tables themselves are checked where they are allocated:
+  // check_engram_table_bytes.)
+  const double T = c.tokens, width = double(c.lookups()) * c.head_dim;
+  f.within_budget("tokens x layer_ids x heads x d", 64 * T * (4.0 * c.d + width),
+                  4 * T * double(c.layer_ids.size()) * width * c.d);
   return c;
 }
 

@@ -1,29 +1,31 @@
 #pragma once
 // Engram's configuration and its derived tables (DESIGN 5.2): per layer, the hash multipliers
 // (numpy default_rng rule, or given), the primes of its (order, head) tables and their offsets.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/json_fields.hpp"
 
 namespace tandem {
 
+// The Engram layers one config may name (the release uses a few).
+inline constexpr size_t kMaxEngramLayers = 64;
+
 struct EngramConfig {
   std::vector<int> layer_ids{1, 14};
-  int max_order = 4;                   // n-gram orders 2..max_order
-  int heads = 8;                       // hash heads per order
-  int head_dim = 256;                  // values per row (e4m3), one ue8m0 scale per 32
-  int64_t table_base = 16000000;       // each order's prime search starts at table_base - 1
-  int64_t vocab = 129280;              // tokenizer ids
-  int64_t compressed_vocab = 99092;    // after the compression map
-  int64_t pad_id = 2;                  // read (compressed) before the sequence start
+  int max_order = 4;                 // n-gram orders 2..max_order
+  int heads = 8;                     // hash heads per order
+  int head_dim = 256;                // values per row (e4m3), one ue8m0 scale per 32
+  int64_t table_base = 16000000;     // each order's prime search starts at table_base - 1
+  int64_t vocab = 129280;            // tokenizer ids
+  int64_t compressed_vocab = 99092;  // after the compression map
+  int64_t pad_id = 2;                // read (compressed) before the sequence start
   uint64_t seed = 0;
   std::vector<std::vector<int64_t>> multipliers;  // optional: per layer, max_order odd values
-  int d = 64;                          // residual stream width (the gate)
+  int d = 64;                                     // residual stream width (the gate)
   double norm_eps = 1e-6;
-  int tokens = 16;                     // tokens per verification case
+  int tokens = 16;  // tokens per verification case
 
   int orders() const { return max_order - 1; }
   int lookups() const { return orders() * heads; }
@@ -44,6 +46,9 @@ struct EngramLayerTables {
 // Walks layers in order, then orders, then heads; each takes the next prime above the running
 // start that no earlier table (any layer) used; each order's search starts at table_base - 1.
 std::vector<EngramLayerTables> engram_tables(const EngramConfig& c);
+// Refuses (BadInput naming engram.table_base) a layer's tables larger than kMaxWorkingBytes,
+// before anything allocates them.
+void check_engram_table_bytes(const EngramLayerTables& t, const EngramConfig& c);
 // The official multiplier rule: default_rng(seed + 10007 * layer).integers(0, half, max_order),
 // half = max(1, (INT64_MAX // compressed_vocab) // 2); multiplier = 2r + 1.
 std::vector<int64_t> engram_multipliers(uint64_t seed, int layer_id, int64_t compressed_vocab,

@@ -2,19 +2,58 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/error.hpp"
 
 namespace tandem {
 
 nlohmann::json parse_json(std::string_view text, const std::string& source) {
+  using Event = nlohmann::json::parse_event_t;
+  // Per open object: the keys seen so far, and the object's dotted path.
+  struct Open {
+    std::set<std::string> keys;
+    std::string path, last_key;
+  };
+  std::vector<Open> open;
+  auto guard = [&](int depth, Event event, nlohmann::json& parsed) {
+    if (depth > kMaxJsonDepth)
+      throw_bad_input("{}: JSON nested deeper than {} levels", source, kMaxJsonDepth);
+    if (event == Event::object_start) {
+      std::string path = open.empty() ? "" : open.back().path;
+      if (!open.empty() && !open.back().last_key.empty())
+        path += (path.empty() ? "" : ".") + open.back().last_key;
+      open.push_back({{}, std::move(path), {}});
+    } else if (event == Event::object_end) {
+      open.pop_back();
+    } else if (event == Event::key) {
+      Open& o = open.back();
+      o.last_key = parsed.get<std::string>();
+      if (!o.keys.insert(o.last_key).second)
+        throw_bad_input("{}: field '{}{}{}' appears twice", source, o.path,
+                        o.path.empty() ? "" : ".", brief_text(o.last_key));
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, guard);
   } catch (const nlohmann::json::parse_error& e) {
     throw_bad_input("{}: invalid JSON at byte {}: {}", source, e.byte, e.what());
   } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
     throw_bad_input("{}: invalid JSON: {}", source, e.what());
   }
+}
+
+std::string brief_text(std::string_view s) {
+  constexpr size_t kShown = 60;
+  return s.size() <= kShown ? std::string(s)
+                            : fmt::format("{}... ({} characters)", s.substr(0, kShown), s.size());
+}
+
+std::string brief(const nlohmann::json& v) {
+  if (v.is_array() && v.size() > 16) return fmt::format("an array of {} values", v.size());
+  if (v.is_object() && v.size() > 16) return fmt::format("an object of {} fields", v.size());
+  return brief_text(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 JsonFields::JsonFields(const nlohmann::json& j, std::string source, std::string path)
@@ -38,7 +77,7 @@ int64_t JsonFields::integer(const char* key, int64_t lo, int64_t hi) const {
   const auto& v = at(key);
   if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi ||
       (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
-    throw_bad_input("{}: expected an integer in [{}, {}], got {}", where(key), lo, hi, v.dump());
+    throw_bad_input("{}: expected an integer in [{}, {}], got {}", where(key), lo, hi, brief(v));
   return v.get<int64_t>();
 }
 
@@ -49,7 +88,7 @@ int64_t JsonFields::integer_or(const char* key, int64_t fallback, int64_t lo, in
 uint64_t JsonFields::unsigned_integer(const char* key) const {
   const auto& v = at(key);
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-    throw_bad_input("{}: expected a non-negative integer, got {}", where(key), v.dump());
+    throw_bad_input("{}: expected a non-negative integer, got {}", where(key), brief(v));
   return v.get<uint64_t>();
 }
 
@@ -58,7 +97,7 @@ double JsonFields::number(const char* key, double lo, double hi) const {
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
       v.get<double>() > hi)
     throw_bad_input("{}: expected a finite number in [{}, {}], got {}", where(key), lo, hi,
-                    v.dump());
+                    brief(v));
   return v.get<double>();
 }
 
@@ -68,13 +107,13 @@ double JsonFields::number_or(const char* key, double fallback, double lo, double
 
 std::string JsonFields::string(const char* key) const {
   const auto& v = at(key);
-  if (!v.is_string()) throw_bad_input("{}: expected a string, got {}", where(key), v.dump());
+  if (!v.is_string()) throw_bad_input("{}: expected a string, got {}", where(key), brief(v));
   return v.get<std::string>();
 }
 
 bool JsonFields::boolean(const char* key) const {
   const auto& v = at(key);
-  if (!v.is_boolean()) throw_bad_input("{}: expected true or false, got {}", where(key), v.dump());
+  if (!v.is_boolean()) throw_bad_input("{}: expected true or false, got {}", where(key), brief(v));
   return v.get<bool>();
 }
 
@@ -92,10 +131,19 @@ const nlohmann::json& JsonFields::array(const char* key) const {
   return v;
 }
 
+void JsonFields::within_budget(std::string_view fields, double bytes, double work) const {
+  if (bytes > kMaxWorkingBytes)
+    throw_bad_input("{}: these sizes need ~{:.3g} GB of working memory; the limit is {:.3g} GB",
+                    where(fields), bytes / 1e9, kMaxWorkingBytes / 1e9);
+  if (work > kMaxWork)
+    throw_bad_input("{}: these sizes imply ~{:.3g} multiply-adds; the limit is {:.3g}",
+                    where(fields), work, kMaxWork);
+}
+
 void JsonFields::reject_unknown(std::initializer_list<std::string_view> known) const {
   for (const auto& [k, v] : j_.items())
     if (std::find(known.begin(), known.end(), k) == known.end())
-      throw_bad_input("{}: unknown field", where(k));
+      throw_bad_input("{}: unknown field", where(brief_text(k)));
 }
 
 }  // namespace tandem

@@ -10,8 +10,24 @@
 
 namespace tandem {
 
-// Parses JSON text; a syntax error is BadInput naming the source and byte offset.
+// Deepest nesting parse_json accepts (real configs and manifests nest 4 levels); deeper input
+// is refused while parsing, before anything recursive (printing, comparing) can touch it.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses JSON text. A syntax error, nesting deeper than kMaxJsonDepth and a key repeated in one
+// object are BadInput naming the source (and byte offset or field).
 nlohmann::json parse_json(std::string_view text, const std::string& source);
+// A value or text for an error message: at most ~60 characters, larger arrays and objects
+// summarised by their size (a message never prints a megabyte the user sent).
+std::string brief(const nlohmann::json& v);
+std::string brief_text(std::string_view s);
+
+// What one config section may imply (sizes that pass each field's range can still multiply into
+// terabytes or hours): the working memory of its verification rows, and their arithmetic in
+// multiply-adds. The release's shapes stay within both (README "Limits"); the exceptions are
+// stated there (the full Engram tables).
+inline constexpr double kMaxWorkingBytes = 4.0 * (1ull << 30);  // a 24 GiB machine, room to spare
+inline constexpr double kMaxWork = 2e10;  // minutes under the emulator, seconds on a GPU
 
 class JsonFields {
  public:
@@ -30,6 +46,9 @@ class JsonFields {
   bool has(const char* key) const { return j_.contains(key); }
   // Rejects keys not in `known` (a typo in a config must not be silently ignored).
   void reject_unknown(std::initializer_list<std::string_view> known) const;
+  // Refuses sizes whose product exceeds kMaxWorkingBytes or kMaxWork, naming `fields` (e.g.
+  // "tokens x sites x d") and the estimates.
+  void within_budget(std::string_view fields, double bytes, double work) const;
   // "source: field 'path.key'"
   std::string where(std::string_view key) const;
   const nlohmann::json& json() const { return j_; }

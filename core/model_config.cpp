@@ -38,6 +38,11 @@ ResidualConfig parse_residual_config(const JsonFields& f) {
   c.norm_eps = f.number("norm_eps", 0.0, 1e-2);
   c.sites = static_cast<int>(f.integer("sites", 1, 1024));
   c.tokens = static_cast<int>(f.integer("tokens", 1, 1 << 20));
+  // Per token and site: 4 streams of d in and out, ~24 x 4d mix coefficients, Sinkhorn on 4x4;
+  // double truth, three float baselines and the kernels' copy: ~8 copies of 8 bytes.
+  const double T = c.tokens, S = c.sites, d = c.d;
+  f.within_budget("tokens x sites x d", 64 * (T * 4 * d * (2 * S + 2) + S * 100 * d),
+                  8 * T * S * (100 * d + 16.0 * c.sinkhorn_iters));
   return c;
 }
 
@@ -65,6 +70,14 @@ VisionConfig parse_vision_config(const JsonFields& f) {
   c.experts = static_cast<int>(f.integer("experts", 1, 256));
   c.top_k = static_cast<int>(f.integer("top_k", 1, std::min(16, c.experts)));
   c.text_tokens = static_cast<int>(f.integer("text_tokens", 0, 1 << 20));
+  // The image's pixels (bytes, then resampled floats), the gate's logits over experts, the RoPE
+  // rows; a patch row is 588 values (14 x 14 x 3).
+  const double pixels = double(c.image_w) * c.image_h;
+  const double tokens = std::min(pixels / 196, 16384.0) + c.text_tokens;
+  f.within_budget(
+      "image_w x image_h, width, text_tokens x experts",
+      pixels * 3 * 13 + 64 * tokens * (c.width + c.experts + c.heads * c.head_dim),
+      8 * (pixels * 16 + tokens * (588.0 * c.width + c.experts + c.heads * c.head_dim)));
   return c;
 }
 
@@ -88,6 +101,16 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   c.markov_rank = static_cast<int>(f.integer("markov_rank", 1, 4096));
   c.requests = static_cast<int>(f.integer("requests", 1, 1 << 16));
   c.temperature = f.number("temperature", 1e-3, 1e3);
+  // Verification holds [R, 2K + 1, V] distributions (float, and the reference's copies); decode
+  // runs 24 passes of every request through backbone and drafter (vocab-wide heads, windows).
+  const double R = c.requests, K = c.gamma, V = c.vocab;
+  const double per_token = V * (c.backbone_width + c.width + 2.0 * c.markov_rank) +
+                           c.backbone_layers * 4.0 * c.backbone_width * c.backbone_width +
+                           c.blocks * (4.0 * c.width * c.width + double(c.window) * c.width);
+  f.within_budget(
+      "requests x gamma x vocab, widths, window",
+      32 * R * (2 * K + 1) * V + 8 * (per_token + R * c.window * 3.0 * c.backbone_width),
+      4 * 24 * R * (K + 1) * per_token);
   return c;
 }
 
@@ -143,6 +166,14 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     if (id >= m.shape.blocks)
       throw_bad_input("{}: layer {} but the model has {} blocks", f.where("engram.layer_ids"), id,
                       m.shape.blocks);
+  // One forward of the end-to-end prompt (its tokens and the image's, ~200) through every block:
+  // the projections, the MoE's chosen experts, causal attention, the unembedding.
+  const double T = m.shape.prompt_tokens + 256.0, d = m.residual.d;
+  const double per_token =
+      m.shape.blocks * (4 * d * d + m.vision.experts * d +
+                        2.0 * m.vision.top_k * m.shape.ffn_hidden * d + T * d) +
+      2.0 * m.engram.vocab * d;
+  f.within_budget("model.prompt_tokens x model.blocks x residual.d", 0, T * per_token);
   return m;
 }
 
@@ -157,7 +188,8 @@ nlohmann::json to_json(const ModelConfig& m) {
 }
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
-  return parse_model_config(parse_json(read_file(path), path.string()), path.string());
+  return parse_model_config(parse_json(read_file(path, kMaxJsonBytes), path.string()),
+                            path.string());
 }
 
 ModelConfig builtin_model(std::string_view name) {

@@ -110,12 +110,13 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
     if (name == "__metadata__") {
       if (!entry.is_object()) throw_bad_input("{}: '__metadata__' must be an object", source);
       for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) throw_bad_input("{}: '__metadata__.{}' must be a string", source, k);
+        if (!v.is_string())
+          throw_bad_input("{}: '__metadata__.{}' must be a string", source, brief_text(k));
         st.metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    const JsonFields f(entry, source, name);
+    const JsonFields f(entry, source, brief_text(name));
     f.reject_unknown({"dtype", "shape", "data_offsets"});
     StTensor t;
     const std::string dt = f.string("dtype");
@@ -129,22 +130,21 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
     for (const auto& s : shape) {
       if (!s.is_number_unsigned() || s.get<uint64_t>() > (1ull << 40))
         throw_bad_input("{}: dimensions must be integers in [0, 2^40], got {}", f.where("shape"),
-                        shape.dump());
+                        brief(shape));
       t.shape.push_back(s.get<int64_t>());
       if (__builtin_mul_overflow(elements, s.get<uint64_t>(), &elements))
         throw_bad_input("{}: element count overflows", f.where("shape"));
     }
     const auto& off = f.array("data_offsets");
-    if (off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned() || off[0].get<uint64_t>() > off[1].get<uint64_t>() ||
-        off[1].get<uint64_t>() > data.size())
+    if (off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned() ||
+        off[0].get<uint64_t>() > off[1].get<uint64_t>() || off[1].get<uint64_t>() > data.size())
       throw_bad_input("{}: expected [begin, end] with begin <= end <= {} (data size), got {}",
-                      f.where("data_offsets"), data.size(), off.dump());
+                      f.where("data_offsets"), data.size(), brief(off));
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     uint64_t need = 0;
     if (__builtin_mul_overflow(elements, di->size, &need) || need != e - b)
       throw_bad_input("{}: {} bytes, but shape {} of {} needs {}", f.where("data_offsets"), e - b,
-                      shape.dump(), dt, elements * di->size);
+                      brief(shape), dt, elements * di->size);
     t.bytes.assign(data.substr(b, e - b));
     spans.emplace_back(b, e);
     st.tensors.emplace(name, std::move(t));

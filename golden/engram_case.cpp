@@ -28,6 +28,7 @@ EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::Compre
   in.cfg = cfg;
   in.act = act;
   in.tables = engram_tables(cfg).at(layer_index);
+  check_engram_table_bytes(in.tables, cfg);
   in.compressed = reference::compress(ids, map);
   in.compressed_pad = map.map.at(cfg.pad_id);
   in.table = reference::synthetic_table(in.tables.rows, cfg.row_bytes(), seed);

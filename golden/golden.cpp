@@ -11,6 +11,7 @@
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
 #include "golden/attention_case.hpp"
+#include "golden/case_files.hpp"
 #include "golden/dspark_case.hpp"
 #include "golden/engram_case.hpp"
 #include "golden/model_case.hpp"
@@ -120,10 +121,7 @@ reference::CompressionMap engram_case_map() {
 // Engram inputs from a blob: the raw ids and map are stored, everything derived is recomputed.
 EngramInputs engram_inputs_from(const Safetensors& st, const EngramConfig& cfg, ActDType act,
                                 int layer_index, const std::string& src) {
-  const reference::CompressionMap map{st.get_as<int32_t>("map", src).data, cfg.compressed_vocab};
-  if (static_cast<int64_t>(map.map.size()) != cfg.vocab)
-    throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", src, map.map.size(),
-                    cfg.vocab);
+  const reference::CompressionMap map = reference::compression_map_from(st, cfg, src);
   EngramInputs in;
   in.cfg = cfg;
   in.act = act;
@@ -131,7 +129,11 @@ EngramInputs engram_inputs_from(const Safetensors& st, const EngramConfig& cfg, 
   if (layer_index < 0 || layer_index >= static_cast<int>(layers.size()))
     throw_bad_input("{}: layer_index {} outside engram.layer_ids", src, layer_index);
   in.tables = layers[layer_index];
-  in.compressed = reference::compress(st.get_as<int64_t>("ids", src).data, map);
+  const Tensor<int64_t> ids = st.get_as<int64_t>("ids", src);
+  if (ids.shape != Shape{cfg.tokens})
+    throw_bad_input("{}: tensor 'ids' has shape {}, config.engram.tokens is {}", src,
+                    fmt::join(ids.shape, "x"), cfg.tokens);
+  in.compressed = reference::compress(ids.data, map);
   in.history = reference::compress(st.get_as<int64_t>("history", src).data, map);
   in.compressed_pad = map.map.at(cfg.pad_id);
   in.table = st.get_as<uint8_t>("table", src).data;
@@ -393,8 +395,9 @@ struct LoadedCase {
 
 LoadedCase load_case(const std::filesystem::path& manifest_path) {
   const std::string src = manifest_path.string();
+  file_in(manifest_path.parent_path(), manifest_path.filename().string(), src);
   LoadedCase c;
-  c.manifest = parse_json(read_file(manifest_path), src);
+  c.manifest = parse_json(read_file(manifest_path, kMaxJsonBytes), src);
   const JsonFields f(c.manifest, src);
   f.reject_unknown({"format_version", "component", "name", "config", "seed", "generator_commit",
                     "blob", "blob_sha256", "outputs"});
@@ -413,16 +416,16 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   f.string("generator_commit");
   f.object("config");
   const std::string blob = f.string("blob");
-  if (blob.find('/') != std::string::npos || blob.empty())
-    throw_bad_input("{}: a file name beside the manifest, got '{}'", f.where("blob"), blob);
+  c.blob_source = file_in(manifest_path.parent_path(), blob, f.where("blob")).string();
   const JsonFields outputs = f.object("outputs");
+  if (c.manifest.at("outputs").empty())
+    throw_bad_input("{}: no outputs listed (the case would compare nothing)", f.where("outputs"));
   for (const auto& [name, v] : c.manifest.at("outputs").items()) {
     const std::string rule = outputs.object(name.c_str()).string("rule");
     if (rule != "tolerance" && rule != "exact" && rule != "reference")
       throw_bad_input("{}: unknown rule '{}'", outputs.where(name), rule);
     c.outputs.emplace_back(name, rule);
   }
-  c.blob_source = (manifest_path.parent_path() / blob).string();
   const std::string bytes = read_file(c.blob_source);
   const std::string sha = sha256_hex(bytes);
   if (sha != f.string("blob_sha256"))
@@ -499,6 +502,16 @@ CheckedTensor reference_check(const std::string& name, const std::vector<double>
                       1e-12 * dl.scale)};
 }
 
+// A stored tensor of the expected shape (BadInput naming the file and tensor otherwise).
+template <class T>
+Tensor<T> get_shaped(const LoadedCase& c, const std::string& name, const Shape& shape) {
+  Tensor<T> t = c.blob.get_as<T>(name, c.blob_source);
+  if (t.shape != shape)
+    throw_bad_input("{}: tensor '{}' has shape {}, expected {}", c.blob_source, name,
+                    fmt::join(t.shape, "x"), fmt::join(shape, "x"));
+  return t;
+}
+
 CaseReport check_residual(const LoadedCase& c, const RunOptions& opt) {
   const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
   config.reject_unknown({"residual", "path", "act"});
@@ -559,15 +572,19 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
   const VisionConfig v = parse_vision_config(config.object("vision"));
   const ActDType act = parse_act(config);
   const std::string& src = c.blob_source;
+  // Every stored input has the shape the config implies (a config contradicting its blob is
+  // bad input, not a different case).
+  const reference::VisionGeometry g = reference::vision_geometry(v.image_w, v.image_h);
+  const int64_t n = g.patches(), T = g.visual_tokens() + v.text_tokens, E = v.experts;
   VisionInputs in;
-  in.grid = c.blob.get_as<float>("grid", src);
-  in.rope.x = c.blob.get_as<float>("rope.x", src);
-  in.rope.row = c.blob.get_as<int32_t>("rope.row", src).data;
-  in.rope.col = c.blob.get_as<int32_t>("rope.col", src).data;
-  in.gate.logits = c.blob.get_as<float>("gate.logits", src);
-  in.gate.is_image = c.blob.get_as<uint8_t>("gate.is_image", src).data;
-  in.gate.bias_text = c.blob.get_as<float>("gate.bias_text", src).data;
-  in.gate.bias_vl = c.blob.get_as<float>("gate.bias_vl", src).data;
+  in.grid = get_shaped<float>(c, "grid", {g.grid_h, g.grid_w, v.width});
+  in.rope.x = get_shaped<float>(c, "rope.x", {n, v.heads, v.head_dim});
+  in.rope.row = get_shaped<int32_t>(c, "rope.row", {n}).data;
+  in.rope.col = get_shaped<int32_t>(c, "rope.col", {n}).data;
+  in.gate.logits = get_shaped<float>(c, "gate.logits", {T, E});
+  in.gate.is_image = get_shaped<uint8_t>(c, "gate.is_image", {T}).data;
+  in.gate.bias_text = get_shaped<float>(c, "gate.bias_text", {E}).data;
+  in.gate.bias_vl = get_shaped<float>(c, "gate.bias_vl", {E}).data;
   in.gate.top_k = v.top_k;
   const auto experts = reference::moe_gate<float>(in.gate).experts;
   CaseReport report{c.name, {}};
@@ -583,16 +600,6 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
                               t.name == "rope" || t.name == "gate_weights" ? "tolerance" : "exact",
                               t.result.pass, t.result.summary()});
   return report;
-}
-
-// A stored tensor of the expected shape (BadInput naming the file and tensor otherwise).
-template <class T>
-Tensor<T> get_shaped(const LoadedCase& c, const std::string& name, const Shape& shape) {
-  Tensor<T> t = c.blob.get_as<T>(name, c.blob_source);
-  if (t.shape != shape)
-    throw_bad_input("{}: tensor '{}' has shape {}, expected {}", c.blob_source, name,
-                    fmt::join(t.shape, "x"), fmt::join(shape, "x"));
-  return t;
 }
 
 CheckedTensor exact_output(const std::string& name, const std::string& who,
@@ -652,9 +659,10 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
   const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
   const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
   const Tensor<double> features = c.blob.get_as<double>("features", c.blob_source);
-  if (features.shape.size() != 2 || features.dim(1) != 3 * cfg.backbone_width)
-    throw_bad_input("{}: tensor 'features' must be [T, {}] (3 x backbone_width)", c.blob_source,
-                    3 * cfg.backbone_width);
+  if (features.shape.size() != 2 || features.dim(0) < 1 ||
+      features.dim(1) != 3 * cfg.backbone_width)
+    throw_bad_input("{}: tensor 'features' must be [T >= 1, {}] (3 x backbone_width), got {}",
+                    c.blob_source, 3 * cfg.backbone_width, fmt::join(features.shape, "x"));
   const int32_t last = get_shaped<int32_t>(c, "last", {1}).data[0];
   if (last < 0 || last >= cfg.vocab)
     throw_bad_input("{}: tensor 'last' holds token {}, outside [0, {})", c.blob_source, last,
@@ -800,13 +808,7 @@ bool CaseReport::pass() const {
 }
 
 std::vector<std::filesystem::path> list_cases(const std::filesystem::path& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw_bad_input("{}: not a directory", dir.string());
-  std::vector<std::filesystem::path> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".json") out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
+  return list_manifests(dir);
 }
 
 std::vector<std::string> generator_case_names() {
@@ -815,18 +817,31 @@ std::vector<std::string> generator_case_names() {
   return n;
 }
 
+CaseReport check_component(const LoadedCase& c, const RunOptions& opt) {
+  if (c.component == "residual") return check_residual(c, opt);
+  if (c.component == "dspark") return check_dspark(c, opt);
+  if (c.component == "attention") return check_attention(c, opt);
+  if (c.component == "moe") return check_moe(c, opt);
+  if (c.component == "model") return check_model(c, opt);
+  return c.component == "engram" ? check_engram(c, opt) : check_vision(c, opt);
+}
+
 CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& opt) {
   const LoadedCase c = load_case(manifest);
   try {
-    if (c.component == "residual") return check_residual(c, opt);
-    if (c.component == "dspark") return check_dspark(c, opt);
-    if (c.component == "attention") return check_attention(c, opt);
-    if (c.component == "moe") return check_moe(c, opt);
-    if (c.component == "model") return check_model(c, opt);
-    return c.component == "engram" ? check_engram(c, opt) : check_vision(c, opt);
+    CaseReport report = check_component(c, opt);
+    // The manifest's outputs are the ones compared: none missing, none invented.
+    for (const auto& [name, rule] : c.outputs)
+      if (std::none_of(report.tensors.begin(), report.tensors.end(),
+                       [&](const CheckedTensor& t) { return t.name == name; }))
+        throw_bad_input("{}: field 'outputs.{}': the {} case has no such output", manifest.string(),
+                        brief_text(name), c.component);
+    return report;
   } catch (const BadInput& e) {  // inputs the kernels refuse: say which case held them
     if (std::string_view(e.what()).find(c.blob_source) != std::string_view::npos) throw;
     throw_bad_input("{}: {}", c.blob_source, e.what());
+  } catch (const KernelFault& e) {  // the code under test failed: this case FAILs, others run
+    return {c.name, {{e.tensor(), "kernel output", false, e.what()}}};
   }
 }
 
@@ -836,14 +851,18 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
   for (const std::string& name : only)
     if (std::find(known.begin(), known.end(), name) == known.end())
       throw_bad_input("golden regen: no generator case '{}' (tandem golden list)", name);
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw_bad_input("{}: cannot create the directory: {}", dir.string(), ec.message());
+  remove_leftovers(dir);
   // The synthetic compression map shipped for tests (the real one comes from the tokenizer).
   Safetensors map_file;
   map_file.metadata = {{"what", "synthetic Engram compression map: vocab 4096 -> 3001, seed 11"}};
   map_file.put("map", Tensor<int32_t>({4096}, engram_case_map().map));
   const std::string map_bytes = serialize_safetensors(map_file);
-  if (!std::filesystem::exists(dir / kMapFile) || read_file(dir / kMapFile) != map_bytes)
-    write_file_atomic(dir / kMapFile, std::string_view(map_bytes));
+  const std::filesystem::path map_path = file_in(dir, kMapFile, dir.string());
+  if (!std::filesystem::exists(map_path) || read_file(map_path) != map_bytes)
+    write_file_atomic(map_path, std::string_view(map_bytes));
 
   std::vector<RegenReport> reports;
   for (const CaseSpec& spec : specs()) {
@@ -851,8 +870,8 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
     RegenReport r{spec.name, {}, false, false};
     BuiltCase built = spec.build(spec.seed);
     built.blob.metadata = {{"component", spec.component}, {"case", spec.name}};
-    const auto manifest_path = dir / (spec.name + ".json");
-    const bool exists = std::filesystem::exists(manifest_path);
+    const auto manifest_path = file_in(dir, spec.name + ".json", dir.string());
+    const bool exists = std::filesystem::exists(std::filesystem::symlink_status(manifest_path));
     if (exists)
       r.changed = !same_as_on_disk(manifest_path, built, r.deltas);
     else
@@ -862,21 +881,16 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
       reports.push_back(std::move(r));
       continue;
     }
-    const std::string blob_name = spec.name + ".safetensors";
-    const std::string bytes = serialize_safetensors(built.blob);
     nlohmann::json outputs = nlohmann::json::object();
     for (const auto& [n, rule] : built.outputs) outputs[n] = {{"rule", rule}};
-    const nlohmann::json manifest = {{"format_version", kFormatVersion},
-                                     {"component", spec.component},
-                                     {"name", spec.name},
-                                     {"config", built.config},
-                                     {"seed", spec.seed},
-                                     {"generator_commit", kGitCommit},
-                                     {"blob", blob_name},
-                                     {"blob_sha256", sha256_hex(bytes)},
-                                     {"outputs", outputs}};
-    write_file_atomic(dir / blob_name, std::string_view(bytes));
-    write_file_atomic(manifest_path, std::string_view(manifest.dump(2) + "\n"));
+    replace_case(dir, spec.name, serialize_safetensors(built.blob),
+                 {{"format_version", kFormatVersion},
+                  {"component", spec.component},
+                  {"name", spec.name},
+                  {"config", built.config},
+                  {"seed", spec.seed},
+                  {"generator_commit", kGitCommit},
+                  {"outputs", outputs}});
     r.written = true;
     reports.push_back(std::move(r));
   }

@@ -59,16 +59,11 @@ const char* residual_path_name(ResidualPath p) {
 const char* act_dtype_name(ActDType a) { return a == ActDType::f32 ? "f32" : "bf16"; }
 size_t act_bytes(ActDType a) { return a == ActDType::f32 ? 4 : 2; }
 
-namespace {
-
-// --block-threads: a multiple of 32 (whole warps) up to `max`; `why` says what bounds it.
 void validate_block_threads(const RunOptions& opt, int max, std::string_view why) {
   if (opt.block_threads < 32 || opt.block_threads > max || opt.block_threads % 32)
     throw_bad_input("--block-threads: a multiple of 32 in [32, {}] ({}), got {}", max, why,
                     opt.block_threads);
 }
-
-}  // namespace
 
 namespace {
 

@@ -2,6 +2,7 @@
 // Which backend runs the optimized model: real CUDA on a GPU, or the kernel source under the
 // emulator (DESIGN section 3).
 #include <string>
+#include <string_view>
 
 #include "optimized/emu/schedule.hpp"
 
@@ -18,11 +19,12 @@ struct BackendStatus {
 BackendStatus cuda_status();
 // cuda when available, else emu.
 Backend best_backend();
-
 struct RunOptions {
   Backend backend = Backend::emu;
   emu::Schedule schedule;   // emu only
   int block_threads = 128;  // threads per block, a multiple of 32
 };
+// --block-threads: a multiple of 32 (whole warps) up to `max`; `why` says what bounds it.
+void validate_block_threads(const RunOptions& opt, int max, std::string_view why);
 
 }  // namespace tandem

@@ -18,8 +18,7 @@ namespace {
 Tensor<float> columns(const Tensor<float>& t, int64_t begin, int64_t n) {
   const int64_t T = t.dim(0), w = t.dim(1);
   Tensor<float> out({T, n});
-  for (int64_t i = 0; i < T; ++i)
-    std::copy_n(t.ptr() + i * w + begin, n, out.ptr() + i * n);
+  for (int64_t i = 0; i < T; ++i) std::copy_n(t.ptr() + i * w + begin, n, out.ptr() + i * n);
   return out;
 }
 
@@ -29,7 +28,21 @@ class ModelRunner {
       : m_(m), w_(w), opt_(opt), d_(m.residual.d) {}
 
   ModelRun run(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
-    embed(ids, visual);
+    embed(ids, visual);  // the prompt's validation: bad input
+    // From here every launch's input is an earlier launch's output (the weights and options
+    // were checked by run_model): a launch refusing one is a fault of the kernels.
+    try {
+      return forward();
+    } catch (const BadInput& e) {
+      const std::string last = out_.taps.empty() ? "embed" : out_.taps.back().name;
+      throw KernelFault(last, fmt::format("optimized model: a kernel output after tap '{}' was "
+                                          "refused by the next launch: {}",
+                                          last, e.what()));
+    }
+  }
+
+ private:
+  ModelRun forward() {
     for (int b = 0; b < m_.shape.blocks; ++b) {
       const std::string blk = "block" + std::to_string(b);
       for (const auto& e : w_.engram)
@@ -47,11 +60,8 @@ class ModelRunner {
     return std::move(out_);
   }
 
- private:
   void tap(std::string name, const Tensor<float>& v) { out_.taps.push_back({std::move(name), v}); }
-  void log(const LaunchLog& l) {
-    out_.launches.insert(out_.launches.end(), l.begin(), l.end());
-  }
+  void log(const LaunchLog& l) { out_.launches.insert(out_.launches.end(), l.begin(), l.end()); }
 
   void embed(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
     const int64_t T = int64_t(ids.size()), V = w_.embed.dim(0);
@@ -69,9 +79,9 @@ class ModelRunner {
     for (int64_t t = 0; t < T; ++t) {
       const int32_t id = ids[size_t(t)];
       if (id >= V || (id < 0 && (id > kStart || id < kEnd)))
-        throw_bad_input("model prompt: token {} is {}, outside [0, {}) and not an image marker",
-                        t, id, V);
-      const float* row = id >= 0       ? w_.embed.ptr() + id * d_
+        throw_bad_input("model prompt: token {} is {}, outside [0, {}) and not an image marker", t,
+                        id, V);
+      const float* row = id >= 0        ? w_.embed.ptr() + id * d_
                          : id == kImage ? visual.ptr() + image++ * d_
                                         : w_.special.ptr() + (kStart - id) * d_;
       std::copy_n(row, d_, e.ptr() + t * d_);
@@ -152,10 +162,10 @@ class ModelRunner {
   int64_t d_;
   std::vector<uint8_t> is_image_;
   std::vector<int64_t> compressed_;
-  Tensor<float> x_;     // [T, 4, d] the streams
-  Tensor<float> y_;     // [T, d] the open site's sublayer input
-  Tensor<float> f_;     // [T, d] its output, until the site is closed
-  Tensor<float> coef_;  // [T, 24] its coefficients (empty before the first site)
+  Tensor<float> x_;      // [T, 4, d] the streams
+  Tensor<float> y_;      // [T, d] the open site's sublayer input
+  Tensor<float> f_;      // [T, d] its output, until the site is closed
+  Tensor<float> coef_;   // [T, 24] its coefficients (empty before the first site)
   std::string pending_;  // the open site's name
   ModelRun out_;
 };
@@ -199,6 +209,7 @@ ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const std::vecto
       w.engram.size() != m.engram.layer_ids.size())
     throw_bad_input("model weights: not those of model '{}' ({} blocks, d = {})", m.name,
                     m.shape.blocks, d);
+  validate_block_threads(opt, 256, "the residual kernels use ~200 registers per thread");
   return ModelRunner(m, w, opt).run(ids, visual);
 }
 

@@ -11,8 +11,11 @@
 
 #include "app/commands.hpp"
 #include "core/atomic_file.hpp"
+#include "core/model_config.hpp"
 #include "core/safetensors.hpp"
 #include "optimized/backend.hpp"
+#include "sim/traffic.hpp"
+#include "test_dir.hpp"
 
 namespace tandem {
 namespace {
@@ -31,11 +34,13 @@ CliRun tandem(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
-std::string temp_file(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / name;
+std::string temp_file(const TestDir& dir, const std::string& name, const std::string& text) {
+  const auto p = dir / name;
   write_file_atomic(p, std::string_view(text));
   return p.string();
 }
+
+const std::string kShipped = std::string(TANDEM_SOURCE_DIR) + "/golden/cases";
 
 TEST(App, InfoNamesTheBackends) {
   const CliRun r = tandem({"info"});
@@ -77,8 +82,9 @@ TEST(App, VerifyTableHasVerdicts) {
 }
 
 TEST(App, BadInputExitsTwoNamingTheProblem) {
+  const TestDir tmp;
   const auto bad_field = temp_file(
-      "tandem_bad_cfg.json",
+      tmp, "tandem_bad_cfg.json",
       R"({"name":"x","seed":1,"residual":{"hc_mult":4,"d":10,"sinkhorn_iters":20,"hc_eps":1e-6,"norm_eps":1e-6,"sites":2,"tokens":2},"engram":{},"vision":{}})");
   struct Case {
     std::vector<std::string> args;
@@ -86,14 +92,14 @@ TEST(App, BadInputExitsTwoNamingTheProblem) {
   } cases[] = {
       {{"verify", "--config", bad_field}, "residual.d"},
       {{"verify", "--config", "/nonexistent.json"}, "/nonexistent.json"},
-      {{"verify", "--config", temp_file("tandem_broken.json", "{")}, "invalid JSON"},
+      {{"verify", "--config", temp_file(tmp, "tandem_broken.json", "{")}, "invalid JSON"},
       {{"verify", "--model", "huge"}, "huge"},
       {{"verify", "--schedule", "sideways"}, "--schedule"},
       {{"verify", "--block-threads", "48"}, "--block-threads"},
       {{"verify", "--frobnicate"}, "frobnicate"},
       {{"verify", "--backend", "tpu"}, "--backend"},
       {{"golden", "check", "--dir", "/nonexistent"}, "/nonexistent"},
-      {{"golden", "check", "no_such_case"}, "no golden cases matched"},
+      {{"golden", "check", "--dir", kShipped, "no_such_case"}, "no_such_case"},
       {{"traffic", "--preset", "v9"}, "v9"},
       {{"traffic", "--image", "12y4"}, "--image"},
       {{"traffic", "--acceptance", "1.5"}, "--acceptance"},
@@ -124,18 +130,19 @@ std::vector<std::string> listing(const fs::path& dir) {
 }
 
 // A copy of one shipped golden case in its own directory, to break in one way.
+// The blob is always written under its shipped name inside `dir`; an edit may make the manifest
+// name another (hostile) path, which only the product then reads.
 struct GoldenCopy {
   fs::path dir;
   nlohmann::json manifest;
-  std::string blob;  // the safetensors bytes
+  std::string blob;       // the safetensors bytes
+  std::string blob_name;  // the file they are written to, inside `dir`
 
-  explicit GoldenCopy(const std::string& name, const std::string& tag)
-      : dir(fs::temp_directory_path() / ("tandem_bad_golden_" + tag)) {
-    const fs::path cases = fs::path(TANDEM_SOURCE_DIR) / "golden/cases";
-    fs::remove_all(dir);
+  GoldenCopy(const TestDir& tmp, const std::string& name, const std::string& tag) : dir(tmp / tag) {
     fs::create_directories(dir);
-    manifest = nlohmann::json::parse(read_file(cases / (name + ".json")));
-    blob = read_file(cases / (name + ".safetensors"));
+    manifest = nlohmann::json::parse(read_file(fs::path(kShipped) / (name + ".json")));
+    blob_name = manifest["blob"].get<std::string>();
+    blob = read_file(fs::path(kShipped) / blob_name);
   }
   // Edits one tensor of the blob (parsed and reserialised).
   template <class T, class Edit>
@@ -147,11 +154,15 @@ struct GoldenCopy {
     blob = serialize_safetensors(st);
   }
   // Writes both files (the manifest's SHA-256 follows the blob unless `keep_sha`).
+  // Manifest text to write instead of `manifest` (what nlohmann would refuse to build or print).
+  std::function<std::string(const std::string& dumped)> raw;
+
   std::string write(bool keep_sha = false) {
     if (!keep_sha) manifest["blob_sha256"] = sha256_hex(blob);
-    write_file_atomic(dir / manifest["blob"].get<std::string>(), std::string_view(blob));
+    write_file_atomic(dir / blob_name, std::string_view(blob));
+    const std::string text = manifest.dump(2);
     write_file_atomic(dir / (manifest["name"].get<std::string>() + ".json"),
-                      std::string_view(manifest.dump(2)));
+                      std::string_view(raw ? raw(text) : text));
     return dir.string();
   }
 };
@@ -224,9 +235,68 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
        "residual_v4_bf16_d8",
        [](GoldenCopy& g) { g.manifest["config"]["residual"]["d"] = 1 << 20; },
        {"config.residual.d"}},
+      {"huge_product",
+       "residual_v4_bf16_d8",
+       [](GoldenCopy& g) {
+         g.manifest["config"]["residual"]["tokens"] = 1 << 20;
+         g.manifest["config"]["residual"]["sites"] = 1024;
+       },
+       {"config.residual.tokens x sites x d", "working memory"}},
+      {"blob_dotdot",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["blob"] = ".."; },
+       {"field 'blob'", "'..'"}},
+      {"blob_absolute",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["blob"] = "/etc/passwd"; },
+       {"field 'blob'", "/etc/passwd"}},
+      {"no_outputs",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["outputs"] = nlohmann::json::object(); },
+       {"field 'outputs'", "compare nothing"}},
+      {"invented_output",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) {
+         g.manifest["outputs"]["warp_factor"] = {{"rule", "exact"}};
+       },
+       {"outputs.warp_factor", "no such output"}},
+      {"config_contradicts_blob",
+       "vision_100x40_f32",
+       [](GoldenCopy& g) { g.manifest["config"]["vision"]["image_w"] = 200; },
+       {"vision_100x40_f32.safetensors", "'grid'"}},
+      {"engram_tokens_contradict_blob",
+       "engram_layer1_f32",
+       [](GoldenCopy& g) { g.manifest["config"]["engram"]["tokens"] = 7; },
+       {"engram_layer1_f32.safetensors", "'ids'", "7"}},
+      {"map_value",
+       "engram_layer1_f32",
+       [](GoldenCopy& g) { g.edit_tensor<int32_t>("map", [](auto& t) { t.data[5] = 3001; }); },
+       {"engram_layer1_f32.safetensors", "map[5] = 3001"}},
+      {"features_empty",
+       "dspark_drafter",
+       [](GoldenCopy& g) {
+         g.edit_tensor<double>("features", [](auto& t) { t = Tensor<double>({0, t.dim(1)}); });
+       },
+       {"dspark_drafter.safetensors", "'features'", "0x"}},
+      {"nested_seed",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) {
+         g.raw = [](const std::string& text) {
+           return "{\"seed\": " + std::string(100000, '[') + std::string(100000, ']') + "," +
+                  text.substr(1);
+         };
+       },
+       {"dspark_verify_greedy.json", "nested deeper than"}},
+      {"duplicate_key",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) {
+         g.raw = [](const std::string& text) { return "{\"seed\": 1," + text.substr(1); };
+       },
+       {"dspark_verify_greedy.json", "'seed' appears twice"}},
   };
+  const TestDir tmp;
   for (Case& c : cases) {
-    GoldenCopy g(c.component, c.tag);
+    GoldenCopy g(tmp, c.component, c.tag);
     c.edit(g);
     const std::string dir = g.write(std::string(c.tag) == "sha");
     const auto before = listing(dir);
@@ -241,8 +311,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
     const CliRun regen = tandem({"golden", "regen", "--dir", dir, c.component});
     EXPECT_EQ(regen.code, 1) << c.tag << "\n" << regen.out;
     EXPECT_EQ(read_file(fs::path(dir) / (std::string(c.component) + ".json")), manifest_text);
-    for (const auto& name : listing(dir)) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
-    fs::remove_all(dir);
+    for (const auto& name : listing(dir)) EXPECT_EQ(name.find("tmp"), std::string::npos) << name;
   }
 }
 
@@ -256,16 +325,16 @@ TEST(App, BadConfigsAndFlagsExitTwoNamingTheField) {
       {R"({"name":"x","seed":1,"residual":{"d":1e999}})", {"tandem_cfg.json", "1e999"}},
       {"\xff\xfe", {"tandem_cfg.json"}},
   };
+  const TestDir tmp;
   for (const Case& c : cases) {
-    const std::string path = temp_file("tandem_cfg.json", c.config);
+    const std::string path = temp_file(tmp, "tandem_cfg.json", c.config);
     const CliRun r = tandem({"verify", "--config", path});
     EXPECT_EQ(r.code, 2) << c.config << "\n" << r.err;
     for (const char* part : c.message)
       EXPECT_NE(r.err.find(part), std::string::npos) << c.config << ": " << r.err;
   }
   // traffic: flags out of range, and --out never leaves a partial report behind
-  const fs::path out = fs::temp_directory_path() / "tandem_bad_traffic_out";
-  fs::remove_all(out);
+  const fs::path out = tmp / "tandem_bad_traffic_out";
   const std::pair<std::vector<std::string>, const char*> flags[] = {
       {{"traffic", "--batch", "0", "--out", out.string()}, "--batch"},
       {{"traffic", "--context", "-5", "--out", out.string()}, "--context"},
@@ -278,7 +347,7 @@ TEST(App, BadConfigsAndFlagsExitTwoNamingTheField) {
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
     EXPECT_TRUE(listing(out).empty()) << message;
   }
-  const std::string file = temp_file("tandem_not_a_dir", "x");
+  const std::string file = temp_file(tmp, "tandem_not_a_dir", "x");
   const CliRun r = tandem({"traffic", "--out", file});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("tandem_not_a_dir"), std::string::npos) << r.err;
@@ -292,10 +361,11 @@ TEST(App, CudaBackendWithoutDeviceIsBadInput) {
 }
 
 TEST(App, GoldenListAndCheck) {
-  const CliRun list = tandem({"golden", "list"});
+  const CliRun list = tandem({"golden", "list", "--dir", kShipped});
   EXPECT_EQ(list.code, 0);
   EXPECT_NE(list.out.find("residual_v41_bf16"), std::string::npos) << list.out;
-  const CliRun check = tandem({"golden", "check", "--backend", "emu", "residual_v4_f32"});
+  const CliRun check =
+      tandem({"golden", "check", "--backend", "emu", "--dir", kShipped, "residual_v4_f32"});
   EXPECT_EQ(check.code, 0) << check.out << check.err;
   EXPECT_NE(check.out.find("PASS"), std::string::npos);
 }
@@ -318,6 +388,151 @@ TEST(App, HelpForEveryCommand) {
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;
   }
+}
+
+// ---------------------------------------------------------------- hostile flags and files
+// Each exits 2 with a message naming the flag, file or field and the value as typed, and leaves
+// the working directory as it was.
+
+// A config with every section of the built-in model, edited.
+// A valid preset file's text (the shipped tiny preset).
+std::string load_preset_json_text() {
+  return read_file(fs::path(TANDEM_SOURCE_DIR) / "sim" / "presets" / "v4.1-flash-gh200.json");
+}
+
+std::string tiny_config_with(const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = to_json(builtin_model("tiny"));
+  edit(j);
+  return j.dump();
+}
+
+TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
+  const TestDir tmp;
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string tiny = tiny_config_with([](auto&) {});
+  fs::create_directories(tmp / "a_directory");
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> message;
+  } cases[] = {
+      {{"verify", "--schedule", "shuffled:-1"}, {"--schedule", "shuffled:-1"}},
+      {{"verify", "--schedule", "shuffled:"}, {"--schedule", "shuffled:"}},
+      {{"verify", "--schedule", "shuffled: 5"}, {"--schedule", "shuffled: 5"}},
+      {{"traffic", "--image", "4294967297x1"}, {"--image", "4294967297x1"}},
+      {{"traffic", "--image", "99999999999x1"}, {"--image", "99999999999x1"}},
+      {{"traffic", "--image", "-5x3"}, {"--image", "-5x3"}},
+      {{"traffic", "--image", "5x"}, {"--image", "5x"}},
+      {{"traffic", "--confidence", ""}, {"--confidence", "''"}},
+      {{"traffic", "--confidence", "0.5,,0.2"}, {"--confidence", "0.5,,0.2"}},
+      {{"traffic", "--confidence", "0.5,x"}, {"--confidence", "'x'"}},
+      {{"traffic", "--preset", "tiny", "--preset-file", "p.json"}, {"--preset", "--preset-file"}},
+      {{"traffic", "--preset-file", ""}, {"--preset-file", "empty"}},
+      {{"traffic", "--preset-file", "/dev/zero"}, {"/dev/zero", "not a regular file"}},
+      {{"traffic", "--preset-file", (tmp / "a_directory").string()},
+       {"a_directory", "is a directory"}},
+      {{"traffic", "--preset-file",
+        temp_file(tmp, "deep_gamma.json", R"({"name":"p","gamma":)" + deep + "}")},
+       {"deep_gamma.json", "nested deeper than"}},
+      {{"verify", "--model", "tiny", "--config", "c.json"}, {"--model", "--config"}},
+      {{"verify", "--config", ""}, {"--config", "empty"}},
+      {{"verify", "--config", "/dev/zero"}, {"/dev/zero", "not a regular file"}},
+      {{"verify", "--config", (tmp / "a_directory").string()}, {"a_directory", "is a directory"}},
+      {{"verify", "--config",
+        temp_file(tmp, "deep_tokens.json", tiny_config_with([](auto& j) {
+                                             j["residual"]["tokens"] = 0;
+                                           }).replace(0, 1, "{\"name\":" + deep + ","))},
+       {"deep_tokens.json", "nested deeper than"}},
+      {{"verify", "--config", temp_file(tmp, "dup.json", "{\"seed\":1," + tiny.substr(1))},
+       {"dup.json", "'seed' appears twice"}},
+      {{"verify", "--config",
+        temp_file(tmp, "dup_nested.json",
+                  tiny_config_with([](auto&) {}).replace(tiny.find("\"d\":"), 0, "\"d\":8,"))},
+       {"dup_nested.json", "'engram.d' appears twice"}},
+      {{"bogus"}, {"unknown command", "bogus"}},
+      {{"golden", "chek"}, {"unknown command", "chek"}},
+      {{"golden", "check", "--dir", kShipped, "residual_v4_f32", "residul_v4_f32"},
+       {"residul_v4_f32"}},
+  };
+  for (const auto& c : cases) {
+    const auto before = listing(tmp.path());
+    const CliRun r = tandem(c.args);
+    EXPECT_EQ(r.code, 2) << c.args[0] << " " << c.message[0] << "\n" << r.out << r.err;
+    for (const auto& part : c.message)
+      EXPECT_NE(r.err.find(part), std::string::npos) << part << " in: " << r.err;
+    EXPECT_LT(r.err.size(), 2000u) << "the message repeats what it was sent";
+    EXPECT_EQ(listing(tmp.path()), before);
+  }
+}
+
+// Sizes that pass each field's range but multiply into terabytes or hours are refused before
+// anything is allocated, naming the fields.
+TEST(App, ConfigsClaimingTerabytesOrHoursAreRefused) {
+  const TestDir tmp;
+  using Edit = std::function<void(nlohmann::json&)>;
+  const std::pair<Edit, std::vector<std::string>> cases[] = {
+      {[](auto& j) {
+         j["residual"]["d"] = 12288, j["residual"]["sites"] = 1024,
+         j["residual"]["tokens"] = 1 << 20;
+       },
+       {"residual.tokens x sites x d"}},
+      {[](auto& j) { j["vision"]["image_w"] = 1 << 20, j["vision"]["image_h"] = 1 << 20; },
+       {"vision.image_w x image_h"}},
+      {[](auto& j) { j["dspark"]["vocab"] = 1 << 20, j["dspark"]["requests"] = 1 << 16; },
+       {"dspark.requests x gamma x vocab"}},
+      {[](auto& j) { j["engram"]["tokens"] = 1 << 20; }, {"engram.tokens x layer_ids"}},
+      {[](auto& j) { j["engram"]["table_base"] = int64_t{1} << 40; }, {"engram.table_base"}},
+      {[](auto& j) { j["engram"]["layer_ids"] = std::vector<int>(1000, 1); },
+       {"engram.layer_ids", "1000 layer ids"}},
+      {[](auto& j) { j["model"]["prompt_tokens"] = 65536; }, {"model.prompt_tokens"}},
+  };
+  for (const auto& [edit, message] : cases) {
+    const std::string path = temp_file(tmp, "big.json", tiny_config_with(edit));
+    const CliRun r = tandem({"verify", "--config", path, "--component", "engram"});
+    EXPECT_EQ(r.code, 2) << message[0] << "\n" << r.err;
+    for (const auto& part : message)
+      EXPECT_NE(r.err.find(part), std::string::npos) << part << " in: " << r.err;
+  }
+}
+
+// Output paths and preset names reach gnuplot as data, never as commands: quotes, backquotes,
+// $(), newlines and non-ASCII in --out and in a preset's name simply work.
+TEST(App, TrafficOutputPathsAndPresetNamesRunNothing) {
+  const TestDir tmp;
+  // A command that ran would leave a file PWNED*: the preset name touches absolute paths in tmp;
+  // an output name cannot hold a '/', so its touches are relative (to the working directory of
+  // whatever ran them: this process's, or gnuplot's, which is inside the output directory).
+  const std::string marker = (tmp / "PWNED").string();
+  nlohmann::json preset = nlohmann::json::parse(load_preset_json_text());
+  preset["name"] = "`touch " + marker + "1` $(touch " + marker + "2) 'q' \"dq\" \\ @x";
+  const std::string preset_file = temp_file(tmp, "hostile.json", preset.dump());
+  for (const std::string out :
+       {"DIR'; touch PWNED3; '", "bob's results", "caf\xc3\xa9\n$(touch PWNED4)`touch PWNED5`"}) {
+    const fs::path dir = tmp / out;
+    const CliRun r = tandem({"traffic", "--preset-file", preset_file, "--out", dir.string()});
+    ASSERT_EQ(r.code, 0) << out << "\n" << r.err;
+    for (const char* f : sim::kReportFiles) EXPECT_TRUE(fs::exists(dir / f)) << out << " " << f;
+    const CliRun j =
+        tandem({"traffic", "--preset-file", preset_file, "--out", dir.string(), "--json"});
+    ASSERT_EQ(j.code, 0) << j.err;
+    EXPECT_EQ(nlohmann::json::parse(j.out)["preset"], preset["name"]);  // stdout: JSON only
+  }
+  // Relative touches would land in the process's or gnuplot's working directory.
+  for (const fs::path& where : {tmp.path(), fs::current_path()})
+    for (const auto& e : fs::recursive_directory_iterator(where))
+      EXPECT_FALSE(e.path().filename().string().starts_with("PWNED")) << "ran: " << e.path();
+}
+
+// A report nobody received is a failure (stdout on a full disk, a closed pipe).
+TEST(App, UnwritableOutputIsAnError) {
+  struct Full : std::streambuf {
+    int overflow(int) override { return traits_type::eof(); }
+    std::streamsize xsputn(const char*, std::streamsize) override { return 0; }
+  } full;
+  std::ostream out(&full);
+  std::ostringstream err;
+  const char* argv[] = {"tandem", "traffic", "--json"};
+  EXPECT_EQ(app::run(3, argv, out, err), 2);
+  EXPECT_NE(err.str().find("cannot write the output"), std::string::npos) << err.str();
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // golden/: the shipped cases pass; regen is atomic, reports deltas and refuses changed
 // expectations without --accept; corrupt files are BadInput naming the file and field.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -11,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
 #include "golden/golden.hpp"
+#include "test_dir.hpp"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -20,16 +24,23 @@ const fs::path kShipped = fs::path(TANDEM_SOURCE_DIR) / "golden" / "cases";
 
 class GoldenDir : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tandem_golden_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  TestDir tmp_;
+  const fs::path dir_ = tmp_.path();
 };
+
+// The blob a case's manifest names.
+fs::path blob_of(const fs::path& manifest) {
+  return manifest.parent_path() /
+         nlohmann::json::parse(read_file(manifest))["blob"].get<std::string>();
+}
+
+// The entries of `dir` (names, sorted).
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 void expect_bad_input(const fs::path& manifest, std::initializer_list<const char*> parts) {
   try {
@@ -54,14 +65,13 @@ TEST(Golden, ShippedCasesPassOnTheEmulator) {
 
 TEST(Golden, ShippedCasesAreWhatTheGeneratorWrites) {
   // Regenerating into a copy changes nothing (the checked-in files are current).
-  const fs::path copy = fs::temp_directory_path() / "tandem_golden_copy";
-  fs::remove_all(copy);
+  const TestDir tmp;
+  const fs::path copy = tmp / "cases";
   fs::copy(kShipped, copy);
   for (const auto& r : golden::regen_cases(copy, false)) {
     EXPECT_FALSE(r.changed) << r.name;
     EXPECT_FALSE(r.written) << r.name;
   }
-  fs::remove_all(copy);
 }
 
 TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
@@ -69,7 +79,7 @@ TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
   const auto names = golden::generator_case_names();
   // Corrupt one expectation by editing the blob and fixing up the manifest's SHA-256.
   const fs::path manifest = dir_ / (names[0] + ".json");
-  const fs::path blob = dir_ / (names[0] + ".safetensors");
+  const fs::path blob = blob_of(manifest);
   Safetensors st = read_safetensors(blob);
   auto y = st.get_as<double>("expected.y_out", blob.string());
   y.data[0] += 1.0;
@@ -93,15 +103,20 @@ TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
   const auto accepted = golden::regen_cases(dir_, true);
   EXPECT_TRUE(accepted[0].written);
   EXPECT_TRUE(golden::check_case(manifest, {}).pass());
-  for (const auto& e : fs::directory_iterator(dir_))
-    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+  // Nothing else left behind: one blob per case (the one its manifest names), no temporaries.
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string f = e.path().filename().string();
+    EXPECT_EQ(f.find("tmp"), std::string::npos) << "left behind: " << f;
+    if (f.starts_with(names[0] + ".") && f.ends_with(".safetensors"))
+      EXPECT_EQ(e.path(), blob_of(manifest)) << "left behind: " << f;
+  }
 }
 
 TEST_F(GoldenDir, CorruptFilesAreBadInputNamingFileAndField) {
   golden::regen_cases(dir_, false);
   const std::string name = golden::generator_case_names()[1];
   const fs::path manifest = dir_ / (name + ".json");
-  const fs::path blob = dir_ / (name + ".safetensors");
+  const fs::path blob = blob_of(manifest);
   const auto original = nlohmann::json::parse(read_file(manifest));
   auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
     auto j = original;
@@ -118,8 +133,12 @@ TEST_F(GoldenDir, CorruptFilesAreBadInputNamingFileAndField) {
   expect_bad_input(manifest, {"blob_sha256", "SHA-256"});
   with([](auto& j) { j["outputs"]["y_out"]["rule"] = "close-enough"; });
   expect_bad_input(manifest, {"outputs.y_out", "rule"});
-  with([](auto& j) { j["blob"] = "../elsewhere.safetensors"; });
-  expect_bad_input(manifest, {"blob"});
+  for (const char* hostile : {"../elsewhere.safetensors", "..", ".", "/etc/passwd", ""}) {
+    with([&](auto& j) { j["blob"] = hostile; });
+    expect_bad_input(manifest, {"blob"});
+  }
+  with([](auto& j) { j["outputs"] = nlohmann::json::object(); });
+  expect_bad_input(manifest, {"outputs", "compare nothing"});
   write_file_atomic(manifest, std::string_view("{\"format_version\": 1,"));
   expect_bad_input(manifest, {name.c_str(), "invalid JSON"});
 
@@ -134,6 +153,75 @@ TEST_F(GoldenDir, CorruptFilesAreBadInputNamingFileAndField) {
 
 TEST(Golden, MissingDirectoryIsBadInput) {
   EXPECT_THROW(golden::list_cases("/nonexistent/cases"), BadInput);
+}
+
+// Symlinks leading out of the case directory are refused for reading (check) and writing
+// (regen); the file they point at is never read or written.
+TEST_F(GoldenDir, SymlinksLeadingOutAreRefused) {
+  const std::string name = golden::generator_case_names()[0];
+  golden::regen_cases(dir_, false, {name});
+  const fs::path manifest = dir_ / (name + ".json"), blob = blob_of(manifest);
+  const fs::path outside = dir_.parent_path() / (dir_.filename().string() + "-outside");
+  fs::create_directories(outside);
+  const std::string secret = "not a golden file\n";
+  write_file_atomic(outside / "secret", std::string_view(secret));
+  struct Restore {  // the sibling is the test's too
+    fs::path p;
+    ~Restore() { fs::remove_all(p); }
+  } restore{outside};
+
+  // The blob is a symlink to a file outside: check refuses.
+  const std::string bytes = read_file(blob);
+  fs::remove(blob);
+  fs::create_symlink(outside / "secret", blob);
+  expect_bad_input(manifest, {"blob", "outside the case directory"});
+  // regen --accept refuses to write through it, and the outside file is untouched.
+  fs::remove(blob);
+  write_file_atomic(blob, std::string_view(bytes));
+  const fs::path copy_manifest = outside / (name + ".json");
+  fs::rename(manifest, copy_manifest);
+  fs::create_symlink(copy_manifest, manifest);
+  const std::string outside_manifest = read_file(copy_manifest);
+  EXPECT_THROW(golden::regen_cases(dir_, true, {name}), BadInput);
+  EXPECT_EQ(read_file(copy_manifest), outside_manifest);
+  EXPECT_THROW(golden::check_case(manifest, {}), BadInput);
+  EXPECT_EQ(read_file(outside / "secret"), secret);
+  // A symlink inside the directory to a file inside it is fine.
+  fs::remove(manifest);
+  fs::rename(copy_manifest, dir_ / "real.json.txt");
+  fs::create_symlink("real.json.txt", manifest);
+  EXPECT_TRUE(golden::check_case(manifest, {}).pass());
+}
+
+// What killed regens leave (temporaries of dead processes, blobs no manifest names) is removed
+// by the next regen; blobs a manifest names and other files stay.
+TEST_F(GoldenDir, RegenRemovesLeftoversOfKilledRuns) {
+  const std::string name = golden::generator_case_names()[0];
+  golden::regen_cases(dir_, false, {name});
+  const auto before = entries(dir_);
+  write_file_atomic(dir_ / (name + ".0123456789abcdef.safetensors"), std::string_view("x"));
+  write_file_atomic(dir_ / (name + ".safetensors"), std::string_view("old-style orphan"));
+  write_file_atomic(dir_ / (name + ".json.tandem-tmp.999999999.0badc0de"), std::string_view("{"));
+  write_file_atomic(dir_ / "notes.safetensors", std::string_view("not a case's"));
+  golden::regen_cases(dir_, false, {name});
+  auto expected = before;
+  expected.push_back("notes.safetensors");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(entries(dir_), expected);
+}
+
+TEST_F(GoldenDir, FifoAndDirectoryManifestsAreBadInputNotHangs) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo_case.json").c_str(), 0600), 0);
+  expect_bad_input(dir_ / "fifo_case.json", {"fifo_case.json", "not a regular file"});
+  fs::create_directories(dir_ / "dir_case.json");
+  expect_bad_input(dir_ / "dir_case.json", {"dir_case.json", "is a directory"});
+}
+
+TEST_F(GoldenDir, UnreadableDirectoryIsBadInput) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any directory; needs an unprivileged user";
+  fs::permissions(dir_, fs::perms::none);
+  EXPECT_THROW(golden::list_cases(dir_), BadInput);
+  fs::permissions(dir_, fs::perms::owner_all);
 }
 
 }  // namespace

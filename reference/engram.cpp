@@ -12,7 +12,11 @@
 namespace tandem::reference {
 
 CompressionMap load_compression_map(const std::string& path, const EngramConfig& cfg) {
-  const Safetensors st = read_safetensors(path);
+  return compression_map_from(read_safetensors(path), cfg, path);
+}
+
+CompressionMap compression_map_from(const Safetensors& st, const EngramConfig& cfg,
+                                    const std::string& path) {
   const Tensor<int32_t> t = st.get_as<int32_t>("map", path);
   if (t.shape != Shape{cfg.vocab})
     throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", path, t.size(),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/engram_config.hpp"
+#include "core/safetensors.hpp"
 #include "core/tensor.hpp"
 #include "optimized/engram.hpp"
 
@@ -19,6 +20,10 @@ struct CompressionMap {
   int64_t compressed_vocab = 0;
 };
 CompressionMap load_compression_map(const std::string& path, const EngramConfig& cfg);
+// The tensor 'map' of `st` ([vocab], every value in [0, compressed_vocab)); BadInput naming
+// `path` otherwise.
+CompressionMap compression_map_from(const Safetensors& st, const EngramConfig& cfg,
+                                    const std::string& path);
 // A deterministic synthetic map (the real one comes from the tokenizer): ids below the
 // compressed vocab map to themselves, the rest to seeded ids, so every compressed id is used.
 CompressionMap synthetic_compression_map(int64_t vocab, int64_t compressed_vocab, uint64_t seed);

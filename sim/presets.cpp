@@ -119,7 +119,7 @@ Preset builtin_preset(const std::string& name) {
 }
 
 Preset load_preset(const std::filesystem::path& path) {
-  const nlohmann::json j = parse_json(read_file(path), path.string());
+  const nlohmann::json j = parse_json(read_file(path, kMaxJsonBytes), path.string());
   return parse_preset(JsonFields(j, path.string()));
 }
 

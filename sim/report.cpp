@@ -1,10 +1,14 @@
 // Report outputs: terminal table, JSON, CSV, and gnuplot plots of a context sweep.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -51,15 +55,29 @@ std::string table_section(const char* title, std::vector<ComponentBytes> rows) {
   return s;
 }
 
-// Runs gnuplot on `script`; the plots it writes are named in `outputs` (written to .tmp first).
+// Runs gnuplot on `script` inside `dir` (its working directory, so the script names only fixed
+// relative files): no shell, stdin from /dev/null, gnuplot's own output to our stderr (stdout
+// stays clean for --json).
 void run_gnuplot(const std::string& script, const std::filesystem::path& dir) {
-  const auto script_path = dir / fmt::format(".plot.{}.gp", ::getpid());
-  write_file_atomic(script_path, std::string_view(script));
-  const std::string cmd = fmt::format("gnuplot '{}' 2>&1", script_path.string());
-  const int rc = std::system(cmd.c_str());
-  std::filesystem::remove(script_path);
-  if (rc != 0)
-    throw std::runtime_error("gnuplot failed or is missing (ci/bootstrap installs gnuplot-nox)");
+  write_file_atomic(dir / "plot.gp", std::string_view(script));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  char arg0[] = "gnuplot", arg1[] = "plot.gp";
+  char* argv[] = {arg0, arg1, nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0)
+    throw std::runtime_error(fmt::format(
+        "cannot run gnuplot: {} (ci/bootstrap installs gnuplot-nox)", std::strerror(spawned)));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("gnuplot failed drawing the plots (its messages are above)");
 }
 
 }  // namespace
@@ -130,13 +148,19 @@ std::string to_csv(const Report& r) {
   return s;
 }
 
-void write_outputs(const Report& r, const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw_bad_input("--out {}: cannot create: {}", dir.string(), ec.message());
-  write_file_atomic(dir / "report.json", std::string_view(to_json(r).dump(2) + "\n"));
-  write_file_atomic(dir / "report.csv", std::string_view(to_csv(r)));
-  // Sweep the context from 1K to 1M tokens: bytes per generated token by component.
+std::string gnuplot_string(std::string_view text) {
+  std::string q = "\"";
+  for (const unsigned char c : text)
+    q += std::isalnum(c) || c == ' ' || c == '-' || c == '_' || c == '.' || c == ','
+             ? std::string(1, static_cast<char>(c))
+             : fmt::format("\\{:03o}", c);
+  return q + "\"";
+}
+
+namespace {
+
+// Context sweep from 1K to 1M tokens: bytes per generated token by component (CSV).
+std::string sweep_csv(const Report& r) {
   std::string sweep = "context";
   for (const auto& c : r.decode)
     if (c.in_total) sweep += "," + c.component;
@@ -151,40 +175,64 @@ void write_outputs(const Report& r, const std::filesystem::path& dir) {
     const ComponentBytes t = total(s.decode);
     sweep += fmt::format(",{:.6g},{:.6g},{:.6g}\n", t.baseline, t.optimized, t.saving());
   }
-  write_file_atomic(dir / "sweep.csv", std::string_view(sweep));
+  return sweep;
+}
+
+// The gnuplot script drawing sweep.csv into traffic_{stacked,savings}.{svg,png}, all in gnuplot's
+// working directory. The one user string (the preset's name) goes through gnuplot_string.
+std::string plot_script(const Report& r) {
   const int n = static_cast<int>(std::count_if(r.decode.begin(), r.decode.end(),
                                                [](const ComponentBytes& c) { return c.in_total; }));
-  std::string script = fmt::format(
+  std::string script =
       "set datafile separator ','\nset key autotitle columnhead left top\n"
-      "set logscale x 2\nset format x '%.0s%c'\nset rmargin 5\nset xlabel 'context (tokens)'\nset "
-      "grid\n"
-      "set style fill solid 0.6 border -1\n");
+      "set logscale x 2\nset format x '%.0s%c'\nset rmargin 5\nset xlabel 'context (tokens)'\n"
+      "set grid\nset style fill solid 0.6 border -1\n";
   std::string stacked = "plot ";
   for (int i = n; i >= 1; --i) {  // cumulative areas, largest first so each stays visible
     std::string sum;
     for (int k = 2; k <= i + 1; ++k) sum += fmt::format("{}${}", k > 2 ? "+" : "", k);
-    stacked += fmt::format("'{}' using 1:({}) with filledcurves x1 title columnhead({}), ",
-                           (dir / "sweep.csv").string(), sum, i + 1);
+    stacked += fmt::format("'sweep.csv' using 1:({}) with filledcurves x1 title columnhead({}), ",
+                           sum, i + 1);
   }
-  stacked += fmt::format("'{}' using 1:{} with lines lw 2 dt 2 title 'baseline total'\n",
-                         (dir / "sweep.csv").string(), n + 2);
+  stacked +=
+      fmt::format("'sweep.csv' using 1:{} with lines lw 2 dt 2 title 'baseline total'\n", n + 2);
+  const std::string title =
+      gnuplot_string("bytes per generated token, " + r.preset.name + " (optimized, stacked)");
   for (const char* term : {"svg size 900,520", "png size 900,520"}) {
     const std::string ext = std::string(term).substr(0, 3);
     script += fmt::format(
-        "set terminal {}\nset output '{}'\nset title 'bytes per generated token, {} (optimized, "
-        "stacked)'\nset ylabel 'bytes'\n{}",
-        term, (dir / ("traffic_stacked.tmp." + ext)).string(), r.preset.name, stacked);
+        "set terminal {}\nset output 'traffic_stacked.{}'\nset title {} noenhanced\n"
+        "set ylabel 'bytes'\n{}",
+        term, ext, title, stacked);
     script += fmt::format(
-        "set output '{}'\nset title 'savings: baseline / optimized bytes per generated token'\n"
-        "set ylabel 'x'\nplot '{}' using 1:{} with linespoints lw 2 title 'saving'\n",
-        (dir / ("traffic_savings.tmp." + ext)).string(), (dir / "sweep.csv").string(), n + 4);
+        "set output 'traffic_savings.{}'\n"
+        "set title 'savings: baseline / optimized bytes per generated token'\n"
+        "set ylabel 'x'\nplot 'sweep.csv' using 1:{} with linespoints lw 2 title 'saving'\n",
+        ext, n + 4);
   }
-  script += "unset output\n";
-  run_gnuplot(script, dir);
-  for (const char* name : {"traffic_stacked", "traffic_savings"})
-    for (const char* ext : {"svg", "png"})
-      std::filesystem::rename(dir / fmt::format("{}.tmp.{}", name, ext),
-                              dir / fmt::format("{}.{}", name, ext));
+  return script + "unset output\n";
+}
+
+}  // namespace
+
+void write_outputs(const Report& r, const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw_bad_input("--out {}: cannot create the directory: {}", dir.string(),
+                    ec ? ec.message() : "a file of that name exists");
+  remove_stale_temporaries(dir);
+  // Everything is made in a private directory; only a complete report moves into `dir`.
+  const PrivateTempDir work(dir);
+  write_file_atomic(work.path() / "report.json", std::string_view(to_json(r).dump(2) + "\n"));
+  write_file_atomic(work.path() / "report.csv", std::string_view(to_csv(r)));
+  write_file_atomic(work.path() / "sweep.csv", std::string_view(sweep_csv(r)));
+  run_gnuplot(plot_script(r), work.path());
+  for (const char* name : kReportFiles) {
+    std::filesystem::rename(work.path() / name, dir / name, ec);
+    if (ec)
+      throw_bad_input("--out {}: cannot move {} into place: {}", dir.string(), name, ec.message());
+  }
 }
 
 }  // namespace tandem::sim

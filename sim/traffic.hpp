@@ -1,10 +1,9 @@
 #pragma once
 // The analytic memory-traffic model (DESIGN section 6): bytes per prefill token and per
 // generated token, by component, baseline vs optimized, for a preset and a workload.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,22 +13,22 @@ namespace tandem::sim {
 
 struct Preset {
   std::string name;
-  int layers = 0;                   // transformer blocks; 2 residual sites each
-  int d = 0;                        // hidden width per residual stream
-  int act_bytes = 2;                // residual storage element (bf16)
-  double active_param_bytes = 0;    // weights one decode step reads (shared by the batch)
-  double kv_bytes_per_token = 0;    // the design's global KV cache, all layers (DESIGN 5.5)
+  int layers = 0;                     // transformer blocks; 2 residual sites each
+  int d = 0;                          // hidden width per residual stream
+  int act_bytes = 2;                  // residual storage element (bf16)
+  double active_param_bytes = 0;      // weights one decode step reads (shared by the batch)
+  double kv_bytes_per_token = 0;      // the design's global KV cache, all layers (DESIGN 5.5)
   double kv_v32_bytes_per_token = 0;  // baseline: V3.2 dense MLA FP8, 656 B x layers
-  double window_entry_bytes = 0;    // sliding-window KV entry
+  double window_entry_bytes = 0;      // sliding-window KV entry
   int window_tokens = 128;
-  int engram_layers = 0;            // layers with Engram (DESIGN 5.2)
-  int engram_lookups = 24;          // per token per Engram layer
-  int engram_row_bytes = 264;       // 256 e4m3 + 8 ue8m0
+  int engram_layers = 0;       // layers with Engram (DESIGN 5.2)
+  int engram_lookups = 24;     // per token per Engram layer
+  int engram_row_bytes = 264;  // 256 e4m3 + 8 ue8m0
   int64_t engram_rows_per_layer = 0;
-  double hbm_GBps = 4800;           // device memory bandwidth
-  double host_link_GBps = 64;       // host -> device (Engram prefetch)
-  int gamma = 5;                    // DSpark draft length
-  std::string source;               // where the numbers come from
+  double hbm_GBps = 4800;      // device memory bandwidth
+  double host_link_GBps = 64;  // host -> device (Engram prefetch)
+  int gamma = 5;               // DSpark draft length
+  std::string source;          // where the numbers come from
 };
 
 struct Image {
@@ -40,9 +39,9 @@ struct Workload {
   int batch = 1;
   int64_t context = 4096;
   std::vector<Image> images;
-  double acceptance = 0.7;          // i.i.d. DSpark acceptance per drafted token
-  std::vector<double> confidence;   // or a per-position confidence profile (overrides acceptance)
-  bool high_load = true;            // high: verify 1 candidate per request; low: all gamma
+  double acceptance = 0.7;         // i.i.d. DSpark acceptance per drafted token
+  std::vector<double> confidence;  // or a per-position confidence profile (overrides acceptance)
+  bool high_load = true;           // high: verify 1 candidate per request; low: all gamma
 };
 
 struct ComponentBytes {
@@ -55,7 +54,7 @@ struct ComponentBytes {
 
 struct VisionImage {
   Image input;
-  int grid_w = 0, grid_h = 0;  // 14-px patches after preprocessing
+  int grid_w = 0, grid_h = 0;                   // 14-px patches after preprocessing
   int64_t tokens_without = 0, tokens_with = 0;  // visual tokens without / with 3x3 unshuffle
   int64_t sequence_tokens = 0;                  // 2 + h'(w' + 1) with START/NEWLINE/END
 };
@@ -64,8 +63,8 @@ struct Report {
   Preset preset;
   Workload workload;
   std::vector<ComponentBytes> prefill, decode;  // per prefill token / per generated token
-  double expected_emitted = 1;  // E[tokens per verify step]
-  int verify_budget = 1;        // K
+  double expected_emitted = 1;                  // E[tokens per verify step]
+  int verify_budget = 1;                        // K
   double engram_prefetch_needed_GBps = 0, first_block_ms = 0;
   bool engram_prefetch_hides = true;
   std::vector<VisionImage> vision;
@@ -85,8 +84,19 @@ Report simulate(const Preset& p, const Workload& w);
 nlohmann::json to_json(const Report& r);
 std::string to_table(const Report& r);
 std::string to_csv(const Report& r);
+// What write_outputs leaves in its directory.
+inline constexpr const char* kReportFiles[] = {
+    "report.json",         "report.csv",          "sweep.csv",          "traffic_stacked.svg",
+    "traffic_stacked.png", "traffic_savings.svg", "traffic_savings.png"};
 // Writes report.json, report.csv, sweep.csv and gnuplot plots (SVG and PNG) of bytes per
-// generated token vs context, stacked by component, and the savings, into `dir` (atomically).
+// generated token vs context, stacked by component, and the savings, into `dir`. All of them are
+// made in a private temporary directory inside `dir` and moved in only when every one was made:
+// a failure leaves `dir` as it was (a crash between two moves can leave a subset of the new
+// files beside the old ones, each file whole). Stale temporaries of killed runs are removed.
 void write_outputs(const Report& r, const std::filesystem::path& dir);
+// `text` as a gnuplot double-quoted string that gnuplot reads back verbatim: every byte that is
+// not a letter, digit, space or one of "-_.," becomes an octal escape, so backquotes (command
+// substitution), '@' (macros), quotes, backslashes and newlines are inert.
+std::string gnuplot_string(std::string_view text);
 
 }  // namespace tandem::sim

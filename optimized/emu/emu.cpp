@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <boost/context/fiber.hpp>
 #include <boost/context/pooled_fixedsize_stack.hpp>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -41,12 +42,12 @@ Schedule parse_schedule(const std::string& text) {
   if (text == "in-order") return {Order::in_order, 0};
   if (text == "reversed") return {Order::reversed, 0};
   if (text.rfind("shuffled:", 0) == 0) {
-    try {
-      size_t used = 0;
-      const uint64_t seed = std::stoull(text.substr(9), &used);
-      if (used == text.size() - 9) return {Order::shuffled, seed};
-    } catch (const std::exception&) {
-    }
+    // Digits only: stoull would take "-1" (wrapped to 2^64 - 1), "+5" and leading blanks.
+    const std::string_view digits = std::string_view(text).substr(9);
+    uint64_t seed = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
+    if (!digits.empty() && ec == std::errc() && end == digits.data() + digits.size())
+      return {Order::shuffled, seed};
   }
   throw_bad_input("--schedule: expected in-order, reversed or shuffled:SEED, got '{}'", text);
 }
@@ -216,7 +217,8 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
             const std::function<void()>& body) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-  if (threads == 0 || threads > 1024 || blocks == 0 || dynamic_smem > (48u << 10))  // CUDA's default limit
+  if (threads == 0 || threads > 1024 || blocks == 0 ||
+      dynamic_smem > (48u << 10))  // CUDA's default limit
     throw std::runtime_error(fmt::format(
         "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem", kernel,
         grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem));

@@ -7,6 +7,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
+#include "test_dir.hpp"
 
 namespace tandem {
 namespace {
@@ -90,8 +91,8 @@ TEST(Safetensors, RejectsMalformedFiles) {
 }
 
 TEST(Safetensors, TruncatedFileOnDiskIsRejectedAndWritesAreAtomic) {
-  const auto dir = std::filesystem::temp_directory_path() / "tandem_st_test";
-  std::filesystem::create_directories(dir);
+  const TestDir tmp;
+  const auto& dir = tmp.path();
   const auto path = dir / "s.safetensors";
   write_safetensors(path, sample());
   const std::string bytes = read_file(path);
@@ -99,8 +100,8 @@ TEST(Safetensors, TruncatedFileOnDiskIsRejectedAndWritesAreAtomic) {
   EXPECT_THROW(read_safetensors(path), BadInput);
   EXPECT_THROW(write_safetensors(dir / "missing_dir" / "s.safetensors", sample()), BadInput);
   for (const auto& e : std::filesystem::directory_iterator(dir))
-    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
-  std::filesystem::remove_all(dir);
+    EXPECT_EQ(e.path().filename().string().find("tmp"), std::string::npos)
+        << "left behind: " << e.path();
 }
 
 }  // namespace

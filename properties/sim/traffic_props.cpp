@@ -1,13 +1,17 @@
 // sim/traffic: the analytic model's formulas (DESIGN 5.5, 6), presets, outputs, bad input.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <stdlib.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "sim/traffic.hpp"
+#include "test_dir.hpp"
 
 namespace tandem::sim {
 namespace {
@@ -112,7 +116,8 @@ TEST(Presets, ShippedPresetFilesLoad) {
 }
 
 TEST(Traffic, PresetFileErrorsNameTheField) {
-  const auto path = std::filesystem::temp_directory_path() / "tandem_preset.json";
+  const TestDir tmp;
+  const auto path = tmp / "tandem_preset.json";
   write_file_atomic(path, std::string_view(R"({"name":"x","layers":0})"));
   try {
     load_preset(path);
@@ -123,8 +128,8 @@ TEST(Traffic, PresetFileErrorsNameTheField) {
 }
 
 TEST(Traffic, OutputsAreWrittenWithPlots) {
-  const auto dir = std::filesystem::temp_directory_path() / "tandem_traffic_out";
-  std::filesystem::remove_all(dir);
+  const TestDir tmp;
+  const auto dir = tmp / "out";
   write_outputs(simulate(builtin_preset("v4.1-flash"), {}), dir);
   for (const char* f : {"report.json", "report.csv", "sweep.csv", "traffic_stacked.svg",
                         "traffic_stacked.png", "traffic_savings.svg", "traffic_savings.png"})
@@ -133,7 +138,81 @@ TEST(Traffic, OutputsAreWrittenWithPlots) {
   EXPECT_EQ(j["preset"], "v4.1-flash");
   for (const auto& e : std::filesystem::directory_iterator(dir))
     EXPECT_EQ(e.path().filename().string().find("tmp"), std::string::npos) << e.path();
-  std::filesystem::remove_all(dir);
+}
+
+// The strings a user controls (preset names, output paths) that a shell or gnuplot would act on;
+// a command that ran would create a file "PWNED_*" in `marker_dir`.
+std::vector<std::string> hostile_strings(const std::filesystem::path& marker_dir) {
+  const std::string m = marker_dir.string() + "/PWNED_";
+  return {"bob's results",
+          "a\"b",
+          "back\\slash\\",
+          "two\nlines",
+          "$(touch " + m + "dollar)",
+          "`touch " + m + "backquote`",
+          "'; touch " + m + "quote; '",
+          "\"; system('touch " + m + "system') #",
+          "@macro",
+          "caf\xc3\xa9 \xe6\x97\xa5",
+          "100% {braces} ^_&"};
+}
+
+// No file "PWNED_*" anywhere under `dir`.
+void expect_nothing_ran(const std::filesystem::path& dir) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    EXPECT_FALSE(e.path().filename().string().starts_with("PWNED")) << "ran: " << e.path();
+}
+
+// Runs gnuplot (as write_outputs does: no shell) on `script` in `dir`; returns its stderr.
+std::string gnuplot_prints(const std::filesystem::path& dir, const std::string& script) {
+  write_file_atomic(dir / "print.gp", std::string_view(script));
+  const std::string cmd = "cd '" + dir.string() + "' && gnuplot print.gp 2> printed.txt";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;  // the test's own fixed command line
+  return read_file(dir / "printed.txt");
+}
+
+TEST(Traffic, GnuplotStringsReadBackVerbatimAndRunNothing) {
+  const TestDir tmp;
+  std::string script, expected;
+  for (const std::string& s : hostile_strings(tmp.path())) {
+    script += "print " + gnuplot_string(s) + "\n";
+    expected += s + "\n";
+  }
+  EXPECT_EQ(gnuplot_prints(tmp.path(), script), expected);
+  expect_nothing_ran(tmp.path());
+}
+
+TEST(Traffic, HostileOutputDirectoriesAndPresetNamesAreInert) {
+  const TestDir tmp;
+  Preset p = builtin_preset("tiny");
+  for (const std::string& s : hostile_strings(tmp.path())) {
+    p.name = s;
+    const auto dir = tmp / ("out " + (s.find('/') == std::string::npos ? s : "marker"));
+    write_outputs(simulate(p, {}), dir);
+    for (const char* f : kReportFiles) EXPECT_GT(std::filesystem::file_size(dir / f), 100u) << s;
+    EXPECT_EQ(nlohmann::json::parse(read_file(dir / "report.json"))["preset"], s);
+  }
+  expect_nothing_ran(tmp.path());
+}
+
+// A failing gnuplot (a stand-in first on PATH) leaves the output directory as it was, and the
+// next run removes what a killed run left.
+TEST(Traffic, FailedPlotsLeaveTheDirectoryAsItWas) {
+  const TestDir tmp;
+  const auto bin = tmp / "bin", out = tmp / "out";
+  std::filesystem::create_directories(bin);
+  std::filesystem::create_directories(out / ".tandem-tmp.999999999.0badc0de");  // a dead run's
+  write_file_atomic(out / "keep.txt", std::string_view("mine"));
+  write_file_atomic(bin / "gnuplot", std::string_view("#!/bin/sh\necho broken >&2\nexit 1\n"));
+  std::filesystem::permissions(bin / "gnuplot", std::filesystem::perms::owner_all);
+  const std::string path = std::getenv("PATH");
+  ::setenv("PATH", (bin.string() + ":" + path).c_str(), 1);
+  EXPECT_THROW(write_outputs(simulate(builtin_preset("tiny"), {}), out), std::runtime_error);
+  ::setenv("PATH", path.c_str(), 1);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(out))
+    left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"keep.txt"});
 }
 
 }  // namespace
