@@ -50,10 +50,11 @@ struct BackendFlags {
 
 int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
                const std::vector<std::string>& components, const BackendFlags& flags,
-               std::ostream& out) {
+               bool execute, std::ostream& out) {
   const ModelConfig model =
       config_path.empty() ? builtin_model(model_name) : load_model_config(config_path);
   const RunOptions opt = flags.resolve();
+  if (!execute) return 0;
   const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO), components);
   const auto j = to_json(rows, model);
   if (json) {
@@ -71,7 +72,7 @@ int cmd_golden_list(const std::string& dir, std::ostream& out) {
 }
 
 int cmd_golden_check(const std::string& dir, const std::vector<std::string>& only,
-                     const BackendFlags& flags, std::ostream& out) {
+                     const BackendFlags& flags, bool execute, std::ostream& out) {
   const RunOptions opt = flags.resolve();
   const std::vector<std::filesystem::path> manifests = golden::list_cases(dir);
   for (const std::string& name : only)  // a misspelt name must not pass by silently
@@ -80,6 +81,7 @@ int cmd_golden_check(const std::string& dir, const std::vector<std::string>& onl
       throw_bad_input("golden check: no case '{}' in {} (tandem golden list --dir {})",
                       brief_text(name), dir, dir);
   if (manifests.empty()) throw_bad_input("{}: no golden cases (*.json)", dir);
+  if (!execute) return 0;
   bool all = true;
   for (const auto& p : manifests) {
     if (!only.empty() && std::find(only.begin(), only.end(), p.stem().string()) == only.end())
@@ -95,7 +97,15 @@ int cmd_golden_check(const std::string& dir, const std::vector<std::string>& onl
 }
 
 int cmd_golden_regen(const std::string& dir, bool accept, const std::vector<std::string>& only,
-                     std::ostream& out) {
+                     bool execute, std::ostream& out) {
+  if (!execute) {
+    const std::vector<std::string> known = golden::generator_case_names();
+    for (const std::string& name : only)
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        throw_bad_input("golden regen: no generator case '{}' (tandem golden list)",
+                        brief_text(name));
+    return 0;
+  }
   bool refused = false;
   for (const auto& r : golden::regen_cases(dir, accept, only)) {
     const char* what = r.written
@@ -154,6 +164,7 @@ struct TrafficFlags {
   sim::Workload w;
   bool json = false;
   CLI::Option* preset_file_opt = nullptr;
+  CLI::Option* out_opt = nullptr;
 
   void add_to(CLI::App& cmd) {
     auto* builtin =
@@ -174,7 +185,8 @@ struct TrafficFlags {
     cmd.add_option("--act-dtype", act_dtype, "residual storage dtype (default: the preset's)")
         ->check(CLI::IsMember({"bf16", "f32"}));
     cmd.add_flag("--json", json, "print JSON instead of a table");
-    cmd.add_option("--out", out_dir, "write report.json, report.csv, sweep.csv and SVG/PNG plots");
+    out_opt = cmd.add_option("--out", out_dir,
+                             "write report.json, report.csv, sweep.csv and SVG/PNG plots");
   }
 
   sim::Workload workload() const {
@@ -186,15 +198,16 @@ struct TrafficFlags {
   }
 };
 
-int cmd_traffic(const TrafficFlags& f, std::ostream& out) {
+int cmd_traffic(const TrafficFlags& f, bool execute, std::ostream& out) {
   if (f.preset_file_opt->count() > 0 && f.preset_file.empty())
     throw_bad_input("--preset-file: an empty path");
+  if (f.out_opt->count() > 0 && f.out_dir.empty()) throw_bad_input("--out: an empty path");
   sim::Preset p = f.preset_file_opt->count() > 0 ? sim::load_preset(f.preset_file)
                                                  : sim::builtin_preset(f.preset);
   if (!f.act_dtype.empty()) p.act_bytes = f.act_dtype == "f32" ? 4 : 2;
   const sim::Report r = sim::simulate(p, f.workload());
   out << (f.json ? to_json(r).dump(2) + "\n" : to_table(r));
-  if (!f.out_dir.empty()) {
+  if (!f.out_dir.empty() && execute) {
     sim::write_outputs(r, f.out_dir);
     if (!f.json)
       out << "wrote " << f.out_dir << "/{report.json,report.csv,sweep.csv,traffic_*.svg,png}\n";
@@ -237,7 +250,7 @@ void check_command_words(CLI::App& app, int argc, const char* const* argv) {
 
 }  // namespace
 
-int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err, bool execute) {
   CLI::App app{
       "tandem: reference vs optimized verification harness for DeepSeek-V4.1-class "
       "serving kernels"};
@@ -260,7 +273,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   vflags.add_to(*verify);
   verify->callback([&] {
     if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");
-    code = cmd_verify(model, config, json, components, vflags, out);
+    code = cmd_verify(model, config, json, components, vflags, execute, out);
   });
 
   auto* golden = app.add_subcommand("golden", "golden cases: list, check, regen");
@@ -282,19 +295,19 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   check->add_option("cases", only, "case names (default: all)");
   gflags.add_to(*check);
   add_dir(check);
-  check->callback([&] { code = cmd_golden_check(dir, only, gflags, out); });
+  check->callback([&] { code = cmd_golden_check(dir, only, gflags, execute, out); });
   auto* regen = golden->add_subcommand("regen", "regenerate the cases (atomically)");
   bool accept = false;
   regen->add_flag("--accept", accept, "replace cases whose expectations changed");
   std::vector<std::string> regen_only;
   regen->add_option("cases", regen_only, "case names (default: all)");
   add_dir(regen);
-  regen->callback([&] { code = cmd_golden_regen(dir, accept, regen_only, out); });
+  regen->callback([&] { code = cmd_golden_regen(dir, accept, regen_only, execute, out); });
 
   auto* traffic = app.add_subcommand("traffic", "memory-traffic report: baseline vs optimized");
   TrafficFlags tflags;
   tflags.add_to(*traffic);
-  traffic->callback([&] { code = cmd_traffic(tflags, out); });
+  traffic->callback([&] { code = cmd_traffic(tflags, execute, out); });
 
   auto* info = app.add_subcommand("info", "build, backends and device");
   info->callback([&] { code = cmd_info(out); });

@@ -1,0 +1,65 @@
+// The tandem program's argument parsing (app/commands): any argv gives success or BadInput
+// (exit 0 or 2, a message on stderr), never a crash, an internal error (exit 3) or an uncaught
+// exception. The input is NUL-separated words; commands run with execute = false (flags and the
+// files they name are validated; nothing long runs and nothing is written), inside a private
+// directory holding a valid config, a preset and one golden case that the words may name.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "core/atomic_file.hpp"
+#include "core/model_config.hpp"
+#include "fuzz/fuzz_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The sandbox, made once per process and entered: "tiny.json", "preset.json", "cases/".
+void enter_sandbox() {
+  static const bool entered = [] {
+    std::string dir = (fs::temp_directory_path() / "tandem-cli-fuzz.XXXXXX").string();
+    if (::mkdtemp(dir.data()) == nullptr) tandem::fuzz::fail("mkdtemp");
+    const fs::path src(TANDEM_SOURCE_DIR);
+    tandem::write_file_atomic(fs::path(dir) / "tiny.json",
+                              tandem::to_json(tandem::builtin_model("tiny")).dump());
+    fs::copy_file(src / "sim/presets/v4.1-flash-gh200.json", fs::path(dir) / "preset.json");
+    fs::create_directories(fs::path(dir) / "cases");
+    for (const char* f : {"dspark_verify_greedy.json", "dspark_verify_greedy.safetensors"})
+      fs::copy_file(src / "golden/cases" / f, fs::path(dir) / "cases" / f);
+    fs::current_path(dir);
+    return true;
+  }();
+  (void)entered;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  enter_sandbox();
+  std::vector<std::string> words{"tandem"};
+  std::string word;
+  for (size_t i = 0; i < size && words.size() < 32; ++i) {
+    if (data[i] != 0) {
+      word += static_cast<char>(data[i]);
+      continue;
+    }
+    words.push_back(word), word.clear();
+  }
+  if (!word.empty() && words.size() < 32) words.push_back(word);
+  // Paths stay inside the sandbox: no separator, no "..".
+  for (std::string& w : words)
+    if (w.find('/') != std::string::npos || w.find("..") != std::string::npos) w = "x";
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  std::ostringstream out, err;
+  const int code = tandem::app::run(static_cast<int>(argv.size()), argv.data(), out, err, false);
+  if (code != 0 && code != 2) tandem::fuzz::fail("exit " + std::to_string(code) + ": " + err.str());
+  if (code == 2 && err.str().empty()) tandem::fuzz::fail("exit 2 without a message");
+  return 0;
+}
