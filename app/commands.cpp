@@ -49,8 +49,8 @@ struct BackendFlags {
 };
 
 int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
-               const std::vector<std::string>& components, const BackendFlags& flags,
-               bool execute, std::ostream& out) {
+               const std::vector<std::string>& components, const BackendFlags& flags, bool execute,
+               std::ostream& out) {
   const ModelConfig model =
       config_path.empty() ? builtin_model(model_name) : load_model_config(config_path);
   const RunOptions opt = flags.resolve();

@@ -389,22 +389,25 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   for (const Job& j : jobs) {
     if (progress)
       std::fprintf(stderr, "\r[%zu/%zu] %s ...", rows.size() + 1, jobs.size(), j.label.c_str());
-    try {
-      rows.push_back(j.run());
-    } catch (const KernelFault& e) {  // a wrong result of the code under test: FAIL, go on
-      VerifyRow row;
-      row.component = j.component;
-      row.name = j.label;
-      row.backend = backend_name(opt.backend);
-      row.pass = false;
-      row.margin = 0;
-      row.worst_tensor = row.first_divergence = e.tensor();
-      row.detail = e.what();
-      rows.push_back(std::move(row));
-    }
+    rows.push_back(run_row(j.component, j.label, opt, j.run));
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;
+}
+
+VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,
+                  const std::function<VerifyRow()>& row) {
+  try {
+    return row();
+  } catch (const KernelFault& e) {  // a wrong result of the code under test: FAIL, go on
+    VerifyRow r;
+    r.component = component;
+    r.name = label;
+    r.backend = backend_name(opt.backend);
+    r.worst_tensor = r.first_divergence = e.tensor();
+    r.detail = e.what();
+    return r;
+  }
 }
 
 std::string render_table(const std::vector<VerifyRow>& rows) {

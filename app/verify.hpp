@@ -1,5 +1,6 @@
 #pragma once
 // `tandem verify`: every component of a model, reference vs optimized, side by side.
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ inline const std::vector<std::string> kVerifyComponents = {
 // Every component's rows, or only those of `components` (names from kVerifyComponents).
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
                                     const std::vector<std::string>& components = {});
+// Runs one row: a KernelFault (a kernel's output the harness could not use) makes a failing row
+// of `component`/`label` naming the faulty tensor, so the other rows still run.
+VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,
+                  const std::function<VerifyRow()>& row);
 std::string render_table(const std::vector<VerifyRow>& rows);
 nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& model);
 

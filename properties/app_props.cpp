@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "app/commands.hpp"
+#include "app/verify.hpp"
 #include "core/atomic_file.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
@@ -50,12 +51,18 @@ TEST(App, InfoNamesTheBackends) {
 }
 
 TEST(App, VerifyJsonPassesOnTheEmulator) {
-  const CliRun r = tandem({"verify", "--json", "--backend", "emu"});
+  // Every component but the end-to-end model, whose row (a ~220-token prompt under four
+  // schedules) is most of verify's time and runs in ci/test's own `tandem verify`; its kernels
+  // run here through ModelEmu.* and golden's model case.
+  std::vector<std::string> args = {"verify", "--json", "--backend", "emu"};
+  for (const std::string& c : app::kVerifyComponents)
+    if (c != "model") args.insert(args.end(), {"--component", c});
+  const CliRun r = tandem(args);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
-  EXPECT_EQ(j["cases"].size(), 17u);
-  EXPECT_EQ(j["cases"].back()["component"], "model");
+  EXPECT_EQ(j["cases"].size(), 16u);
+  EXPECT_EQ(j["cases"].back()["component"], "dspark");
   for (const auto& c : j["cases"]) {
     EXPECT_TRUE(c["schedules"].get<std::string>().starts_with("3 identical")) << c["schedules"];
     const std::string bytes = c["bytes"];  // counted bytes == the design / the simulator
@@ -533,6 +540,24 @@ TEST(App, UnwritableOutputIsAnError) {
   const char* argv[] = {"tandem", "traffic", "--json"};
   EXPECT_EQ(app::run(3, argv, out, err), 2);
   EXPECT_NE(err.str().find("cannot write the output"), std::string::npos) << err.str();
+}
+
+// A kernel's unusable output fails its own row (exit 1 once folded), naming the tensor; the
+// rows after it still run. Bad input stays bad input.
+TEST(App, KernelFaultFailsItsRowAndTheRunGoesOn) {
+  const RunOptions opt{Backend::emu, {}, 128};
+  const app::VerifyRow bad = app::run_row("dspark", "decode", opt, []() -> app::VerifyRow {
+    throw KernelFault("emitted", "verifier: emitted[0, 0] = -1, outside [0, 257)");
+  });
+  EXPECT_FALSE(bad.pass);
+  EXPECT_EQ(bad.first_divergence, "emitted");
+  EXPECT_NE(bad.detail.find("-1"), std::string::npos);
+  const auto j = app::to_json({bad}, builtin_model("tiny"));
+  EXPECT_FALSE(j["pass"].get<bool>());
+  EXPECT_NE(app::render_table({bad}).find("FAIL (first divergence: emitted)"), std::string::npos);
+  EXPECT_THROW(app::run_row("dspark", "decode", opt,
+                            []() -> app::VerifyRow { throw BadInput("config: bad"); }),
+               BadInput);
 }
 
 }  // namespace

@@ -724,3 +724,36 @@ TEST(DsparkBackbone, OneSamplingStepEmitsTheBackbonesDistribution) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// A verifier under test that hands back an unusable result is reported as a kernel fault naming
+// the tensor, before any cache is touched, never as bad input.
+TEST(DsparkDecode, AVerifierReturningInvalidDecisionsIsAKernelFault) {
+  const DsparkConfig c = builtin_model("tiny").dspark;
+  const std::pair<const char*, std::function<void(const VerifyInputs&, VerifyOutputs&)>> breaks[] =
+      {{"emitted", [](const VerifyInputs&, VerifyOutputs& o) { o.emitted.data[0] = -1; }},
+       {"emitted",
+        [](const VerifyInputs& in, VerifyOutputs& o) { o.emitted.data[0] = int32_t(in.vocab); }},
+       {"accepted",
+        [](const VerifyInputs& in, VerifyOutputs& o) { o.accepted[0] = in.budget + 1; }},
+       {"accepted", [](const VerifyInputs&, VerifyOutputs& o) { o.accepted[0] = -1; }},
+       {"accepted", [](const VerifyInputs&, VerifyOutputs& o) { o.accepted.pop_back(); }}};
+  for (const auto& [tensor, breaking] : breaks) {
+    const reference::Verifier broken = [&](const VerifyInputs& in) {
+      VerifyOutputs o = reference::dspark_verify(in);
+      breaking(in, o);
+      return o;
+    };
+    try {
+      dspark_decode(c, 7, 2, true, 6, broken);
+      ADD_FAILURE() << "accepted a broken verifier (" << tensor << ")";
+    } catch (const KernelFault& e) {
+      EXPECT_EQ(e.tensor(), tensor) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem
