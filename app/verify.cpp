@@ -220,6 +220,7 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
                          c.gamma, c.vocab);
   row.backend = backend_name(opt.backend);
   const VerifyOutputs want = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
+  reference::check_verifier_outputs(in, got);
   row.launches = got.launches;
   auto same = [&](const VerifyOutputs& o) {
     return o.accepted == want.accepted && o.emitted.data == want.emitted.data;
@@ -255,6 +256,7 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
   auto decode = [&](const RunOptions& o, LaunchLog* launches) {
     return dspark_decode(c, model.seed, c.requests, greedy, kSteps, [&](const VerifyInputs& in) {
       VerifyOutputs out = run_dspark_verify(in, o);
+      reference::check_verifier_outputs(in, out);  // before the byte model reads the decisions
       if (launches) {
         launches->insert(launches->end(), out.launches.begin(), out.launches.end());
         const LaunchLog p = sim::predict_dspark_verify(in, out);

@@ -110,6 +110,14 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   c.compressed_vocab = f.integer("compressed_vocab", 3, int64_t{1} << 31);
   c.pad_id = f.integer("pad_id", 0, c.vocab - 1);
   c.seed = f.unsigned_integer("seed");
+  // The multipliers draw from default_rng(seed + 10007 * layer): Python's integers do not wrap,
+  // so a sum past 2^64 - 1 (which this entropy encoding cannot hold) is refused.
+  const uint64_t top_layer = uint64_t(*std::max_element(c.layer_ids.begin(), c.layer_ids.end()));
+  if (c.seed > UINT64_MAX - 10007 * top_layer)
+    throw_bad_input(
+        "{}: {} + 10007 x layer {} exceeds 2^64 - 1 (numpy would seed with the exact "
+        "sum)",
+        f.where("seed"), c.seed, top_layer);
   c.d = static_cast<int>(f.integer("d", 8, 1024));
   if (c.d % 8) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
   c.norm_eps = f.number("norm_eps", 0.0, 1e-2);

@@ -99,7 +99,9 @@ std::vector<int64_t> numpy_integers(uint64_t seed, int64_t high, int size) {
   std::vector<int64_t> out(size, 0);
   if (range == 0) return out;
   for (int i = 0; i < size; ++i) {
-    if (range <= 0xFFFFFFFFull) {  // Lemire on 32-bit draws
+    if (range == 0xFFFFFFFFull) {  // numpy: the full 32-bit range is a raw draw, no Lemire
+      out[i] = rng.next32();
+    } else if (range < 0xFFFFFFFFull) {  // Lemire on 32-bit draws
       const uint32_t excl = static_cast<uint32_t>(range) + 1;
       uint64_t m = uint64_t{rng.next32()} * excl;
       uint32_t leftover = static_cast<uint32_t>(m);

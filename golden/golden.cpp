@@ -831,11 +831,11 @@ CaseReport check_case(const std::filesystem::path& manifest, const RunOptions& o
   try {
     CaseReport report = check_component(c, opt);
     // The manifest's outputs are the ones compared: none missing, none invented.
-    for (const auto& [name, rule] : c.outputs)
+    for (const auto& output : c.outputs)
       if (std::none_of(report.tensors.begin(), report.tensors.end(),
-                       [&](const CheckedTensor& t) { return t.name == name; }))
+                       [&](const CheckedTensor& t) { return t.name == output.first; }))
         throw_bad_input("{}: field 'outputs.{}': the {} case has no such output", manifest.string(),
-                        brief_text(name), c.component);
+                        brief_text(output.first), c.component);
     return report;
   } catch (const BadInput& e) {  // inputs the kernels refuse: say which case held them
     if (std::string_view(e.what()).find(c.blob_source) != std::string_view::npos) throw;

@@ -170,16 +170,9 @@ class ModelRunner {
   ModelRun out_;
 };
 
-}  // namespace
-
-ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches,
-                             const RunOptions& opt) {
+// The image path's launches on validated patches: patch embedding, unshuffle, aligner.
+ImageRun embed_image(const ModelWeights& w, const Tensor<float>& patches, const RunOptions& opt) {
   const int64_t P = w.image.patch_w.dim(1), C = w.image.patch_w.dim(0);
-  if (patches.shape.size() != 3 || patches.dim(0) < 1 || patches.dim(1) < 1 || patches.dim(2) != P)
-    throw_bad_input("model image: patches must be [grid_h >= 1, grid_w >= 1, {}]", P);
-  for (size_t i = 0; i < patches.data.size(); ++i)
-    if (!std::isfinite(patches.data[i]))
-      throw_bad_input("model image: patch value {} is not finite ({})", i, patches.data[i]);
   ImageRun r;
   auto dense = [&](const Tensor<float>& x, const Tensor<float>& W, const Tensor<float>& b,
                    bool gelu) {
@@ -198,6 +191,27 @@ ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches
   r.visual = dense(hidden, w.image.w2, w.image.b2, false);
   r.taps.push_back({"image.embed", r.visual});
   return r;
+}
+
+}  // namespace
+
+ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches,
+                             const RunOptions& opt) {
+  const int64_t P = w.image.patch_w.dim(1);
+  if (patches.shape.size() != 3 || patches.dim(0) < 1 || patches.dim(1) < 1 || patches.dim(2) != P)
+    throw_bad_input("model image: patches must be [grid_h >= 1, grid_w >= 1, {}]", P);
+  for (size_t i = 0; i < patches.data.size(); ++i)
+    if (!std::isfinite(patches.data[i]))
+      throw_bad_input("model image: patch value {} is not finite ({})", i, patches.data[i]);
+  validate_block_threads(opt, 1024, "CUDA's limit per block");
+  // From here each launch reads the previous one's output: a launch refusing it is a kernel fault.
+  try {
+    return embed_image(w, patches, opt);
+  } catch (const BadInput& e) {
+    throw KernelFault("image", fmt::format("optimized image embedding: a kernel output was "
+                                           "refused by the next launch: {}",
+                                           e.what()));
+  }
 }
 
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const std::vector<int32_t>& ids,

@@ -740,7 +740,8 @@ TEST(DsparkDecode, AVerifierReturningInvalidDecisionsIsAKernelFault) {
         [](const VerifyInputs& in, VerifyOutputs& o) { o.accepted[0] = in.budget + 1; }},
        {"accepted", [](const VerifyInputs&, VerifyOutputs& o) { o.accepted[0] = -1; }},
        {"accepted", [](const VerifyInputs&, VerifyOutputs& o) { o.accepted.pop_back(); }}};
-  for (const auto& [tensor, breaking] : breaks) {
+  for (const auto& [tensor, breaking_fn] : breaks) {
+    const auto& breaking = breaking_fn;  // clang 14 cannot capture a structured binding
     const reference::Verifier broken = [&](const VerifyInputs& in) {
       VerifyOutputs o = reference::dspark_verify(in);
       breaking(in, o);

@@ -227,31 +227,6 @@ void check_proposal(const Proposal& p, int budget, int64_t V) {
                       d.size(), V);
 }
 
-// The verifier under test (a kernel) must hand back what the loop can use: per request an
-// accepted count in [0, k_r] and emitted tokens in [0, V). Anything else is its fault, reported
-// as such (not as bad input) before a cache is touched.
-void check_verifier_outputs(const VerifyInputs& in, const std::vector<int>& counts,
-                            const VerifyOutputs& out) {
-  const size_t R = counts.size();
-  if (out.accepted.size() != R || out.emitted.data.size() != R * size_t(in.budget + 1))
-    throw KernelFault("accepted",
-                      fmt::format("verifier returned {} accepted counts and {} emitted tokens for "
-                                  "{} requests of budget {}",
-                                  out.accepted.size(), out.emitted.data.size(), R, in.budget));
-  for (size_t i = 0; i < R; ++i) {
-    const int a = out.accepted[i];
-    if (a < 0 || a > counts[i])
-      throw KernelFault(
-          "accepted", fmt::format("verifier: accepted[{}] = {}, outside [0, {}]", i, a, counts[i]));
-    for (int j = 0; j <= a; ++j) {
-      const int32_t t = out.emitted.data[i * (in.budget + 1) + j];
-      if (t < 0 || t >= in.vocab)
-        throw KernelFault("emitted", fmt::format("verifier: emitted[{}, {}] = {}, outside [0, {})",
-                                                 i, j, t, in.vocab));
-    }
-  }
-}
-
 }  // namespace
 
 BatchDecode speculative_batch_decode(std::vector<BatchRequest>& requests, int steps,
@@ -308,7 +283,7 @@ BatchDecode speculative_batch_decode(std::vector<BatchRequest>& requests, int st
       in.request.push_back(uint32_t(r));
     }
     const VerifyOutputs out = verify(in);
-    check_verifier_outputs(in, counts, out);
+    check_verifier_outputs(in, out);
     for (size_t i = 0; i < active.size(); ++i) {
       const size_t r = active[i];
       std::vector<int32_t>& text = d.text[r];
@@ -335,6 +310,27 @@ std::vector<int32_t> speculative_sample_decode(Backbone& model, const std::vecto
   BatchDecode d = speculative_batch_decode(one, steps, budget, admit_all, sampling, verify);
   if (stats) *stats = d.stats[0];
   return d.text[0];
+}
+
+void check_verifier_outputs(const VerifyInputs& in, const VerifyOutputs& out) {
+  const size_t R = size_t(in.requests);
+  if (out.accepted.size() != R || out.emitted.data.size() != R * size_t(in.budget + 1))
+    throw KernelFault("accepted",
+                      fmt::format("verifier returned {} accepted counts and {} emitted "
+                                  "tokens for {} requests of budget {}",
+                                  out.accepted.size(), out.emitted.data.size(), R, in.budget));
+  for (size_t i = 0; i < R; ++i) {
+    const int a = out.accepted[i], k = in.drafted.empty() ? in.budget : in.drafted[i];
+    if (a < 0 || a > k)
+      throw KernelFault("accepted",
+                        fmt::format("verifier: accepted[{}] = {}, outside [0, {}]", i, a, k));
+    for (int j = 0; j <= a; ++j) {
+      const int32_t t = out.emitted.data[i * (in.budget + 1) + j];
+      if (t < 0 || t >= in.vocab)
+        throw KernelFault("emitted", fmt::format("verifier: emitted[{}, {}] = {}, outside [0, {})",
+                                                 i, j, t, in.vocab));
+    }
+  }
 }
 
 }  // namespace tandem::reference

@@ -141,4 +141,10 @@ std::vector<int32_t> speculative_sample_decode(Backbone& model, const std::vecto
                                                const Sampling& sampling, const Verifier& verify,
                                                SpeculativeStats* stats = nullptr);
 
+// The verifier under test (a kernel) must hand back what a decode loop can use: per request an
+// accepted count in [0, k_r] and emitted tokens in [0, V). Anything else is its fault, thrown as
+// a KernelFault naming the tensor (not bad input); the decode loops call it before any cache or
+// byte model touches the result.
+void check_verifier_outputs(const VerifyInputs& in, const VerifyOutputs& out);
+
 }  // namespace tandem::reference

@@ -76,6 +76,9 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j["seed"] = -1;
   expect_bad(j, {"seed"});
   j = tiny_json();
+  j["engram"]["seed"] = UINT64_MAX - 10007;  // + 10007 x layer 14 would wrap
+  expect_bad(j, {"engram.seed", "exceeds 2^64 - 1"});
+  j = tiny_json();
   j["dspark"]["gamma"] = 9;  // more than one verification pass checks
   expect_bad(j, {"dspark.gamma", "9"});
   j = tiny_json();

@@ -40,5 +40,16 @@ TEST(NumpyRng, IntegersMatchNumpy) {
   EXPECT_EQ(engram_half(99092), 46539438283891);
 }
 
+// numpy's bounded draws take the raw 32-bit word when the range is exactly 2^32 values (high =
+// 2^32; the Lemire step would multiply by 2^32 mod 2^32 = 0 and return zeros).
+TEST(NumpyRng, FullThirtyTwoBitRangeIsRawDraws) {
+  for (uint64_t seed : {0ull, 5ull, 20261202ull}) {
+    Pcg64 rng(seed);
+    std::vector<int64_t> raw;
+    for (int i = 0; i < 9; ++i) raw.push_back(rng.next32());
+    EXPECT_EQ(numpy_integers(seed, int64_t{1} << 32, 9), raw) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace tandem
