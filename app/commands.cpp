@@ -24,6 +24,32 @@
 namespace tandem::app {
 namespace {
 
+// Numeric flags are plain decimal as typed ("010" is not octal 8, "0x10" not 16, "" not the
+// default) and fit their type; the error quotes the value.
+const CLI::Validator kDecimalInteger(
+    [](std::string& text) -> std::string {
+      const bool sign = !text.empty() && text[0] == '-';
+      const std::string_view digits = std::string_view(text).substr(sign);
+      int64_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (digits.empty() || (digits.size() > 1 && digits[0] == '0') ||
+          end != text.data() + text.size())
+        return "expected a decimal integer, got '" + brief_text(text) + "'";
+      if (ec != std::errc()) return "'" + brief_text(text) + "' is out of range";
+      return "";
+    },
+    "INT");
+const CLI::Validator kDecimalNumber(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const bool hex = text.find_first_of("xX") != std::string::npos;
+      if (text.empty() || hex || std::isspace(static_cast<unsigned char>(text[0])) ||
+          (std::strtod(text.c_str(), &end), end != text.c_str() + text.size()))
+        return "expected a decimal number, got '" + brief_text(text) + "'";
+      return "";
+    },
+    "NUMBER");
+
 struct BackendFlags {
   std::string backend = "auto";
   std::string schedule = "in-order";
@@ -33,7 +59,8 @@ struct BackendFlags {
     cmd.add_option("--backend", backend, "auto (cuda if a GPU is found, else emu), emu or cuda")
         ->check(CLI::IsMember({"auto", "emu", "cuda"}));
     cmd.add_option("--schedule", schedule, "emu resume order: in-order, reversed, shuffled:SEED");
-    cmd.add_option("--block-threads", block_threads, "threads per block (multiple of 32)");
+    cmd.add_option("--block-threads", block_threads, "threads per block (multiple of 32)")
+        ->check(kDecimalInteger);
   }
   RunOptions resolve() const {
     RunOptions o;
@@ -173,10 +200,15 @@ struct TrafficFlags {
     preset_file_opt =
         cmd.add_option("--preset-file", preset_file, "preset JSON file (instead of --preset)")
             ->excludes(builtin);
-    cmd.add_option("--batch", w.batch, "concurrent requests")->capture_default_str();
-    cmd.add_option("--context", w.context, "context length in tokens")->capture_default_str();
+    cmd.add_option("--batch", w.batch, "concurrent requests")
+        ->capture_default_str()
+        ->check(kDecimalInteger);
+    cmd.add_option("--context", w.context, "context length in tokens")
+        ->capture_default_str()
+        ->check(kDecimalInteger);
     cmd.add_option("--image", images, "an image in the prompt, WxH pixels (repeatable)");
     cmd.add_option("--acceptance", w.acceptance, "DSpark i.i.d. acceptance per drafted token")
+        ->check(kDecimalNumber)
         ->capture_default_str();
     cmd.add_option("--confidence", confidence_text,
                    "DSpark per-position confidences, comma-separated (overrides --acceptance)");
@@ -206,9 +238,9 @@ int cmd_traffic(const TrafficFlags& f, bool execute, std::ostream& out) {
                                                  : sim::builtin_preset(f.preset);
   if (!f.act_dtype.empty()) p.act_bytes = f.act_dtype == "f32" ? 4 : 2;
   const sim::Report r = sim::simulate(p, f.workload());
+  if (!f.out_dir.empty() && execute) sim::write_outputs(r, f.out_dir);  // may fail: nothing printed
   out << (f.json ? to_json(r).dump(2) + "\n" : to_table(r));
   if (!f.out_dir.empty() && execute) {
-    sim::write_outputs(r, f.out_dir);
     if (!f.json)
       out << "wrote " << f.out_dir << "/{report.json,report.csv,sweep.csv,traffic_*.svg,png}\n";
   }
@@ -319,8 +351,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
     out << app.help();
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() != 0) {
-      err << "tandem: " << e.what() << "\n"
-          << "run 'tandem --help' for usage\n";
+      err << "tandem: " << e.what() << " (tandem --help for usage)\n";
       return static_cast<int>(ExitCode::bad_input);
     }
     app.exit(e, out, err);

@@ -35,8 +35,11 @@ nlohmann::json parse_json(std::string_view text, const std::string& source) {
     }
     return true;
   };
+  // nlohmann's lexer takes a NUL byte for the end of the input: what follows would be ignored.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw_bad_input("{}: invalid JSON: a NUL byte at byte {}", source, nul);
   try {
-    return nlohmann::json::parse(text, guard);
+    return nlohmann::json::parse(text.begin(), text.end(), guard);
   } catch (const nlohmann::json::parse_error& e) {
     throw_bad_input("{}: invalid JSON at byte {}: {}", source, e.byte, e.what());
   } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
@@ -46,8 +49,12 @@ nlohmann::json parse_json(std::string_view text, const std::string& source) {
 
 std::string brief_text(std::string_view s) {
   constexpr size_t kShown = 60;
-  return s.size() <= kShown ? std::string(s)
-                            : fmt::format("{}... ({} characters)", s.substr(0, kShown), s.size());
+  std::string out;  // one line: control characters escaped
+  for (const char c : s.substr(0, kShown))
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f
+               ? fmt::format("\\x{:02x}", static_cast<unsigned char>(c))
+               : std::string(1, c);
+  return s.size() <= kShown ? out : fmt::format("{}... ({} characters)", out, s.size());
 }
 
 std::string brief(const nlohmann::json& v) {

@@ -174,6 +174,17 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
                         2.0 * m.vision.top_k * m.shape.ffn_hidden * d + T * d) +
       2.0 * m.engram.vocab * d;
   f.within_budget("model.prompt_tokens x model.blocks x residual.d", 0, T * per_token);
+  // The MoE row: every expert's two [H, d] matrices (float and the reference's double), each
+  // token through its top-k experts; truth, baselines and the emulator's schedules: ~8 runs.
+  const double E = m.vision.experts, k = m.vision.top_k, H = m.shape.ffn_hidden;
+  const double tokens = m.residual.tokens;
+  f.within_budget("vision.experts x model.ffn_hidden x residual.d, residual.tokens x vision.top_k",
+                  12 * E * 2 * H * d + 64 * tokens * (d + k * H), 8 * tokens * k * 2 * H * d);
+  // The attention row: residual.tokens queries over engram.tokens cached positions and
+  // themselves.
+  const double P = m.engram.tokens;
+  f.within_budget("residual.tokens x engram.tokens x residual.d",
+                  64 * (2 * (tokens + P) * d + tokens * d), 8 * tokens * (tokens + P) * 2 * d);
   return m;
 }
 

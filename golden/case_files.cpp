@@ -71,20 +71,27 @@ std::string blob_file_name(const std::string& case_name, const std::string& sha2
 void replace_case(const fs::path& dir, const std::string& name, std::string_view blob_bytes,
                   nlohmann::json manifest) {
   const fs::path manifest_path = file_in(dir, name + ".json", name);
-  // The blob the old manifest names, when that is a file of this directory (a hostile or broken
-  // manifest's name is never touched).
+  // The blob the old manifest names, when it is this case's blob in this directory: a hostile
+  // or broken manifest naming another file (another case's manifest, say) never gets it removed.
   fs::path old_blob;
   try {
     const std::string named = fs::exists(manifest_path) ? named_blob(manifest_path) : "";
-    if (!named.empty()) old_blob = file_in(dir, named, manifest_path.string());
+    if (is_blob_of(named, name)) old_blob = file_in(dir, named, manifest_path.string());
   } catch (const BadInput&) {
   }
   const std::string sha = sha256_hex(blob_bytes);
   const fs::path blob = file_in(dir, blob_file_name(name, sha), name);
   manifest["blob"] = blob.filename().string();
   manifest["blob_sha256"] = sha;
+  const bool blob_existed = fs::exists(fs::symlink_status(blob));
   write_file_atomic(blob, blob_bytes);
-  write_file_atomic(manifest_path, std::string_view(manifest.dump(2) + "\n"));  // the commit
+  try {
+    write_file_atomic(manifest_path, std::string_view(manifest.dump(2) + "\n"));  // the commit
+  } catch (const BadInput&) {
+    std::error_code ec;  // no manifest names the new blob: take it back
+    if (!blob_existed) fs::remove(blob, ec);
+    throw;
+  }
   if (!old_blob.empty() && old_blob != blob) {
     std::error_code ec;  // failing, it leaves a leftover for remove_leftovers
     fs::remove(old_blob, ec);

@@ -393,6 +393,8 @@ struct LoadedCase {
   std::string blob_source;
 };
 
+std::vector<double> as_doubles(const StTensor& t);
+
 LoadedCase load_case(const std::filesystem::path& manifest_path) {
   const std::string src = manifest_path.string();
   file_in(manifest_path.parent_path(), manifest_path.filename().string(), src);
@@ -421,7 +423,11 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
   if (c.manifest.at("outputs").empty())
     throw_bad_input("{}: no outputs listed (the case would compare nothing)", f.where("outputs"));
   for (const auto& [name, v] : c.manifest.at("outputs").items()) {
-    const std::string rule = outputs.object(name.c_str()).string("rule");
+    if (name.empty() || name.find('\0') != std::string::npos)
+      throw_bad_input("{}: an output named '{}'", outputs.where(""), brief_text(name));
+    const JsonFields output = outputs.object(name.c_str());
+    output.reject_unknown({"rule"});
+    const std::string rule = output.string("rule");
     if (rule != "tolerance" && rule != "exact" && rule != "reference")
       throw_bad_input("{}: unknown rule '{}'", outputs.where(name), rule);
     c.outputs.emplace_back(name, rule);
@@ -432,6 +438,16 @@ LoadedCase load_case(const std::filesystem::path& manifest_path) {
     throw_bad_input("{}: {} has SHA-256 {}, the manifest says {}", f.where("blob_sha256"),
                     c.blob_source, sha, f.string("blob_sha256"));
   c.blob = parse_safetensors(bytes, c.blob_source);
+  // Inputs and expectations are finite: a NaN stored by accident must not pass as "equal" or
+  // be blamed on the kernels.
+  for (const auto& [name, t] : c.blob.tensors) {
+    if (t.dtype != DType::F64 && t.dtype != DType::F32) continue;
+    const std::vector<double> v = as_doubles(t);
+    const auto bad = std::find_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); });
+    if (bad != v.end())
+      throw_bad_input("{}: tensor '{}' holds {} at element {} (stored tensors are finite)",
+                      c.blob_source, name, *bad, bad - v.begin());
+  }
   return c;
 }
 
@@ -483,20 +499,28 @@ Delta delta(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return {INFINITY, 0};
   Delta d;
   for (size_t i = 0; i < a.size(); ++i) {
-    d.max_abs = std::max(d.max_abs, std::fabs(a[i] - b[i]));
+    const double e = std::fabs(a[i] - b[i]);
+    d.max_abs = std::max(d.max_abs, std::isnan(e) ? INFINITY : e);  // max() would drop a NaN
     d.scale = std::max(d.scale, std::fabs(b[i]));
   }
-  if (std::isnan(d.max_abs)) d.max_abs = INFINITY;
   return d;
 }
+// A tensor's shape and values as doubles.
+struct Values {
+  Shape shape;
+  std::vector<double> v;
+};
 template <class T>
-std::vector<double> doubles(const Tensor<T>& t) {
-  return {t.data.begin(), t.data.end()};
+Values doubles(const Tensor<T>& t) {
+  return {t.shape, {t.data.begin(), t.data.end()}};
 }
 
-CheckedTensor reference_check(const std::string& name, const std::vector<double>& now,
-                              const StTensor& stored) {
-  const Delta dl = delta(now, as_doubles(stored));
+// The reference recomputed now against the stored expectation, which must have its shape.
+CheckedTensor reference_check(const std::string& name, const Values& now, const StTensor& stored) {
+  if (stored.shape != now.shape)
+    throw_bad_input("tensor 'expected.{}' has shape {}, the case computes {}", name,
+                    fmt::join(stored.shape, "x"), fmt::join(now.shape, "x"));
+  const Delta dl = delta(now.v, as_doubles(stored));
   return {name, "ref-1e-12", dl.within(),
           fmt::format("reference max |now - stored| = {:.3e} (limit {:.3e})", dl.max_abs,
                       1e-12 * dl.scale)};
@@ -551,11 +575,10 @@ CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
   expected.truth.gates = c.blob.get_as<double>("expected.gates", c.blob_source);
   expected.truth.h_out = c.blob.get_as<double>("expected.h_out", c.blob_source);
   CaseReport report{c.name, {}};
-  const std::pair<std::string, std::vector<double>> ref_now[] = {
-      {"addresses", doubles(now.addresses)},
-      {"rows", doubles(now.rows)},
-      {"gates", doubles(now.truth.gates)},
-      {"h_out", doubles(now.truth.h_out)}};
+  const std::pair<std::string, Values> ref_now[] = {{"addresses", doubles(now.addresses)},
+                                                    {"rows", doubles(now.rows)},
+                                                    {"gates", doubles(now.truth.gates)},
+                                                    {"h_out", doubles(now.truth.h_out)}};
   for (const auto& [name, v] : ref_now)
     report.tensors.push_back(
         reference_check(name, v, c.blob.get("expected." + name, c.blob_source)));
@@ -583,12 +606,16 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
   in.rope.col = get_shaped<int32_t>(c, "rope.col", {n}).data;
   in.gate.logits = get_shaped<float>(c, "gate.logits", {T, E});
   in.gate.is_image = get_shaped<uint8_t>(c, "gate.is_image", {T}).data;
+  for (size_t t = 0; t < in.gate.is_image.size(); ++t)
+    if (in.gate.is_image[t] > 1)
+      throw_bad_input("{}: tensor 'gate.is_image' holds {} at token {}, expected 0 or 1", src,
+                      in.gate.is_image[t], t);
   in.gate.bias_text = get_shaped<float>(c, "gate.bias_text", {E}).data;
   in.gate.bias_vl = get_shaped<float>(c, "gate.bias_vl", {E}).data;
   in.gate.top_k = v.top_k;
   const auto experts = reference::moe_gate<float>(in.gate).experts;
   CaseReport report{c.name, {}};
-  const std::pair<std::string, std::vector<double>> ref_now[] = {
+  const std::pair<std::string, Values> ref_now[] = {
       {"unshuffle", doubles(reference::unshuffle(in.grid))},
       {"rope", doubles(reference::rope_2d<double>(in.rope))},
       {"experts", doubles(experts)},
@@ -679,7 +706,7 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
   report.tensors.push_back(reference_check("logits", doubles(now.logits), stored("logits")));
   report.tensors.push_back(
       reference_check("confidence", doubles(now.confidence), stored("confidence")));
-  const Tensor<int32_t> text = c.blob.get_as<int32_t>("expected.text", c.blob_source);
+  const Tensor<int32_t> text = get_shaped<int32_t>(c, "expected.text", now.text.shape);
   report.tensors.push_back(exact_output("text", "reference verification", text, now.text));
   report.tensors.push_back(exact_output("text", "optimized verification", text, got.text));
   return report;
@@ -716,6 +743,14 @@ CaseReport check_one_output(const LoadedCase& c, const std::string& output, Refe
   return report;
 }
 
+// Refuses stored shapes that multiply to more than kMaxWork multiply-adds per run (the blob's own
+// size bound does not bound the work).
+void within_work(const LoadedCase& c, const char* tensors, double work) {
+  if (work > kMaxWork)
+    throw_bad_input("{}: tensors {} imply ~{:.3g} multiply-adds per run; the limit is {:.3g}",
+                    c.blob_source, tensors, work, kMaxWork);
+}
+
 CaseReport check_attention(const LoadedCase& c, const RunOptions& opt) {
   const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
   config.reject_unknown({"heads", "act"});
@@ -725,6 +760,8 @@ CaseReport check_attention(const LoadedCase& c, const RunOptions& opt) {
   in.q = c.blob.get_as<float>("q", c.blob_source);
   in.keys = c.blob.get_as<float>("keys", c.blob_source);
   in.values = c.blob.get_as<float>("values", c.blob_source);
+  within_work(c, "q x keys",
+              double(in.q.size()) * double(in.keys.shape.empty() ? 0 : in.keys.dim(0)) * 2);
   const AttentionOutputs out = run_attention_causal(in, opt);  // validates the shapes first
   return check_one_output(c, "o", run_attention_reference(in), out, in.act, compare_attention);
 }
@@ -739,6 +776,11 @@ CaseReport check_moe(const LoadedCase& c, const RunOptions& opt) {
   in.weights = c.blob.get_as<float>("weights", c.blob_source);
   in.w_in = c.blob.get_as<float>("w_in", c.blob_source);
   in.w_out = c.blob.get_as<float>("w_out", c.blob_source);
+  within_work(c, "y x experts x w_in",
+              double(in.y.shape.empty() ? 0 : in.y.dim(0)) *
+                  double(in.experts.shape.size() == 2 ? in.experts.dim(1) : 0) * 2 *
+                  double(in.w_in.size() /
+                         std::max<int64_t>(1, in.w_in.shape.empty() ? 1 : in.w_in.dim(0))));
   const MoeExpertOutputs out = run_moe_experts(in, opt);  // validates the shapes first
   return check_one_output(c, "f", run_moe_reference(in), out, in.act, compare_moe);
 }

@@ -229,7 +229,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
       {"nan",
        "dspark_verify_greedy",
        [](GoldenCopy& g) { g.edit_tensor<float>("p_target", [](auto& t) { t.data[7] = NAN; }); },
-       {"dspark_verify_greedy.safetensors", "p_target[0, 0, 7]", "nan"}},
+       {"dspark_verify_greedy.safetensors", "'p_target'", "nan"}},
       {"last_token",
        "dspark_drafter",
        [](GoldenCopy& g) { g.edit_tensor<int32_t>("last", [](auto& t) { t.data[0] = -4; }); },
@@ -285,6 +285,50 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
          g.edit_tensor<double>("features", [](auto& t) { t = Tensor<double>({0, t.dim(1)}); });
        },
        {"dspark_drafter.safetensors", "'features'", "0x"}},
+      {"nan_input",
+       "vision_100x40_f32",
+       [](GoldenCopy& g) { g.edit_tensor<float>("grid", [](auto& t) { t.data[0] = NAN; }); },
+       {"vision_100x40_f32.safetensors", "'grid'", "nan"}},
+      {"nan_expectation",
+       "dspark_drafter",
+       [](GoldenCopy& g) {
+         g.edit_tensor<double>("expected.logits", [](auto& t) { t.data[0] = NAN; });
+       },
+       {"dspark_drafter.safetensors", "'expected.logits'", "nan"}},
+      {"inf_weight",
+       "residual_v4_f32",
+       [](GoldenCopy& g) {
+         g.edit_tensor<float>("site0.fn", [](auto& t) { t.data[3] = -INFINITY; });
+       },
+       {"residual_v4_f32.safetensors", "'site0.fn'", "-inf"}},
+      {"expectation_shape",
+       "attention_f32_P24",
+       [](GoldenCopy& g) {
+         g.edit_tensor<double>("expected.o", [](auto& t) { t.shape = {t.size()}; });
+       },
+       {"attention_f32_P24.safetensors", "'expected.o'", "shape"}},
+      {"expectation_reshaped",
+       "moe_f32",
+       [](GoldenCopy& g) {
+         g.edit_tensor<double>("expected.f", [](auto& t) { t.shape = {t.dim(0), t.dim(1), 1}; });
+       },
+       {"moe_f32.safetensors", "'expected.f'", "shape"}},
+      {"output_unknown_field",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) { g.manifest["outputs"]["accepted"]["x"] = 1; },
+       {"outputs.accepted.x", "unknown"}},
+      {"is_image_value",
+       "vision_100x40_f32",
+       [](GoldenCopy& g) {
+         g.edit_tensor<uint8_t>("gate.is_image", [](auto& t) { t.data[0] = 7; });
+       },
+       {"vision_100x40_f32.safetensors", "gate.is_image", "7"}},
+      {"nul_then_garbage",
+       "dspark_verify_greedy",
+       [](GoldenCopy& g) {
+         g.raw = [](const std::string& text) { return text + std::string(1, '\0') + "{junk"; };
+       },
+       {"dspark_verify_greedy.json", "invalid JSON"}},
       {"nested_seed",
        "dspark_verify_greedy",
        [](GoldenCopy& g) {
@@ -455,6 +499,14 @@ TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
         temp_file(tmp, "dup_nested.json",
                   tiny_config_with([](auto&) {}).replace(tiny.find("\"d\":"), 0, "\"d\":8,"))},
        {"dup_nested.json", "'engram.d' appears twice"}},
+      {{"traffic", "--batch", "010"}, {"--batch", "'010'"}},
+      {{"traffic", "--batch", "0x10"}, {"--batch", "'0x10'"}},
+      {{"traffic", "--context", "99999999999999999999"}, {"--context", "99999999999999999999"}},
+      {{"traffic", "--acceptance", ""}, {"--acceptance", "''"}},
+      {{"verify", "--block-threads", "0128"}, {"--block-threads", "'0128'"}},
+      {{"verify", "--config",
+        temp_file(tmp, "nul.json", tiny + std::string(1, '\0') + R"({"residual": junk)")},
+       {"nul.json", "invalid JSON"}},
       {{"bogus"}, {"unknown command", "bogus"}},
       {{"golden", "chek"}, {"unknown command", "chek"}},
       {{"golden", "check", "--dir", kShipped, "residual_v4_f32", "residul_v4_f32"},
@@ -491,6 +543,15 @@ TEST(App, ConfigsClaimingTerabytesOrHoursAreRefused) {
       {[](auto& j) { j["engram"]["layer_ids"] = std::vector<int>(1000, 1); },
        {"engram.layer_ids", "1000 layer ids"}},
       {[](auto& j) { j["model"]["prompt_tokens"] = 65536; }, {"model.prompt_tokens"}},
+      {[](auto& j) {
+         j["vision"]["experts"] = 256, j["vision"]["top_k"] = 1, j["model"]["ffn_hidden"] = 65536;
+       },
+       {"vision.experts x model.ffn_hidden"}},
+      {[](auto& j) {
+         j["residual"]["tokens"] = 60000, j["residual"]["sites"] = 1;
+         j["vision"]["top_k"] = 16, j["model"]["ffn_hidden"] = 8192;
+       },
+       {"residual.tokens x vision.top_k"}},
   };
   for (const auto& [edit, message] : cases) {
     const std::string path = temp_file(tmp, "big.json", tiny_config_with(edit));
@@ -527,6 +588,19 @@ TEST(App, TrafficOutputPathsAndPresetNamesRunNothing) {
   for (const fs::path& where : {tmp.path(), fs::current_path()})
     for (const auto& e : fs::recursive_directory_iterator(where))
       EXPECT_FALSE(e.path().filename().string().starts_with("PWNED")) << "ran: " << e.path();
+}
+
+// An output name taken by a directory: refused before anything is moved or printed.
+TEST(App, TrafficOutputBlockedByADirectoryChangesNothing) {
+  const TestDir tmp;
+  const fs::path out = tmp / "out";
+  fs::create_directories(out / "sweep.csv" / "x");
+  const auto before = listing(out);
+  const CliRun r = tandem({"traffic", "--preset", "tiny", "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("sweep.csv"), std::string::npos) << r.err;
+  EXPECT_EQ(listing(out), before);
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 // A report nobody received is a failure (stdout on a full disk, a closed pipe).

@@ -37,8 +37,9 @@ RC_GTEST_PROP(DenseRowsEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
     const int threads = 32 * *rc::gen::inRange(1, 9);
     RC_ASSERT(run_dense_rows(in, {Backend::emu, s, threads}).y.data == first.y.data);
   }
-  RC_ASSERT(same_traffic(first.launches, {sim::predict_dense_rows(T, n_in, n_out, act,
-                                                                  !in.bias.data.empty(), in.gelu)}));
+  RC_ASSERT(
+      same_traffic(first.launches,
+                   {sim::predict_dense_rows(T, n_in, n_out, act, !in.bias.data.empty(), in.gelu)}));
 }
 
 TEST(DenseRows, IdentityWeightsCopyTheInput) {
@@ -53,8 +54,8 @@ TEST(DenseRowsCuda, KernelMatchesReference) {
   if (!cuda.available) GTEST_SKIP() << cuda.detail;
   for (auto act : {ActDType::f32, ActDType::bf16}) {
     const DenseInputs in = make_dense_inputs(64, 1024, 4096, act, 9);
-    for (const auto& t : compare_dense(run_dense_reference(in),
-                                       run_dense_rows(in, {Backend::cuda, {}, 256}), act))
+    for (const auto& t :
+         compare_dense(run_dense_reference(in), run_dense_rows(in, {Backend::cuda, {}, 256}), act))
       EXPECT_TRUE(t.result.pass) << act_dtype_name(act) << " " << t.name << ": "
                                  << t.result.summary();
   }
@@ -68,7 +69,8 @@ TEST(DenseRows, BadInputNamesTheTensor) {
   expect_bad_input(run(in), "dense input 'x'");
   in = ok, in.bias = Tensor<float>({5});
   expect_bad_input(run(in), "dense input 'bias'");
-  in = ok, in.act = ActDType::bf16, in.x = Tensor<float>({2, 12}, 1.0f), in.w = Tensor<float>({4, 12});
+  in = ok, in.act = ActDType::bf16, in.x = Tensor<float>({2, 12}, 1.0f),
+  in.w = Tensor<float>({4, 12});
   expect_bad_input(run(in), "a multiple of 8 (bf16)");
   in = ok, in.x = Tensor<float>({0, 16});
   expect_bad_input(run(in), "T >= 1");

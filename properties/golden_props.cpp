@@ -210,6 +210,29 @@ TEST_F(GoldenDir, RegenRemovesLeftoversOfKilledRuns) {
   EXPECT_EQ(entries(dir_), expected);
 }
 
+// A manifest naming another file as its blob never gets that file removed by regen, and a regen
+// whose manifest cannot be written takes its new blob back.
+TEST_F(GoldenDir, RegenRemovesOnlyTheCasesOwnBlobs) {
+  const auto names = golden::generator_case_names();
+  golden::regen_cases(dir_, false, {names[0], names[1]});
+  const fs::path victim = dir_ / (names[1] + ".json");
+  const std::string victim_text = read_file(victim);
+  auto j = nlohmann::json::parse(read_file(dir_ / (names[0] + ".json")));
+  j["blob"] = names[1] + ".json";
+  write_file_atomic(dir_ / (names[0] + ".json"), std::string_view(j.dump()));
+  const auto r = golden::regen_cases(dir_, true, {names[0]});
+  EXPECT_TRUE(r[0].written);
+  EXPECT_EQ(read_file(victim), victim_text);
+  EXPECT_TRUE(golden::check_case(dir_ / (names[0] + ".json"), {}).pass());
+
+  fs::remove(dir_ / (names[0] + ".json"));
+  fs::remove(blob_of(victim));  // so the rewritten blob would be new
+  fs::create_directories(dir_ / (names[0] + ".json"));
+  const auto before = entries(dir_);
+  EXPECT_THROW(golden::regen_cases(dir_, true, {names[0]}), BadInput);
+  EXPECT_EQ(entries(dir_), before);
+}
+
 TEST_F(GoldenDir, FifoAndDirectoryManifestsAreBadInputNotHangs) {
   ASSERT_EQ(::mkfifo((dir_ / "fifo_case.json").c_str(), 0600), 0);
   expect_bad_input(dir_ / "fifo_case.json", {"fifo_case.json", "not a regular file"});

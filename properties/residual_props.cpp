@@ -220,7 +220,8 @@ ResidualBoundaryInputs make_boundary_inputs(const ResidualCase& c, BoundaryMode 
   ResidualBoundaryInputs in{cfg, c.act, st.x0, {}, {}, st.sites[0]};
   in.next.w_sub = {};
   // Realistic coefficients: site 1's mixes of the same state; f: a seeded branch output.
-  const auto coef = reference::residual_boundary_baseline({cfg, c.act, st.x0, {}, {}, st.sites[1]}).coef;
+  const auto coef =
+      reference::residual_boundary_baseline({cfg, c.act, st.x0, {}, {}, st.sites[1]}).coef;
   const Tensor<float> coef_f(coef.shape, {coef.data.begin(), coef.data.end()});
   Tensor<float> f = seeded_tensor({c.tokens, c.d}, c.seed, 77, -1.0f, 1.0f);
   for (float& v : f.data) v = c.act == ActDType::bf16 ? reference::store<bf16>(v) : v;
@@ -233,14 +234,16 @@ ResidualBoundaryInputs make_boundary_inputs(const ResidualCase& c, BoundaryMode 
 
 RC_GTEST_PROP(ResidualEmu, BoundaryMatchesReferenceInEveryMode, ()) {
   const ResidualCase c = *gen_case();
-  const auto mode = *rc::gen::element(BoundaryMode::first, BoundaryMode::open_carried,
-                                      BoundaryMode::boundary, BoundaryMode::head,
-                                      BoundaryMode::close_only);
+  const auto mode =
+      *rc::gen::element(BoundaryMode::first, BoundaryMode::open_carried, BoundaryMode::boundary,
+                        BoundaryMode::head, BoundaryMode::close_only);
   RC_LOG() << c.name() << " " << mode_name(mode);
   const ResidualBoundaryInputs in = make_boundary_inputs(c, mode);
   const auto schedules = emu::test_schedules();
-  const ResidualBoundaryOutputs out = run_residual_boundary(in, {Backend::emu, schedules[0], c.block});
-  for (const TensorCheck& t : compare_residual_boundary(run_residual_boundary_reference(in), out, c.act)) {
+  const ResidualBoundaryOutputs out =
+      run_residual_boundary(in, {Backend::emu, schedules[0], c.block});
+  for (const TensorCheck& t :
+       compare_residual_boundary(run_residual_boundary_reference(in), out, c.act)) {
     RC_LOG() << t.name << ": " << t.result.summary();
     RC_ASSERT(t.result.pass);
   }
@@ -250,9 +253,9 @@ RC_GTEST_PROP(ResidualEmu, BoundaryMatchesReferenceInEveryMode, ()) {
               again.coef.data == out.coef.data);
   }
   const bool close = !in.f.data.empty(), open = !in.next.norm_w.data.empty();
-  RC_ASSERT(same_traffic(out.launches, {sim::predict_residual_boundary(
-                                           c.tokens, c.d, c.act, close, !in.coef.data.empty(),
-                                           open, !in.next.fn.data.empty())}));
+  RC_ASSERT(same_traffic(out.launches, {sim::predict_residual_boundary(c.tokens, c.d, c.act, close,
+                                                                       !in.coef.data.empty(), open,
+                                                                       !in.next.fn.data.empty())}));
 }
 
 // The pre the open pass collapses with is the carried one: with coef's pre = e_k, y is the

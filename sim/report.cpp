@@ -228,6 +228,11 @@ void write_outputs(const Report& r, const std::filesystem::path& dir) {
   write_file_atomic(work.path() / "report.csv", std::string_view(to_csv(r)));
   write_file_atomic(work.path() / "sweep.csv", std::string_view(sweep_csv(r)));
   run_gnuplot(plot_script(r), work.path());
+  for (const char* name : kReportFiles) {  // before moving any: each target can be replaced
+    const auto st = std::filesystem::symlink_status(dir / name, ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+      throw_bad_input("--out {}: {} exists and is not a regular file", dir.string(), name);
+  }
   for (const char* name : kReportFiles) {
     std::filesystem::rename(work.path() / name, dir / name, ec);
     if (ec)
