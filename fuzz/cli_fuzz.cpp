@@ -26,8 +26,9 @@ void enter_sandbox() {
     std::string dir = (fs::temp_directory_path() / "tandem-cli-fuzz.XXXXXX").string();
     if (::mkdtemp(dir.data()) == nullptr) tandem::fuzz::fail("mkdtemp");
     const fs::path src(TANDEM_SOURCE_DIR);
-    tandem::write_file_atomic(fs::path(dir) / "tiny.json",
-                              tandem::to_json(tandem::builtin_model("tiny")).dump());
+    tandem::write_file_atomic(
+        fs::path(dir) / "tiny.json",
+        std::string_view(tandem::to_json(tandem::builtin_model("tiny")).dump()));
     fs::copy_file(src / "sim/presets/v4.1-flash-gh200.json", fs::path(dir) / "preset.json");
     fs::create_directories(fs::path(dir) / "cases");
     for (const char* f : {"dspark_verify_greedy.json", "dspark_verify_greedy.safetensors"})

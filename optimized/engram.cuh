@@ -143,8 +143,9 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
       if (q == s) hwk = acc[3 * q], hh = acc[3 * q + 1], kk = acc[3 * q + 2];
     const float dot =
         hwk * rsqrtf(hh / d + eps) * rsqrtf(kk / d + eps) / sqrtf(static_cast<float>(d));
-    const float sgn = dot > 0.0f ? 1.0f : dot < 0.0f ? -1.0f : 0.0f;
-    gate[s] = image ? 0.0f : 1.0f / (1.0f + expf(-sgn * sqrtf(fmaxf(fabsf(dot), 1e-6f))));
+    // copysign as the release: dot = +0 gives sigmoid(+1e-3), not 0.5.
+    const float z = copysignf(sqrtf(fmaxf(fabsf(dot), 1e-6f)), dot);
+    gate[s] = image ? 0.0f : 1.0f / (1.0f + expf(-z));
     st(gates + t * 4 + s, gate[s], Traffic::coefficient);
   }
   __syncthreads();

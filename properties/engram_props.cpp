@@ -272,5 +272,19 @@ TEST(EngramGate, ImagePositionsGetGateZero) {
   EXPECT_GT(out.gates.data[0], 0.0f);
 }
 
+// The release's gate takes copysign: a stream whose hidden state is zero has dot = +0 and gate
+// sigmoid(+1e-3) (sign() would give sigmoid(0) = 0.5), in the reference and the kernel alike.
+TEST(EngramGate, ZeroDotGivesSigmoidOfPlusOneThousandth) {
+  const EngramConfig c = small_config();
+  auto in = make_engram_inputs(c, small_map(), {5, 9, 6, 7}, 0, ActDType::f32, 3);
+  for (int n = 0; n < c.d; ++n) in.h.data[(2 * 4 + 1) * c.d + n] = 0.0f;  // token 2, stream 1
+  const double want = 1.0 / (1.0 + std::exp(-1e-3));
+  const auto ref = run_engram_reference(in);
+  EXPECT_DOUBLE_EQ(ref.truth.gates.data[2 * 4 + 1], want);
+  const auto out = run_engram_layer(in, {});
+  EXPECT_NEAR(out.gates.data[2 * 4 + 1], want, 1e-7);  // float sigmoid of 1e-3
+  EXPECT_GT(out.gates.data[2 * 4 + 1], 0.5f);
+}
+
 }  // namespace
 }  // namespace tandem

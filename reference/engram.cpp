@@ -138,9 +138,11 @@ GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
       const S dot = naive_dot<S>(h.cwiseProduct(w), key) /
                     std::sqrt(naive_dot<S>(h, h) / S(d) + eps) /
                     std::sqrt(naive_dot<S>(key, key) / S(d) + eps) / std::sqrt(S(d));
-      const S sgn = dot > 0 ? S(1) : dot < 0 ? S(-1) : S(0);
+      // copysign as the release: dot = +0 gives sigmoid(+1e-3), not sigmoid(0) = 0.5.
       const S gate =
-          in.compressed[t] < 0 ? S(0) : sigmoid(sgn * std::sqrt(std::max(std::fabs(dot), S(1e-6))));
+          in.compressed[t] < 0
+              ? S(0)
+              : sigmoid(std::copysign(std::sqrt(std::max(std::fabs(dot), S(1e-6))), dot));
       out.gates.data[t * 4 + s] = static_cast<double>(gate);
       for (int64_t n = 0; n < d; ++n)
         out.h_out.data[(t * 4 + s) * d + n] =

@@ -54,7 +54,7 @@ struct GateOutputs {
   Tensor<double> h_out;  // [T, 4, d]
 };
 // kv = Wkv e; per stream i: dot_i = sum(h_i w_i key_i) rsqrt(mean h_i^2 + eps)
-// rsqrt(mean key_i^2 + eps) / sqrt(d); gate_i = sigmoid(sign(dot_i) sqrt(max(|dot_i|, 1e-6)));
+// rsqrt(mean key_i^2 + eps) / sqrt(d); gate_i = sigmoid(copysign(sqrt(max(|dot_i|, 1e-6)), dot_i));
 // h_i += gate_i value; gate 0 at negative (image / DEAD) positions.
 template <class S, class Act>
 GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows);
