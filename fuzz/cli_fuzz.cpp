@@ -20,9 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The sandbox, made once per process and entered: "tiny.json", "preset.json", "cases/".
-void enter_sandbox() {
-  static const bool entered = [] {
+// The sandbox, made once per process: "tiny.json", "preset.json", "cases/".
+const fs::path& sandbox() {
+  static const fs::path made = [] {
     std::string dir = (fs::temp_directory_path() / "tandem-cli-fuzz.XXXXXX").string();
     if (::mkdtemp(dir.data()) == nullptr) tandem::fuzz::fail("mkdtemp");
     const fs::path src(TANDEM_SOURCE_DIR);
@@ -33,16 +33,21 @@ void enter_sandbox() {
     fs::create_directories(fs::path(dir) / "cases");
     for (const char* f : {"dspark_verify_greedy.json", "dspark_verify_greedy.safetensors"})
       fs::copy_file(src / "golden/cases" / f, fs::path(dir) / "cases" / f);
-    fs::current_path(dir);
-    return true;
+    return fs::path(dir);
   }();
-  (void)entered;
+  return made;
 }
+
+// Runs inside the sandbox and returns to libFuzzer's directory (its corpus paths are relative).
+struct InSandbox {
+  const fs::path back = fs::current_path();
+  InSandbox() { fs::current_path(sandbox()); }
+  ~InSandbox() { fs::current_path(back); }
+};
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  enter_sandbox();
   std::vector<std::string> words{"tandem"};
   std::string word;
   for (size_t i = 0; i < size && words.size() < 32; ++i) {
@@ -59,6 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<const char*> argv;
   for (const std::string& w : words) argv.push_back(w.c_str());
   std::ostringstream out, err;
+  const InSandbox in_sandbox;
   const int code = tandem::app::run(static_cast<int>(argv.size()), argv.data(), out, err, false);
   if (code != 0 && code != 2) tandem::fuzz::fail("exit " + std::to_string(code) + ": " + err.str());
   if (code == 2 && err.str().empty()) tandem::fuzz::fail("exit 2 without a message");
