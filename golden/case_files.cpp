@@ -101,6 +101,11 @@ void replace_case(const fs::path& dir, const std::string& name, std::string_view
 void remove_leftovers(const fs::path& dir) {
   remove_stale_temporaries(dir);
   for (const fs::path& manifest : list_manifests(dir)) {
+    try {
+      file_in(dir, manifest.filename().string(), dir.string());  // never read through a link out
+    } catch (const BadInput&) {
+      continue;
+    }
     const std::string blob = named_blob(manifest);
     if (blob.empty()) continue;
     std::error_code ec;
