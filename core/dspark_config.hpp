@@ -7,6 +7,12 @@ namespace tandem {
 // The most drafted tokens one verification pass checks (the kernel keeps K + 1 rows per request).
 inline constexpr int kDsparkMaxDraft = 8;
 
+// The public DSpark code's two guards in verification: p_d is clamped below at 1e-8 in the
+// acceptance ratio (a token the drafter gave probability 0 is accepted with probability
+// min(1, p_t / 1e-8)), and a residual max(0, p_t - p_d) of total mass <= 1e-8 is replaced by p_t.
+inline constexpr float kDraftProbabilityFloor = 1e-8f;
+inline constexpr float kResidualMassFloor = 1e-8f;
+
 struct DsparkConfig {
   int vocab = 257;           // backbone and drafter vocabulary
   int backbone_width = 16;   // the small backbone's hidden width

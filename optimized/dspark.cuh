@@ -1,10 +1,12 @@
 #pragma once
 // DSpark batched verification (DESIGN 5.4): one warp per request, drafted positions in order.
-// Accept x_k when u * p_d(x_k) < p_t(x_k) (probability min(1, p_t/p_d)); at the first rejection
-// draw from max(0, p_t - p_d) and stop; if all K pass, draw the bonus from the last p_t. Greedy:
-// accept while x_k is the argmax of p_t (ties: lower index), then emit that argmax.
-// Draws: Philox keyed by (seed, request, position), stream 0 to accept, 1 to sample. Inverse-CDF
-// sums: lane l owns the l-th of 32 contiguous blocks; blocks combine in order (reference/dspark).
+// Accept x_k when u * max(p_d(x_k), 1e-8) < p_t(x_k) (probability min(1, p_t/max(p_d, 1e-8)));
+// at the first rejection draw from max(0, p_t - p_d) (from p_t if its mass is <= 1e-8) and stop; if
+// all K pass, draw the bonus from the last p_t. Greedy: accept while x_k is the argmax of p_t
+// (ties: lower index), then emit that argmax. Draws: Philox keyed by (seed, request, position),
+// stream 0 to accept, 1 to sample. Inverse-CDF sums: lane l owns the l-th of 32 contiguous blocks;
+// blocks combine in order (reference/dspark).
+#include "core/dspark_config.hpp"
 #include "core/philox.hpp"
 #include "optimized/kernel.cuh"
 
@@ -19,16 +21,31 @@ __device__ __forceinline__ float draw_weight(const float* p_t, const float* p_d,
   return p_d ? fmaxf(0.0f, t - ld(p_d + v, Traffic::activation)) : t;
 }
 
-// Warp-wide inverse CDF over V weights with uniform u; every lane returns the index.
+// This lane's block sum of the weights (`mine`) and the warp's total, blocks added in order.
+struct WarpBlockSums {
+  float mine, total;
+};
+__device__ __forceinline__ WarpBlockSums warp_block_sums(const float* p_t, const float* p_d,
+                                                         int64_t begin, int64_t end) {
+  WarpBlockSums s{0.0f, 0.0f};
+  for (int64_t v = begin; v < end; ++v) s.mine += draw_weight(p_t, p_d, v);
+  for (int b = 0; b < kWarpSize; ++b) s.total += __shfl_sync(0xffffffffu, s.mine, b);
+  return s;
+}
+
+// Warp-wide inverse CDF over V weights with uniform u; every lane returns the index. A residual
+// (p_d given) of total mass <= kResidualMassFloor is replaced by p_t (DESIGN 5.4's guard).
 __device__ __forceinline__ int32_t warp_inverse_cdf(const float* p_t, const float* p_d, int64_t V,
                                                     float u) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t block = (V + kWarpSize - 1) / kWarpSize;
   const int64_t begin = lane * block, end = begin + block < V ? begin + block : V;
-  float mine = 0.0f;
-  for (int64_t v = begin; v < end; ++v) mine += draw_weight(p_t, p_d, v);
-  float total = 0.0f;
-  for (int b = 0; b < kWarpSize; ++b) total += __shfl_sync(0xffffffffu, mine, b);
+  WarpBlockSums sums = warp_block_sums(p_t, p_d, begin, end);
+  if (p_d && sums.total <= kResidualMassFloor) {
+    p_d = nullptr;
+    sums = warp_block_sums(p_t, nullptr, begin, end);
+  }
+  const float mine = sums.mine, total = sums.total;
   const float target = u * total;
   float before = 0.0f;
   int chosen = -1;
@@ -115,7 +132,8 @@ __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __
     const Philox4 draw = philox_draw(seed, id, pos0 + k, 0);
     int accept = 0;
     if (lane == 0)
-      accept = philox_uniform(draw.v[0]) * ld(pd + x, Traffic::activation) <
+      accept = philox_uniform(draw.v[0]) *
+                   fmaxf(ld(pd + x, Traffic::activation), kDraftProbabilityFloor) <
                ld(pt + x, Traffic::activation);
     if (__shfl_sync(0xffffffffu, accept, 0)) continue;
     const Philox4 sample = philox_draw(seed, id, pos0 + k, 1);

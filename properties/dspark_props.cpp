@@ -98,6 +98,120 @@ TEST(DsparkVerify, PerfectDrafterAcceptsAllAndAlwaysWrongAcceptsNone) {
   }
 }
 
+// One verification row per request (K = 1, V tokens); each request's p_d, p_t rows and drafted
+// token are set by the test. Positions differ, so every request draws its own uniforms.
+VerifyInputs single_row_batch(int64_t R, int64_t V, uint64_t seed, bool greedy) {
+  VerifyInputs in;
+  in.requests = R, in.vocab = V, in.budget = 1, in.seed = seed, in.greedy = greedy;
+  in.draft = Tensor<int32_t>({R, 1}, 0);
+  in.p_draft = Tensor<float>({R, 1, V});
+  in.p_target = Tensor<float>({R, 2, V});
+  for (int64_t r = 0; r < R; ++r) in.position.push_back(uint32_t(10 + 3 * r));
+  for (float& p : in.p_target.data) p = 1.0f / float(V);  // the bonus row
+  return in;
+}
+void set_row(Tensor<float>& p, int64_t row, std::vector<float> values) {
+  std::copy(values.begin(), values.end(), p.ptr() + row * int64_t(values.size()));
+}
+// The reference's decisions, after checking that the kernel under every test schedule makes the
+// same ones and that the byte model predicts its bytes.
+VerifyOutputs verified_decisions(const VerifyInputs& in) {
+  const VerifyOutputs want = reference::dspark_verify(in);
+  for (const auto& s : emu::test_schedules()) {
+    const VerifyOutputs got = run_dspark_verify(in, {Backend::emu, s, 128});
+    EXPECT_EQ(got.accepted, want.accepted);
+    EXPECT_EQ(got.emitted.data, want.emitted.data);
+    EXPECT_TRUE(same_traffic(got.launches, sim::predict_dspark_verify(in, want)));
+  }
+  return want;
+}
+float acceptance_uniform(const VerifyInputs& in, int64_t r) {
+  return philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r], 0).v[0]);
+}
+
+// A drafted token the drafter gave probability 0 is accepted with probability
+// min(1, p_t / 1e-8): here 2e-9 / 1e-8 = 0.2 (without the clamp every one would be accepted).
+TEST(DsparkVerify, ADraftProbabilityOfZeroIsClampedAtTheFloor) {
+  const int64_t R = 4000;
+  VerifyInputs in = single_row_batch(R, 3, 41, false);
+  for (int64_t r = 0; r < R; ++r) {
+    set_row(in.p_draft, r, {0.0f, 0.5f, 0.5f});
+    set_row(in.p_target, 2 * r, {2e-9f, 0.5f, 0.5f});
+  }
+  const VerifyOutputs out = verified_decisions(in);
+  int64_t accepted = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    accepted += out.accepted[r];
+    EXPECT_EQ(out.accepted[r] == 1, acceptance_uniform(in, r) * 1e-8f < 2e-9f) << "request " << r;
+  }
+  const double sd = std::sqrt(R * 0.2 * 0.8);
+  EXPECT_NEAR(double(accepted), 0.2 * R, 5 * sd);  // 5 sigma of a binomial(4000, 0.2)
+}
+
+// At a rejection whose residual max(0, p_t - p_d) holds <= 1e-8 in all, the correction is drawn
+// from p_t: token 1 (p_t = 0.5) rather than token 2 (the residual's only mass). Just above the
+// floor the residual is used.
+TEST(DsparkVerify, AResidualWithoutMassDrawsTheCorrectionFromTheTarget) {
+  const std::vector<std::pair<float, int32_t>> mass_and_token = {
+      {5e-9f, 1},
+      {kResidualMassFloor, 1},
+      {std::nextafter(kResidualMassFloor, 1.0f), 2},
+      {2e-8f, 2}};
+  const int64_t R = 64;
+  for (const auto& [mass, token] : mass_and_token) {
+    VerifyInputs in = single_row_batch(R, 3, 43, false);
+    for (int64_t r = 0; r < R; ++r) {
+      set_row(in.p_draft, r, {0.5f, 0.5f, 0.0f});
+      set_row(in.p_target, 2 * r, {0.0f, 0.5f, mass});  // the drafted token 0: always rejected
+    }
+    const VerifyOutputs out = verified_decisions(in);
+    for (int64_t r = 0; r < R; ++r) {
+      EXPECT_EQ(out.accepted[r], 0);
+      EXPECT_EQ(out.emitted.data[r * 2], token) << "residual mass " << mass << " request " << r;
+    }
+  }
+}
+
+// The acceptance boundary u * p_d == p_t exactly (p_d a power of two, so the product is exact)
+// rejects; one float above it accepts.
+TEST(DsparkVerify, AcceptanceIsStrictAtTheBoundary) {
+  const int64_t R = 256;
+  VerifyInputs in = single_row_batch(R, 2, 47, false);
+  for (int64_t r = 0; r < R; ++r) {
+    const float edge = acceptance_uniform(in, r) * 0.5f;
+    const float pt = r % 2 ? std::nextafter(edge, 1.0f) : edge;
+    set_row(in.p_draft, r, {0.5f, 0.5f});
+    set_row(in.p_target, 2 * r, {pt, 1.0f - pt});
+  }
+  const VerifyOutputs out = verified_decisions(in);
+  for (int64_t r = 0; r < R; ++r) EXPECT_EQ(out.accepted[r], r % 2) << "request " << r;
+}
+
+// Exact ties at the argmax of p_t: greedy takes the lower index, whether the tied tokens sit in
+// one lane's stride (i, i + 32) or in different lanes (the warp's shuffle reduction).
+TEST(DsparkVerify, GreedyTiesAtTheArgmaxTakeTheLowerIndex) {
+  const int64_t V = 100;
+  const std::vector<std::vector<int32_t>> ties = {
+      {0, 1},      {0, 32},   {5, 37},          {31, 32}, {63, 99}, {1, 98},
+      {7, 39, 71}, {3, 4, 5}, {30, 31, 62, 95}, {96, 97}, {0, 99}};
+  const int64_t R = 2 * int64_t(ties.size());
+  VerifyInputs in = single_row_batch(R, V, 53, true);
+  for (int64_t r = 0; r < R; ++r) {
+    const auto& tied = ties[r / 2];
+    std::vector<float> pt(V);
+    for (int64_t v = 0; v < V; ++v) pt[v] = float(v % 7) / 1024.0f;  // below the tie's 0.25
+    for (int32_t v : tied) pt[v] = 0.25f;
+    set_row(in.p_target, 2 * r, pt);
+    set_row(in.p_draft, r, pt);
+    in.draft.data[r] = r % 2 ? tied.front() : tied.back();  // the lowest tied index, or another
+  }
+  const VerifyOutputs out = verified_decisions(in);
+  for (int64_t r = 0; r < R; ++r) {
+    EXPECT_EQ(out.accepted[r], r % 2) << "request " << r;
+    EXPECT_EQ(out.emitted.data[r * 2], ties[r / 2].front()) << "request " << r;
+  }
+}
+
 // The implementation's uniform takes the 2^24 values i * 2^-24, so its decision probabilities
 // can be counted exactly (both tests below are monotone in u: binary search).
 constexpr int64_t kDraws = int64_t{1} << 24;

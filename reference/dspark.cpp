@@ -1,19 +1,39 @@
 #include "reference/dspark.hpp"
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 
 #include "core/philox.hpp"
 
 namespace tandem::reference {
 
+namespace {
+
+using BlockSums = std::array<float, 32>;
+
+BlockSums block_sums(std::span<const float> w) {
+  const int64_t V = static_cast<int64_t>(w.size()), block = (V + 31) / 32;
+  BlockSums s{};
+  for (int b = 0; b < 32; ++b)
+    for (int64_t v = b * block; v < std::min(V, (b + 1) * block); ++v) s[b] += w[v];
+  return s;
+}
+
+float total(const BlockSums& s) {
+  float t = 0;
+  for (float b : s) t += b;
+  return t;
+}
+
+}  // namespace
+
+float blocked_sum(std::span<const float> w) { return total(block_sums(w)); }
+
 int32_t inverse_cdf(std::span<const float> w, float u) {
   const int64_t V = static_cast<int64_t>(w.size()), block = (V + 31) / 32;
-  float block_sum[32] = {};
-  for (int b = 0; b < 32; ++b)
-    for (int64_t v = b * block; v < std::min(V, (b + 1) * block); ++v) block_sum[b] += w[v];
-  float total = 0;
-  for (int b = 0; b < 32; ++b) total += block_sum[b];
+  const BlockSums block_sum = block_sums(w);
+  const float total = reference::total(block_sum);
   const float target = u * total;
   float before = 0;  // mass of the blocks before b
   for (int b = 0; b < 32; ++b) {
@@ -59,7 +79,9 @@ VerifyOutputs dspark_verify(const VerifyInputs& in) {
       const float u = philox_uniform(philox_draw(in.seed, id, pos, 0).v[0]);
       if (accepts(u, draft(k)[x], target(k)[x])) continue;
       for (int64_t v = 0; v < V; ++v) residual[v] = std::max(0.0f, target(k)[v] - draft(k)[v]);
-      extra = inverse_cdf(residual, philox_uniform(philox_draw(in.seed, id, pos, 1).v[0]));
+      const bool no_residual = blocked_sum(residual) <= kResidualMassFloor;
+      extra = inverse_cdf(no_residual ? target(k) : std::span<const float>(residual),
+                          philox_uniform(philox_draw(in.seed, id, pos, 1).v[0]));
       break;
     }
     if (k == k_r) {  // all accepted: the bonus token from the target distribution after them
