@@ -3,6 +3,10 @@
 
 namespace tandem {
 
+// RMSNorm eps of the releases (DESIGN 5.6): V4 1e-6; the released V4.1 uses 1e-20 in every
+// RMSNorm (the Engram gate's included).
+inline constexpr double kV4NormEps = 1e-6, kV41NormEps = 1e-20;
+
 struct ResidualConfig {
   int hc_mult = 4;  // streams n; the kernels are written for 4
   int d = 64;       // hidden width per stream; a multiple of 8 (16-byte bf16 packs)

@@ -42,9 +42,9 @@ namespace {
 constexpr const char* kMapFile = "engram_synthetic_map.safetensors";
 
 // ---------------------------------------------------------------- residual cases
-ResidualConfig residual_cfg(int d, int sites, int tokens) {
+ResidualConfig residual_cfg(int d, int sites, int tokens, double norm_eps = kV4NormEps) {
   ResidualConfig c;
-  c.d = d, c.sites = sites, c.tokens = tokens;
+  c.d = d, c.sites = sites, c.tokens = tokens, c.norm_eps = norm_eps;
   return c;
 }
 
@@ -111,6 +111,7 @@ EngramConfig engram_cfg(int d, int tokens, int heads, int max_order, int64_t tab
   c.compressed_vocab = 3001;
   c.d = d;
   c.tokens = tokens;
+  c.norm_eps = kV41NormEps;  // Engram is a V4.1 component
   return c;
 }
 
@@ -344,11 +345,13 @@ const std::vector<CaseSpec>& specs() {
        }},
       {"residual_v41_f32", "residual", 102,
        [](uint64_t seed) {
-         return build_residual(residual_cfg(64, 3, 4), P::v41_single_pass, A::f32, seed);
+         return build_residual(residual_cfg(64, 3, 4, kV41NormEps), P::v41_single_pass, A::f32,
+                               seed);
        }},
       {"residual_v41_bf16", "residual", 103,
        [](uint64_t seed) {
-         return build_residual(residual_cfg(128, 4, 3), P::v41_single_pass, A::bf16, seed);
+         return build_residual(residual_cfg(128, 4, 3, kV41NormEps), P::v41_single_pass, A::bf16,
+                               seed);
        }},
       {"residual_v4_bf16_d8", "residual", 104,
        [](uint64_t seed) {

@@ -274,11 +274,11 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
       {"engram_tokens_contradict_blob",
        "engram_layer1_f32",
        [](GoldenCopy& g) { g.manifest["config"]["engram"]["tokens"] = 7; },
-       {"engram_layer1_f32.safetensors", "'ids'", "7"}},
+       {"engram_layer1_f32.", ".safetensors: tensor", "'ids'", "7"}},
       {"map_value",
        "engram_layer1_f32",
        [](GoldenCopy& g) { g.edit_tensor<int32_t>("map", [](auto& t) { t.data[5] = 3001; }); },
-       {"engram_layer1_f32.safetensors", "map[5] = 3001"}},
+       {"engram_layer1_f32.", ".safetensors: map", "map[5] = 3001"}},
       {"features_empty",
        "dspark_drafter",
        [](GoldenCopy& g) {
