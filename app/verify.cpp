@@ -128,10 +128,11 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
         return compare_exact<float>(other.h_out.span(), out.h_out.span()).pass &&
                compare_exact<int64_t>(other.addresses.span(), out.addresses.span()).pass;
       });
-  int64_t lookups = 0;
-  for (int64_t id : in.compressed) lookups += id >= 0;
-  row.bytes = fmt::format("{} rows x {} B", lookups * cfg.lookups(), cfg.row_bytes());
-  check_against_sim(row, out.launches, sim::predict_engram_layer(cfg, cfg.tokens, lookups, act));
+  const int64_t markers =
+      std::count_if(in.compressed.begin(), in.compressed.end(), [](int64_t id) { return id < 0; });
+  const int64_t fetching = cfg.skip_marker_lookups ? cfg.tokens - markers : cfg.tokens;
+  row.bytes = fmt::format("{} rows x {} B", fetching * cfg.lookups(), cfg.row_bytes());
+  check_against_sim(row, out.launches, sim::predict_engram_layer(cfg, cfg.tokens, markers, act));
   return row;
 }
 

@@ -86,8 +86,8 @@ void check_engram_table_bytes(const EngramLayerTables& t, const EngramConfig& c)
 
 EngramConfig parse_engram_config(const JsonFields& f) {
   f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
-                    "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps",
-                    "tokens"});
+                    "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps", "tokens",
+                    "skip_marker_lookups"});
   EngramConfig c;
   const auto& ids = f.array("layer_ids");
   if (ids.empty())
@@ -122,6 +122,7 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   if (c.d % 8) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
   c.norm_eps = f.number("norm_eps", 0.0, 1e-2);
   c.tokens = static_cast<int>(f.integer("tokens", 1, 1 << 20));
+  if (f.has("skip_marker_lookups")) c.skip_marker_lookups = f.boolean("skip_marker_lookups");
   if (f.has("multipliers")) {
     const auto& m = f.array("multipliers");
     if (m.size() != c.layer_ids.size())
@@ -163,7 +164,8 @@ nlohmann::json to_json(const EngramConfig& c) {
                       {"seed", c.seed},
                       {"d", c.d},
                       {"norm_eps", c.norm_eps},
-                      {"tokens", c.tokens}};
+                      {"tokens", c.tokens},
+                      {"skip_marker_lookups", c.skip_marker_lookups}};
   if (!c.multipliers.empty()) j["multipliers"] = c.multipliers;
   return j;
 }

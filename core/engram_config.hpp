@@ -26,6 +26,10 @@ struct EngramConfig {
   int d = 64;                                     // residual stream width (the gate)
   double norm_eps = 1e-6;
   int tokens = 16;  // tokens per verification case
+  // The release hashes the all-pad n-gram at marker positions (image, DEAD) and fetches its rows
+  // (the gate is 0 there); true skips those fetches (address -1, rows 0), an optimization whose
+  // saving the traffic simulator reports.
+  bool skip_marker_lookups = false;
 
   int orders() const { return max_order - 1; }
   int lookups() const { return orders() * heads; }

@@ -18,6 +18,7 @@ EngramHashParams hash_params(const EngramInputs& in, int64_t compressed_pad) {
   p.pad = compressed_pad;
   p.max_order = in.cfg.max_order;
   p.heads = in.cfg.heads;
+  p.skip_markers = in.cfg.skip_marker_lookups;
   return p;
 }
 

@@ -25,6 +25,7 @@ struct EngramHashParams {
   int64_t offsets[kEngramMaxLookups];
   int64_t pad;  // the compressed pad id
   int max_order, heads;
+  bool skip_markers;  // no lookup at negative ids (else the all-pad n-gram, as the release)
 };
 
 // ids: [3 + T] compressed ids, the chunk's history first (kEngramDead where there is none).
@@ -42,7 +43,7 @@ __global__ void engram_hash_gather(const int64_t* __restrict__ ids, EngramHashPa
   if (static_cast<int>(threadIdx.x) < lookups) {
     const int k = 2 + threadIdx.x / p.heads;  // order
     int64_t row = -1;
-    if (window[kEngramWindow - 1] >= 0) {
+    if (!p.skip_markers || window[kEngramWindow - 1] >= 0) {
       bool blocked = false;
       int64_t h = 0;
       for (int i = 0; i < k; ++i) {  // look back from t; a negative id blocks for good

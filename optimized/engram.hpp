@@ -31,7 +31,7 @@ struct EngramInputs {
 };
 
 struct EngramOutputs {
-  Tensor<int64_t> addresses;  // [T, lookups]; -1 where no lookup (image / DEAD positions)
+  Tensor<int64_t> addresses;  // [T, lookups]; -1 where no lookup (markers, when skipped)
   Tensor<float> rows;         // [T, lookups * head_dim] dequantised (0 where no lookup)
   Tensor<float> gates;        // [T, 4]
   Tensor<float> h_out;        // [T, 4, d]

@@ -37,7 +37,8 @@ void EngramAddressGenerator::generate(std::span<const int64_t> compressed,
     for (int j = 0; j < cfg_.heads; ++j) {
       const size_t l = static_cast<size_t>((order - 2) * cfg_.heads + j);
       const int64_t p = tables_.primes[l], offset = tables_.offsets[l];
-      for (size_t t = 0; t < T; ++t) out[t * L + l] = compressed[t] < 0 ? -1 : offset + hash[t] % p;
+      for (size_t t = 0; t < T; ++t)
+        out[t * L + l] = compressed[t] < 0 && cfg_.skip_marker_lookups ? -1 : offset + hash[t] % p;
     }
   }
 }

@@ -13,7 +13,8 @@ namespace tandem {
 class EngramAddressGenerator {
  public:
   EngramAddressGenerator(const EngramConfig& cfg, EngramLayerTables tables, int64_t compressed_pad);
-  // out: [T, lookups] row-major; -1 where the position's id is negative. history: <= 3 ids.
+  // out: [T, lookups] row-major; at a negative id the all-pad n-gram's rows (-1 with
+  // cfg.skip_marker_lookups). history: <= 3 ids.
   void generate(std::span<const int64_t> compressed, std::span<const int64_t> history,
                 std::span<int64_t> out) const;
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -106,6 +107,8 @@ RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
   EngramConfig c = small_config(8 * *rc::gen::inRange(1, 9));
   c.max_order = *rc::gen::inRange(2, 5);
   c.heads = *rc::gen::inRange(1, 9);
+  c.skip_marker_lookups = *rc::gen::arbitrary<bool>();
+  c.norm_eps = *rc::gen::element(kV4NormEps, kV41NormEps, 1e-2);
   const int64_t T = *rc::gen::inRange(1, 12);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
@@ -121,9 +124,9 @@ RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
   }
   const auto other = run_engram_layer(in, {Backend::emu, schedules[2], 64});
   RC_ASSERT(compare_exact<float>(out.h_out.span(), other.h_out.span()).pass);
-  int64_t lookups = 0;
-  for (int64_t id : in.compressed) lookups += id >= 0;
-  const auto predicted = sim::predict_engram_layer(c, T, lookups, act);
+  const int64_t markers =
+      std::count_if(in.compressed.begin(), in.compressed.end(), [](int64_t id) { return id < 0; });
+  const auto predicted = sim::predict_engram_layer(c, T, markers, act);
   RC_ASSERT(out.launches.size() == predicted.size());
   for (size_t i = 0; i < predicted.size(); ++i) {
     RC_ASSERT(out.launches[i].kernel == predicted[i].kernel);
@@ -136,6 +139,7 @@ RC_GTEST_PROP(EngramPrefetch, HostGeneratorEqualsReference, ()) {
   EngramConfig c = small_config();
   c.max_order = *rc::gen::inRange(2, 5);
   c.heads = *rc::gen::inRange(1, 9);
+  c.skip_marker_lookups = *rc::gen::arbitrary<bool>();
   const auto tables = engram_tables(c).at(1);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
   const auto ids = reference::compress(synthetic_token_ids(*rc::gen::inRange(1, 50), c.vocab, seed),
@@ -206,18 +210,18 @@ RC_GTEST_PROP(EngramAddressing, PackingOffsetAndChunkingDoNotChangeAddresses, ()
   }
 }
 
-TEST(EngramAddressing, ImagePositionsHaveNoLookupAndBlockTheLookBack) {
+TEST(EngramAddressing, ImagePositionsBlockTheLookBack) {
   const EngramConfig c = small_config();
   const std::vector<int64_t> ids{10, 11, -2, 12, 13};
   const auto a = addresses_of(c, ids);
-  for (int64_t v : row_of(a, 2)) EXPECT_EQ(v, -1);
   // After the image, position 3 looks as if the sequence started there.
   EXPECT_EQ(row_of(a, 3), row_of(addresses_of(c, {12}), 0));
   EXPECT_EQ(row_of(a, 4), row_of(addresses_of(c, {12, 13}), 1));
 }
 
 RC_GTEST_PROP(EngramAddressing, EveryAddressIsInsideItsTable, ()) {
-  const EngramConfig c = small_config();
+  EngramConfig c = small_config();
+  c.skip_marker_lookups = *rc::gen::arbitrary<bool>();
   const auto tables = engram_tables(c).at(0);
   const auto ids = reference::compress(
       synthetic_token_ids(64, c.vocab, *rc::gen::arbitrary<uint64_t>()), small_map());
@@ -225,11 +229,27 @@ RC_GTEST_PROP(EngramAddressing, EveryAddressIsInsideItsTable, ()) {
   for (int64_t t = 0; t < 64; ++t)
     for (int l = 0; l < c.lookups(); ++l) {
       const int64_t v = a.data[t * c.lookups() + l];
-      if (ids[t] < 0)
+      if (ids[t] < 0 && c.skip_marker_lookups)
         RC_ASSERT(v == -1);
       else
         RC_ASSERT(v >= tables.offsets[l] && v < tables.offsets[l] + tables.primes[l]);
     }
+}
+
+// At a marker (image or DEAD) the release hashes the all-pad n-gram, whatever came before: the
+// rows of a sequence holding only the pad id. With the skip option there is no lookup.
+TEST(EngramAddressing, AMarkerPositionLooksUpTheAllPadNgram) {
+  EngramConfig c = small_config();
+  const int64_t pad = small_map().map.at(c.pad_id);
+  const auto all_pad = row_of(addresses_of(c, {pad}), 0);
+  for (int64_t marker : {kEngramDead, int64_t{-2}}) {
+    const auto a = addresses_of(c, {17, 900, marker, 5}, {12, 13});
+    EXPECT_EQ(row_of(a, 2), all_pad) << "marker " << marker;
+    EXPECT_NE(row_of(a, 3), all_pad);
+  }
+  c.skip_marker_lookups = true;
+  const auto a = addresses_of(c, {17, 900, -2, 5}, {12, 13});
+  EXPECT_EQ(row_of(a, 2), std::vector<int64_t>(c.lookups(), -1));
 }
 
 // Random bigrams hash uniformly: chi-square over 64 equal bins of one table, and the number of

@@ -69,7 +69,7 @@ Tensor<int64_t> engram_addresses(const EngramConfig& cfg, const EngramLayerTable
   const int64_t T = static_cast<int64_t>(compressed.size());
   Tensor<int64_t> a({T, cfg.lookups()}, -1);
   for (int64_t t = 0; t < T; ++t) {
-    if (compressed[t] < 0) continue;  // image / DEAD position: no lookup
+    if (compressed[t] < 0 && cfg.skip_marker_lookups) continue;  // the optional skip
     for (int k = 2; k <= cfg.max_order; ++k) {
       const std::vector<int64_t> c = suffix_ngram(compressed, history, t, k, compressed_pad);
       int64_t h = c[0] * tables.multipliers[0];

@@ -38,7 +38,8 @@ std::vector<int64_t> suffix_ngram(std::span<const int64_t> ids, std::span<const 
                                   int64_t t, int k, int64_t pad);
 
 // Addresses [T, lookups]: row = offset[k][j] + (h mod p[k][j]) with h = c_t m_0 ^ c_{t-1} m_1 ^ ...
-// -1 where position t itself is negative (no lookup).
+// At a marker position (negative id) the n-gram is all pad, as the release hashes it; -1 (no
+// lookup) there only with cfg.skip_marker_lookups.
 Tensor<int64_t> engram_addresses(const EngramConfig& cfg, const EngramLayerTables& tables,
                                  std::span<const int64_t> compressed,
                                  std::span<const int64_t> history, int64_t compressed_pad);

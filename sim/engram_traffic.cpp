@@ -4,8 +4,9 @@
 
 namespace tandem::sim {
 
-LaunchLog predict_engram_layer(const EngramConfig& cfg, int64_t tokens, int64_t lookup_tokens,
+LaunchLog predict_engram_layer(const EngramConfig& cfg, int64_t tokens, int64_t marker_tokens,
                                ActDType act) {
+  const int64_t lookup_tokens = cfg.skip_marker_lookups ? tokens - marker_tokens : tokens;
   const uint64_t T = tokens, L = cfg.lookups(), D = cfg.head_dim, d = cfg.d, e = act_bytes(act);
   const uint64_t E = L * D;
   LaunchCounts gather{"engram_hash_gather"};

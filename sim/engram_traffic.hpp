@@ -8,8 +8,9 @@
 
 namespace tandem::sim {
 
-// `lookup_tokens`: positions with a lookup (non-negative ids) among `tokens`.
-LaunchLog predict_engram_layer(const EngramConfig& cfg, int64_t tokens, int64_t lookup_tokens,
+// `marker_tokens`: positions with a negative id (image, DEAD) among `tokens`; they fetch rows
+// unless cfg.skip_marker_lookups.
+LaunchLog predict_engram_layer(const EngramConfig& cfg, int64_t tokens, int64_t marker_tokens,
                                ActDType act);
 
 }  // namespace tandem::sim

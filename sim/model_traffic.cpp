@@ -15,7 +15,7 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
   constexpr ActDType f32 = ActDType::f32;
   const int64_t T = int64_t(ids.size()), d = m.residual.d, E = m.vision.experts;
   const int64_t k = m.vision.top_k, H = m.shape.ffn_hidden, V = m.engram.vocab;
-  const int64_t lookups = std::count_if(ids.begin(), ids.end(), [](int32_t id) { return id >= 0; });
+  const int64_t markers = std::count_if(ids.begin(), ids.end(), [](int32_t id) { return id < 0; });
   LaunchLog log;
   auto add = [&](const LaunchLog& l) { log.insert(log.end(), l.begin(), l.end()); };
   bool pending = false, carried = false;  // a site's f waits to be applied; a pre to carry
@@ -28,7 +28,7 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
       if (layer != b) continue;
       if (pending) log.push_back(predict_residual_boundary(T, d, f32, true, true, false, false));
       pending = false;
-      add(predict_engram_layer(m.engram, T, lookups, f32));
+      add(predict_engram_layer(m.engram, T, markers, f32));
     }
     open(true);  // attention site: q/k/v, attention, o
     log.push_back(predict_dense_rows(T, d, 3 * d, f32));

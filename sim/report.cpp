@@ -92,7 +92,8 @@ nlohmann::json to_json(const Report& r) {
                       {"tokens_with_unshuffle", v.tokens_with},
                       {"sequence_tokens", v.sequence_tokens},
                       {"kv_bytes_without", v.tokens_without * r.preset.kv_bytes_per_token},
-                      {"kv_bytes_with", v.tokens_with * r.preset.kv_bytes_per_token}});
+                      {"kv_bytes_with", v.tokens_with * r.preset.kv_bytes_per_token},
+                      {"engram_marker_bytes", v.engram_marker_bytes}});
   return {
       {"preset", r.preset.name},
       {"preset_source", r.preset.source},
@@ -126,13 +127,19 @@ std::string to_table(const Report& r) {
         "host link {:.3g} GB/s: {}\n",
         r.engram_prefetch_needed_GBps, r.first_block_ms, r.preset.host_link_GBps,
         r.engram_prefetch_hides ? "hidden" : "NOT hidden");
-  for (const auto& v : r.vision)
+  for (const auto& v : r.vision) {
     s += fmt::format(
         "image {}x{} px: {}x{} patches, {} visual tokens without unshuffle, {} with "
         "({} in the sequence), KV {} -> {}\n",
         v.input.width, v.input.height, v.grid_w, v.grid_h, v.tokens_without, v.tokens_with,
         v.sequence_tokens, human(v.tokens_without * r.preset.kv_bytes_per_token),
         human(v.tokens_with * r.preset.kv_bytes_per_token));
+    if (v.engram_marker_bytes > 0)
+      s += fmt::format(
+          "  engram at its positions: the release fetches the all-pad n-gram's rows, {}; "
+          "skipping them (engram.skip_marker_lookups) saves that\n",
+          human(v.engram_marker_bytes));
+  }
   return s;
 }
 

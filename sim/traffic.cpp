@@ -96,7 +96,10 @@ Report simulate(const Preset& p, const Workload& w) {
       {"engram", engram_dense / w.batch, engram_rows * positions,
        "rows x (K+1)/E vs the dense table / batch; not in totals", false},
   };
-  for (const Image& img : w.images) r.vision.push_back(vision_tokens(img));
+  for (const Image& img : w.images) {
+    r.vision.push_back(vision_tokens(img));
+    r.vision.back().engram_marker_bytes = double(r.vision.back().sequence_tokens) * engram_rows;
+  }
 
   // Engram prefetch: the first Engram layer's rows for one step must arrive over the host link
   // while the first block runs (its weights and its share of the KV cache, at HBM bandwidth).

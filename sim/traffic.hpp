@@ -57,6 +57,9 @@ struct VisionImage {
   int grid_w = 0, grid_h = 0;                   // 14-px patches after preprocessing
   int64_t tokens_without = 0, tokens_with = 0;  // visual tokens without / with 3x3 unshuffle
   int64_t sequence_tokens = 0;                  // 2 + h'(w' + 1) with START/NEWLINE/END
+  // Engram rows the release fetches at the image's positions (the all-pad n-gram, gate 0):
+  // what engram.skip_marker_lookups saves in prefill.
+  double engram_marker_bytes = 0;
 };
 
 struct Report {

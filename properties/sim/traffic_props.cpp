@@ -45,6 +45,17 @@ TEST(Traffic, EngramRowsRoundUpToSectors) {
   EXPECT_FALSE(row(r.prefill, "engram").in_total);
 }
 
+// The release fetches Engram rows at every image position (START, IMAGE, NEWLINE, END): per
+// image, its sequence span x Engram layers x 24 sector-rounded rows is what skipping saves.
+TEST(Traffic, EngramRowsAtImagePositionsAreReportedAsTheSkipsSaving) {
+  Workload w;
+  w.images = {{1920, 1080}};
+  const Report r = simulate(builtin_preset("v4.1-flash"), w);
+  ASSERT_EQ(r.vision.size(), 1u);
+  EXPECT_EQ(r.vision[0].engram_marker_bytes, double(r.vision[0].sequence_tokens) * 2 * 24 * 288);
+  EXPECT_EQ(simulate(builtin_preset("v4-flash"), w).vision[0].engram_marker_bytes, 0.0);
+}
+
 RC_GTEST_PROP(Traffic, ExpectedEmittedMatchesClosedForm, ()) {
   Workload w;
   w.acceptance = *rc::gen::inRange(0, 1000) / 1000.0;
