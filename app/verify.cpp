@@ -111,8 +111,9 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
   const EngramConfig& cfg = model.engram;
   VerifyRow row;
   row.component = "engram";
-  row.name = fmt::format("layer{}/{} T={} d={} lookups={}", cfg.layer_ids.at(layer_index),
-                         act_dtype_name(act), cfg.tokens, cfg.d, cfg.lookups());
+  row.name = fmt::format("layer{}/{} T={} d={} lookups={} wkv={}", cfg.layer_ids.at(layer_index),
+                         act_dtype_name(act), cfg.tokens, cfg.d, cfg.lookups(),
+                         cfg.wkv_fp8_block ? fmt::format("fp8/{}", cfg.wkv_fp8_block) : "f32");
   row.backend = backend_name(opt.backend);
   const auto map =
       reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, model.seed);

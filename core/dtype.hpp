@@ -93,6 +93,17 @@ TANDEM_HD inline float ue8m0_decode(uint8_t c) {
                 : bits_float(static_cast<uint32_t>(c) << 23);
 }
 
+// ---- The FP8 tile quantizer with a ue8m0 scale (DESIGN 5.5, the release's kernels):
+// amax = max(max|x|, 1e-4); s = 2^ceil(log2(amax * fp32(1/448))), the ceil taken on the bits
+// (the exponent, plus one when the mantissa is not zero); q = e4m3_rne(clamp(x / s, -448, 448)).
+TANDEM_HD inline uint8_t fp8_tile_scale_code(float amax) {
+  const uint32_t b = float_bits(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
+  return static_cast<uint8_t>(((b >> 23) & 0xffu) + ((b & 0x7fffffu) != 0));
+}
+TANDEM_HD inline uint8_t fp8_tile_code(float x, float scale) {
+  return e4m3_encode(fminf(fmaxf(x / scale, -448.0f), 448.0f));
+}
+
 // ---- fp4 e2m1: values +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, round to nearest even, saturating to 6.
 TANDEM_HD inline float e2m1_decode(uint8_t c) {
   const int exp = (c >> 1) & 3, m = c & 1;

@@ -87,7 +87,7 @@ void check_engram_table_bytes(const EngramLayerTables& t, const EngramConfig& c)
 EngramConfig parse_engram_config(const JsonFields& f) {
   f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
                     "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps", "tokens",
-                    "skip_marker_lookups"});
+                    "skip_marker_lookups", "wkv_fp8_block"});
   EngramConfig c;
   const auto& ids = f.array("layer_ids");
   if (ids.empty())
@@ -123,6 +123,12 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   c.norm_eps = f.number("norm_eps", 0.0, 1e-2);
   c.tokens = static_cast<int>(f.integer("tokens", 1, 1 << 20));
   if (f.has("skip_marker_lookups")) c.skip_marker_lookups = f.boolean("skip_marker_lookups");
+  if (f.has("wkv_fp8_block")) {
+    c.wkv_fp8_block = static_cast<int>(f.integer("wkv_fp8_block", 0, 128));
+    if (c.wkv_fp8_block != 0 && c.wkv_fp8_block != 32 && c.wkv_fp8_block != 128)
+      throw_bad_input("{}: 32 (V4.1), 128 (V4) or 0 (unquantized), got {}",
+                      f.where("wkv_fp8_block"), c.wkv_fp8_block);
+  }
   if (f.has("multipliers")) {
     const auto& m = f.array("multipliers");
     if (m.size() != c.layer_ids.size())
@@ -165,7 +171,8 @@ nlohmann::json to_json(const EngramConfig& c) {
                       {"d", c.d},
                       {"norm_eps", c.norm_eps},
                       {"tokens", c.tokens},
-                      {"skip_marker_lookups", c.skip_marker_lookups}};
+                      {"skip_marker_lookups", c.skip_marker_lookups},
+                      {"wkv_fp8_block", c.wkv_fp8_block}};
   if (!c.multipliers.empty()) j["multipliers"] = c.multipliers;
   return j;
 }

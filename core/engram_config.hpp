@@ -30,6 +30,9 @@ struct EngramConfig {
   // (the gate is 0 there); true skips those fetches (address -1, rows 0), an optimization whose
   // saving the traffic simulator reports.
   bool skip_marker_lookups = false;
+  // Wkv as the release's FP8 linear: e4m3 weights with a ue8m0 scale per B x B block and the
+  // input quantized per B values (V4.1 B = 32, V4 B = 128); 0: the unquantized variant.
+  int wkv_fp8_block = 32;
 
   int orders() const { return max_order - 1; }
   int lookups() const { return orders() * heads; }

@@ -77,12 +77,14 @@ EngramReference run_engram_reference(const EngramInputs& in) {
       reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
   r.rows = reference::gather_rows(in.cfg, in.table, r.addresses);
   r.truth = reference::engram_gate_truth(in, r.rows);
-  // The baseline's error scale from three orderings, as for the residual (residual_case.hpp).
+  // The baseline's error scale from three orderings, as for the residual (residual_case.hpp),
+  // each on the float problem the FP8 linear equals (quantized before anything is permuted).
   r.baseline = reference::engram_gate_baseline(in, r.rows);
+  const reference::GateProblem p = reference::float_gate_problem(in, r.rows);
   const int64_t d = in.cfg.d, E = r.rows.dim(1);
   for (const auto& [pd, pe] : {std::pair{reversed_order(d), reversed_order(E)},
                                std::pair{rotated_order(d), rotated_order(E)}}) {
-    const reference::GateOutputs b = permuted_gate_baseline(in, r.rows, pd, pe);
+    const reference::GateOutputs b = permuted_gate_baseline(p.in, p.rows, pd, pe);
     keep_farthest(r.baseline.gates, b.gates, r.truth.gates);
     keep_farthest(r.baseline.h_out, b.h_out, r.truth.h_out);
   }

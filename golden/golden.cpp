@@ -101,8 +101,10 @@ BuiltCase build_residual(const ResidualConfig& cfg, ResidualPath path, ActDType 
 
 // ---------------------------------------------------------------- engram cases
 // Small tables keep the blobs small (the layout and math are those of the full model).
-EngramConfig engram_cfg(int d, int tokens, int heads, int max_order, int64_t table_base) {
+EngramConfig engram_cfg(int d, int tokens, int heads, int max_order, int64_t table_base,
+                        int wkv_fp8_block = 32) {
   EngramConfig c;
+  c.wkv_fp8_block = wkv_fp8_block;  // the release's V4.1 FP8 linear; 128 as V4's; 0 unquantized
   c.layer_ids = {1, 3};
   c.heads = heads;
   c.max_order = max_order;
@@ -365,6 +367,14 @@ const std::vector<CaseSpec>& specs() {
        [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }},
       {"engram_layer3_bf16", "engram", 202,
        [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
+      {"engram_layer1_fp8b128_f32", "engram", 203,
+       [](uint64_t seed) {
+         return build_engram(engram_cfg(16, 12, 2, 4, 300, 128), A::f32, 0, seed);
+       }},
+      {"engram_layer1_float_wkv_bf16", "engram", 204,
+       [](uint64_t seed) {
+         return build_engram(engram_cfg(16, 12, 2, 4, 300, 0), A::bf16, 0, seed);
+       }},
       {"dspark_verify_sampling", "dspark", 401,
        [](uint64_t seed) { return build_dspark_verify(8, 5, 257, false, seed); }},
       {"dspark_verify_greedy", "dspark", 402,

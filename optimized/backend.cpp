@@ -167,9 +167,13 @@ void validate_engram_inputs(const EngramInputs& in) {
   if (in.wkv.shape != Shape{5 * d, E})
     throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
   if (in.gate_w.shape != Shape{4, d}) throw_bad_input("engram input 'gate_w': expected [4, {}]", d);
-  if (sizeof(float) * (E + 9 * d) > (48u << 10))
+  if (c.wkv_fp8_block != 0 && c.wkv_fp8_block != 32 && c.wkv_fp8_block != 128)
+    throw_bad_input("engram config: wkv_fp8_block is 32, 128 or 0, got {}", c.wkv_fp8_block);
+  if (sizeof(float) * (E + E / 32 + 9 * d) > (48u << 10))
     throw_bad_input(
-        "engram config: lookups x 256 + 9d floats exceed 48 KiB of shared memory (d = {})", d);
+        "engram config: lookups x 256 x 33/32 + 9d floats exceed 48 KiB of shared memory (d = "
+        "{})",
+        d);
 }
 
 EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {

@@ -1,6 +1,7 @@
 // Host launchers for the Engram kernels; compiled once per backend from this source.
 #include <memory>
 
+#include "core/fp8_blocks.hpp"
 #include "optimized/device_array.cuh"
 #include "optimized/engram.cuh"
 #include "optimized/engram.hpp"  // host headers first: the emulator's macros come after
@@ -27,15 +28,26 @@ void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<flo
               const RunOptions& opt, EngramOutputs& out) {
   const int64_t T = in.h.dim(0);
   const int d = in.cfg.d, E = in.cfg.lookups() * kEngramHeadDim;
+  const int B = in.cfg.wkv_fp8_block;
   DeviceArray<Act> h(in.h.data.size()), h_out(in.h.data.size());
-  DeviceArray<float> wkv(in.wkv.data.size()), gate_w(in.gate_w.data.size()), gates(size_t(T) * 4);
+  DeviceArray<float> gate_w(in.gate_w.data.size()), gates(size_t(T) * 4);
   h.upload(to_storage<Act>(in.h));
-  wkv.upload(in.wkv.data);
   gate_w.upload(in.gate_w.data);
-  const size_t smem = sizeof(float) * (size_t(E) + 9 * size_t(d));
+  // Wkv as stored: float values, or (FP8) the codes and block scales a checkpoint holds.
+  DeviceArray<float> wkv_values(B ? 0 : in.wkv.data.size());
+  const Fp8BlockMatrix q = B ? quantize_fp8_blocks(in.wkv, B) : Fp8BlockMatrix{};
+  DeviceArray<uint8_t> wkv_codes(q.codes.data.size()), wkv_scales(q.scales.data.size());
+  if (B) {
+    wkv_codes.upload(q.codes.data);
+    wkv_scales.upload(q.scales.data);
+  } else {
+    wkv_values.upload(in.wkv.data);
+  }
+  const EngramWkv wkv{wkv_values.data(), wkv_codes.data(), wkv_scales.data(), B};
+  const size_t smem = sizeof(float) * (size_t(E) + size_t(E) / kFp8MinBlock + 9 * size_t(d));
   TANDEM_LAUNCH((std::string("engram_gate<") + (sizeof(Act) == 4 ? "f32" : "bf16") + ">").c_str(),
                 engram_gate<Act>, dim3(unsigned(T)), dim3(opt.block_threads), smem, h.data(),
-                ids.data() + kEngramHistory, rows.data(), wkv.data(), gate_w.data(), d, E,
+                ids.data() + kEngramHistory, rows.data(), wkv, gate_w.data(), d, E,
                 static_cast<float>(in.cfg.norm_eps), gates.data(), h_out.data());
   out.gates = Tensor<float>({T, 4}, gates.download());
   out.h_out = download_floats(h_out, in.h.shape);

@@ -3,8 +3,10 @@
 // engram_hash_gather: the token's 24 addresses (one thread per (order, head)), then one warp per
 // row gathers its 264 bytes (lane: 8 e4m3 codes as one 8-byte load; lane 0: the 8 ue8m0 scales,
 // shared by shuffle) and writes 256 dequantised floats.
-// engram_gate: kv = Wkv e (one warp per output row, e staged in shared memory), the 4 per-stream
-// gates from one block reduction, then h_i += gate_i * value in the same pass over h.
+// engram_gate: kv = Wkv e (one warp per output row, e staged in shared memory; as the release's
+// FP8 linear, e is first quantized per B values in shared memory and the weight rows are e4m3
+// codes with a ue8m0 scale per B x B block), the 4 per-stream gates from one block reduction,
+// then h_i += gate_i * value in the same pass over h.
 #include "optimized/kernel.cuh"
 
 // Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
@@ -18,6 +20,12 @@ inline constexpr int kEngramMaxLookups = 24;
 inline constexpr int kEngramWindow = kEngramMaxOrder;  // ids t-3..t
 static_assert(kEngramHeadDim == kWarpSize * 8, "a lane dequantises 8 values");
 static_assert(kEngramRowBytes % 8 == 0, "rows start 8-byte aligned for the lanes' 8-byte loads");
+inline constexpr int kFp8CodesPerLane = 8;  // one 8-byte load of e4m3 codes
+inline constexpr int kFp8MinBlock = 32;
+static_assert(kEngramHeadDim % (kWarpSize * kFp8CodesPerLane) == 0,
+              "a warp's pass over a weight row covers 256 codes: E = lookups x 256 has no tail");
+static_assert(kFp8MinBlock % kFp8CodesPerLane == 0 && kFp8MinBlock % kWarpSize == 0,
+              "a lane's 8 codes share one weight block; a warp quantizes whole input tiles");
 
 struct EngramHashParams {
   int64_t multipliers[kEngramMaxOrder];
@@ -86,12 +94,60 @@ __global__ void engram_hash_gather(const int64_t* __restrict__ ids, EngramHashPa
   }
 }
 
+// Wkv [5d, E]: float values (block == 0), or e4m3 codes with ue8m0 scales
+// [ceil(5d / block), E / block] (block 32 or 128).
+struct EngramWkv {
+  const float* values;
+  const uint8_t* codes;
+  const uint8_t* scales;
+  int block;
+};
+
+// Quantizes x[0..E) in place per `block` values with DESIGN 5.5's tile quantizer (one warp per
+// tile, block / 32 values per lane): x keeps the e4m3 values, x_scale[tile] the tile's scale.
+__device__ __forceinline__ void quantize_tiles_fp8(float* x, float* x_scale, int E, int block) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int per_lane = block / kWarpSize;
+  for (int tile = warp; tile < E / block; tile += blockDim.x / kWarpSize) {
+    float* mine = x + tile * block + lane * per_lane;
+    float amax = 0.0f;
+    for (int k = 0; k < per_lane; ++k) amax = fmaxf(amax, fabsf(mine[k]));
+    const float scale = ue8m0_decode(fp8_tile_scale_code(warp_max(amax)));
+    for (int k = 0; k < per_lane; ++k) mine[k] = e4m3_decode(fp8_tile_code(mine[k], scale));
+    if (lane == 0) x_scale[tile] = scale;
+  }
+}
+
+// One warp's dot of FP8 weight row `codes` [E] (its scales: `scales` [E / block]) with the
+// quantized input (e4m3 values x, tile scales x_scale). A lane takes 8 codes per 8-byte load;
+// the first lane of each weight block loads the block's scale byte and shuffles it to the rest.
+__device__ __forceinline__ float warp_row_dot_fp8(const uint8_t* __restrict__ codes,
+                                                  const uint8_t* __restrict__ scales,
+                                                  const float* x, const float* x_scale, int E,
+                                                  int block) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int leader = lane - lane % (block / kFp8CodesPerLane);
+  float sum = 0.0f;
+  for (int i = lane * kFp8CodesPerLane; i < E; i += kWarpSize * kFp8CodesPerLane) {
+    const uint2 c = ld(reinterpret_cast<const uint2*>(codes + i), Traffic::weight);
+    unsigned s = 0;
+    if (lane == leader) s = ld(scales + i / block, Traffic::weight);
+    const float w_scale = ue8m0_decode(static_cast<uint8_t>(__shfl_sync(0xffffffffu, s, leader)));
+    float part = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kFp8CodesPerLane; ++k)
+      part += e4m3_decode(static_cast<uint8_t>((k < 4 ? c.x : c.y) >> (8 * (k % 4)))) * x[i + k];
+    sum += part * (w_scale * x_scale[i / block]);
+  }
+  return warp_sum(sum);
+}
+
 // h: [T, 4, d] (Act); ids: [T] (negative: gate 0); rows: [T, E] floats, E = lookups * 256;
 // wkv: [5d, E]; gate_w: [4, d]; gates: [T, 4]; h_out: [T, 4, d].
-// Dynamic shared memory: (E + 5d + 4d) floats.
+// Dynamic shared memory: (E + E / 32 + 5d + 4d) floats.
 template <class Act>
 __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict__ ids,
-                            const float* __restrict__ rows, const float* __restrict__ wkv,
+                            const float* __restrict__ rows, EngramWkv wkv,
                             const float* __restrict__ gate_w, int d, int E, float eps,
                             float* __restrict__ gates, Act* __restrict__ h_out) {
   using P = Pack<Act>;
@@ -100,9 +156,10 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
   __shared__ float gate[4];
   __shared__ bool image;
   TANDEM_DYNAMIC_SHARED(float, smem);
-  float* e = smem;               // [E]
-  float* kv = smem + E;          // [5d]
-  float* hs = smem + E + 5 * d;  // [4d]
+  float* e = smem;                    // [E]
+  float* kv = smem + E;               // [5d]
+  float* hs = smem + E + 5 * d;       // [4d]
+  float* e_scale = smem + E + 9 * d;  // [E / block]: FP8 input tile scales
   const int64_t t = blockIdx.x;
   if (threadIdx.x == 0) image = ld(ids + t, Traffic::activation) < 0;
   for (int i = threadIdx.x * 4; i < E; i += blockDim.x * 4) {
@@ -112,9 +169,18 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
     for (int k = 0; k < 4; ++k) e[i + k] = v[k];
   }
   __syncthreads();
+  if (wkv.block) {
+    quantize_tiles_fp8(e, e_scale, E, wkv.block);
+    __syncthreads();
+  }
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   for (int r = warp; r < 5 * d; r += blockDim.x / kWarpSize) {
-    const float sum = warp_row_dot(wkv + static_cast<size_t>(r) * E, e, E);
+    const float sum =
+        wkv.block
+            ? warp_row_dot_fp8(wkv.codes + static_cast<size_t>(r) * E,
+                               wkv.scales + static_cast<size_t>(r / wkv.block) * (E / wkv.block), e,
+                               e_scale, E, wkv.block)
+            : warp_row_dot(wkv.values + static_cast<size_t>(r) * E, e, E);
     if (lane == 0) kv[r] = sum;
   }
   __syncthreads();

@@ -176,12 +176,18 @@ __device__ __forceinline__ void block_sum(float (&v)[K], float* scratch) {
   __syncthreads();  // scratch may be reused after this
 }
 
+// The warp's maximum of v (exact in any order); every lane gets it.
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // The block's maximum of v (exact in any order); every thread gets it. `scratch`: kMaxWarps
 // floats of shared memory.
 __device__ __forceinline__ float block_max(float v, float* scratch) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  v = warp_max(v);
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   for (int w = 0; w < int(blockDim.x / kWarpSize); ++w) v = fmaxf(v, scratch[w]);

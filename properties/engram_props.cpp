@@ -109,6 +109,7 @@ RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
   c.heads = *rc::gen::inRange(1, 9);
   c.skip_marker_lookups = *rc::gen::arbitrary<bool>();
   c.norm_eps = *rc::gen::element(kV4NormEps, kV41NormEps, 1e-2);
+  c.wkv_fp8_block = *rc::gen::element(32, 128, 0);  // V4.1's FP8 linear, V4's, unquantized
   const int64_t T = *rc::gen::inRange(1, 12);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();

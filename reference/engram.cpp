@@ -2,9 +2,11 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/fp8_blocks.hpp"
 #include "core/philox.hpp"
 #include "core/safetensors.hpp"
 #include "reference/residual.hpp"  // store<Act>, naive_dot
@@ -119,8 +121,22 @@ Tensor<float> gather_rows(const EngramConfig& cfg, const std::vector<uint8_t>& t
   return e;
 }
 
+GateProblem float_gate_problem(const EngramInputs& in, const Tensor<float>& rows) {
+  GateProblem p{in, rows};
+  const int B = in.cfg.wkv_fp8_block;
+  if (B == 0) return p;
+  p.in.wkv = dequantize(quantize_fp8_blocks(in.wkv, B));
+  const int64_t E = rows.dim(1);
+  for (int64_t t = 0; t < rows.dim(0); ++t)
+    quantize_dequantize_fp8(std::span<float>(p.rows.ptr() + t * E, size_t(E)), B);
+  p.in.cfg.wkv_fp8_block = 0;
+  return p;
+}
+
 template <class S, class Act>
 GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
+  if (in.cfg.wkv_fp8_block != 0)
+    throw std::logic_error("engram_gate: takes float_gate_problem's float problem");
   const int64_t T = in.h.dim(0), d = in.cfg.d, E = rows.dim(1);
   const S eps = S(in.cfg.norm_eps);
   Mat<S> wkv(5 * d, E);
@@ -153,12 +169,14 @@ GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
 }
 
 GateOutputs engram_gate_truth(const EngramInputs& in, const Tensor<float>& rows) {
-  return engram_gate<double, double>(in, rows);
+  const GateProblem p = float_gate_problem(in, rows);
+  return engram_gate<double, double>(p.in, p.rows);
 }
 
 GateOutputs engram_gate_baseline(const EngramInputs& in, const Tensor<float>& rows) {
-  return in.act == ActDType::f32 ? engram_gate<float, float>(in, rows)
-                                 : engram_gate<float, bf16>(in, rows);
+  const GateProblem p = float_gate_problem(in, rows);
+  return in.act == ActDType::f32 ? engram_gate<float, float>(p.in, p.rows)
+                                 : engram_gate<float, bf16>(p.in, p.rows);
 }
 
 }  // namespace tandem::reference

@@ -50,13 +50,25 @@ std::vector<uint8_t> synthetic_table(int64_t rows, int row_bytes, uint64_t seed)
 Tensor<float> gather_rows(const EngramConfig& cfg, const std::vector<uint8_t>& table,
                           const Tensor<int64_t>& addresses);
 
+// The gate's linear as a float problem. With cfg.wkv_fp8_block = B (the release's FP8 linear)
+// the weight becomes the values of its B x B block quantization and each token's rows are
+// quantized per B values and dequantized: the FP8 GEMM on those codes equals this float problem
+// exactly (every e4m3 value times a power of two is a float). The result has wkv_fp8_block = 0;
+// without FP8 it is the problem as given.
+struct GateProblem {
+  EngramInputs in;
+  Tensor<float> rows;  // [T, lookups * head_dim]
+};
+GateProblem float_gate_problem(const EngramInputs& in, const Tensor<float>& rows);
+
 struct GateOutputs {
   Tensor<double> gates;  // [T, 4]
   Tensor<double> h_out;  // [T, 4, d]
 };
 // kv = Wkv e; per stream i: dot_i = sum(h_i w_i key_i) rsqrt(mean h_i^2 + eps)
 // rsqrt(mean key_i^2 + eps) / sqrt(d); gate_i = sigmoid(copysign(sqrt(max(|dot_i|, 1e-6)), dot_i));
-// h_i += gate_i value; gate 0 at negative (image / DEAD) positions.
+// h_i += gate_i value; gate 0 at negative (image / DEAD) positions. On float_gate_problem's
+// result (truth and baseline take any problem and convert it first).
 template <class S, class Act>
 GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows);
 GateOutputs engram_gate_truth(const EngramInputs& in, const Tensor<float>& rows);

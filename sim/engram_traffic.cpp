@@ -16,7 +16,10 @@ LaunchLog predict_engram_layer(const EngramConfig& cfg, int64_t tokens, int64_t 
   gather.written[int(Traffic::activation)] = T * E * sizeof(float);
   LaunchCounts gate{std::string("engram_gate<") + act_dtype_name(act) + ">"};
   gate.read[int(Traffic::activation)] = T * (sizeof(int64_t) + E * sizeof(float) + 4 * d * e);
-  gate.read[int(Traffic::weight)] = T * (5 * d * E + 4 * d) * sizeof(float);
+  // Wkv per token: float values, or (FP8) one code byte per weight plus each row's block scales.
+  const uint64_t B = cfg.wkv_fp8_block;
+  const uint64_t wkv_bytes = B ? 5 * d * (E + E / B) : 5 * d * E * sizeof(float);
+  gate.read[int(Traffic::weight)] = T * (wkv_bytes + 4 * d * sizeof(float));
   gate.written[int(Traffic::coefficient)] = T * 4 * sizeof(float);
   gate.written[int(Traffic::activation)] = T * 4 * d * e;
   return {gather, gate};
