@@ -132,6 +132,13 @@ JsonFields JsonFields::object(const char* key) const {
   return JsonFields(at(key), source_, path_.empty() ? key : path_ + "." + key);
 }
 
+JsonFields JsonFields::element(const char* key, size_t i) const {
+  const nlohmann::json& a = array(key);
+  if (i >= a.size()) throw_bad_input("{}: has {} entries, no [{}]", where(key), a.size(), i);
+  return JsonFields(a[i], source_,
+                    fmt::format("{}{}{}[{}]", path_, path_.empty() ? "" : ".", key, i));
+}
+
 const nlohmann::json& JsonFields::array(const char* key) const {
   const auto& v = at(key);
   if (!v.is_array()) throw_bad_input("{}: expected an array", where(key));

@@ -42,7 +42,8 @@ class JsonFields {
   bool boolean(const char* key) const;
   std::string string_or(const char* key, std::string fallback) const;
   JsonFields object(const char* key) const;
-  const nlohmann::json& array(const char* key) const;  // present and an array
+  JsonFields element(const char* key, size_t i) const;  // entry i of array `key`, an object
+  const nlohmann::json& array(const char* key) const;   // present and an array
   bool has(const char* key) const { return j_.contains(key); }
   // Rejects keys not in `known` (a typo in a config must not be silently ignored).
   void reject_unknown(std::initializer_list<std::string_view> known) const;

@@ -1,21 +1,49 @@
-// Built-in presets, in the same JSON form a preset file uses. Numbers the design gives are cited;
-// the rest (hidden width, active parameters, layer split) are assumptions stated in "source".
+// Built-in presets, in the same JSON form a preset file uses. The releases' shapes come from
+// core/release_config (DESIGN 5.6); active parameters and the machine are assumptions stated in
+// "source".
 #include <cmath>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/release_config.hpp"
 #include "sim/traffic.hpp"
 
 namespace tandem::sim {
 namespace {
 
-// V4 CSA (ratio 4): 584/4 + 68/4 = 163 B per layer; HCA (ratio 128): 584/128 B (DESIGN 5.5).
-constexpr double kCsaBytes = 584.0 / 4 + 68.0 / 4, kHcaBytes = 584.0 / 128;
-constexpr double kV32PerLayer = 656;
+constexpr double kV32PerLayer = 656;  // V3.2 dense MLA FP8 record, cached by every layer
 
-nlohmann::json v4_kv(int csa, int hca) {
-  return {{"kv_bytes_per_token", csa * kCsaBytes + hca * kHcaBytes},
-          {"kv_v32_bytes_per_token", (csa + hca) * kV32PerLayer}};
+// A release's preset: its shapes from core/release_config (DESIGN 5.6); the weights one decode
+// step reads and the machine are assumptions, stated in "source".
+nlohmann::json release_preset(const std::string& name, double active_param_bytes,
+                              const std::string& assumed) {
+  const ReleaseConfig r = builtin_release(name);
+  nlohmann::json p = {{"name", r.name},
+                      {"layers", r.layers},
+                      {"d", r.hidden},
+                      {"act_bytes", 2},
+                      {"active_param_bytes", active_param_bytes},
+                      {"kv_bytes_per_token", r.kv_bytes_per_token()},
+                      {"kv_v32_bytes_per_token", r.layers * kV32PerLayer},
+                      {"window_entry_bytes", r.window_record_bytes},
+                      {"window_tokens", r.window},
+                      {"engram_layers", 0},
+                      {"engram_lookups", 24},
+                      {"engram_row_bytes", 264},
+                      {"engram_rows_per_layer", 0},
+                      {"hbm_GBps", 4800},
+                      {"host_link_GBps", 64},
+                      {"gamma", 5},
+                      {"source", r.source + "; assumed: " + assumed}};
+  if (r.engram) {
+    int64_t rows = 0;  // the layers' tables differ by a few rows (distinct primes): their mean
+    for (const EngramLayerTables& t : engram_tables(*r.engram)) rows += t.rows;
+    p.update({{"engram_layers", r.engram->layer_ids.size()},
+              {"engram_lookups", r.engram->lookups()},
+              {"engram_row_bytes", r.engram->row_bytes()},
+              {"engram_rows_per_layer", rows / int64_t(r.engram->layer_ids.size())}});
+  }
+  return p;
 }
 
 nlohmann::json presets() {
@@ -36,44 +64,11 @@ nlohmann::json presets() {
                          {"host_link_GBps", 64},
                          {"gamma", 5},
                          {"source", "the emulator-sized model of tandem verify (d = 64, 4 sites)"}};
-  nlohmann::json flash = {
-      {"name", "v4-flash"},
-      {"layers", 41},
-      {"d", 4096},
-      {"act_bytes", 2},
-      {"active_param_bytes", 13e9},
-      {"window_entry_bytes", 584},
-      {"window_tokens", 128},
-      {"engram_layers", 0},
-      {"engram_lookups", 24},
-      {"engram_row_bytes", 264},
-      {"engram_rows_per_layer", 0},
-      {"hbm_GBps", 4800},
-      {"host_link_GBps", 64},
-      {"gamma", 5},
-      {"source",
-       "DESIGN 5.5: 21 CSA + 20 HCA layers = 3514 B/token; assumed: d = 4096, 13 GB "
-       "active FP8 weights, H200 (4.8 TB/s HBM, 64 GB/s PCIe)"}};
-  flash.update(v4_kv(21, 20));
-  nlohmann::json pro = flash;
-  pro.update({{"name", "v4-pro"},
-              {"layers", 61},
-              {"d", 7168},
-              {"active_param_bytes", 49e9},
-              {"source",
-               "assumed: 61 layers as 31 CSA + 30 HCA, d = 7168, 49 GB active FP8 "
-               "weights, H200"}});
-  pro.update(v4_kv(31, 30));
-  nlohmann::json v41 = flash;
-  v41.update({{"name", "v4.1-flash"},
-              {"kv_bytes_per_token", 890.0},
-              {"window_entry_bytes", 528},
-              {"engram_layers", 2},
-              {"engram_rows_per_layer", 384006168},
-              {"source",
-               "DESIGN 5.2/5.5: CSA2 890 B/token, FP8 window 528 B, Engram at layers "
-               "1 and 14 with 384,006,168 rows of 264 B; assumed as v4-flash otherwise"}});
-  return nlohmann::json::array({tiny, flash, pro, v41});
+  const std::string h200 = "H200 (4.8 TB/s HBM, 64 GB/s PCIe), DSpark gamma 5";
+  return nlohmann::json::array(
+      {tiny, release_preset("v4-flash", 13e9, "13 GB active FP8 weights, " + h200),
+       release_preset("v4-pro", 49e9, "49 GB active FP8 weights, " + h200),
+       release_preset("v4.1-flash", 13e9, "13 GB active FP8 weights, " + h200)});
 }
 
 }  // namespace

@@ -22,10 +22,19 @@ const ComponentBytes& row(const std::vector<ComponentBytes>& rows, const std::st
   throw std::runtime_error("no row " + name);
 }
 
+// The release presets take their shapes from the release configs (DESIGN 5.5, 5.6).
 TEST(Presets, KvBytesPerTokenFromTheDesign) {
-  EXPECT_NEAR(builtin_preset("v4-flash").kv_bytes_per_token, 3514, 0.5);  // 21 CSA + 20 HCA
+  EXPECT_EQ(builtin_preset("v4-flash").kv_bytes_per_token, 3514.25);  // 21 CSA + 20 HCA
+  EXPECT_EQ(builtin_preset("v4-pro").kv_bytes_per_token, 30 * 652.0 / 4 + 31 * 584.0 / 128);
   EXPECT_EQ(builtin_preset("v4.1-flash").kv_bytes_per_token, 890);
-  EXPECT_EQ(builtin_preset("v4-flash").kv_v32_bytes_per_token, 656.0 * 41);
+  EXPECT_EQ(builtin_preset("v4-flash").kv_v32_bytes_per_token, 656.0 * 43);  // every layer
+  EXPECT_EQ(builtin_preset("v4-flash").d, 4096);
+  EXPECT_EQ(builtin_preset("v4-pro").layers, 61);
+  const Preset v41 = builtin_preset("v4.1-flash");
+  EXPECT_EQ(v41.d, 5120);
+  EXPECT_EQ(v41.layers, 40);
+  EXPECT_EQ(v41.engram_layers, 2);
+  EXPECT_EQ(v41.engram_rows_per_layer, (384006168 + 384016682) / 2);  // layers 1 and 14
   for (const auto& n : builtin_preset_names()) EXPECT_EQ(builtin_preset(n).name, n);
   EXPECT_THROW(builtin_preset("v9"), BadInput);
 }
@@ -87,7 +96,7 @@ TEST(Traffic, DecodeKvGrowsWithContextAndDivisionByE) {
   const double window = 128.0 * 528 * p.layers;
   EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized,
                    (1000 * 890.0 + window) / r.expected_emitted);
-  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").baseline, 1000 * 656.0 * 41);
+  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").baseline, 1000 * 656.0 * 40);
 }
 
 RC_GTEST_PROP(Vision, UnshuffleCutsTokensByNineAndCaps, ()) {
