@@ -72,7 +72,8 @@ Tensor<double> state_tensor(const std::vector<Mat<S>>& x) {
 
 template <class S>
 Site<S> cast_site(const Site<double>& s) {
-  return {s.fn.cast<S>(), s.base.cast<S>(), s.scale.cast<S>(), s.norm_w.cast<S>(), s.w_sub.cast<S>()};
+  return {s.fn.cast<S>(), s.base.cast<S>(), s.scale.cast<S>(), s.norm_w.cast<S>(),
+          s.w_sub.cast<S>()};
 }
 
 template <class S>
@@ -142,11 +143,11 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
       head_(cast_site<S>(w.head)),
       map_(w.map) {
   for (const auto& b : w.blocks)
-    blocks_.push_back({cast_site<S>(b.attn_site),
-                       cast_site<S>(b.ffn_site),
-                       {b.wq.cast<S>(), b.wk.cast<S>(), b.wv.cast<S>(), b.wo.cast<S>(), {}, {}},
-                       {b.router.cast<S>(), b.bias_text, b.bias_vl, cast_all<S>(b.w_in),
-                        cast_all<S>(b.w_out)}});
+    blocks_.push_back(
+        {cast_site<S>(b.attn_site),
+         cast_site<S>(b.ffn_site),
+         {b.wq.cast<S>(), b.wk.cast<S>(), b.wv.cast<S>(), b.wo.cast<S>(), {}, {}},
+         {b.router.cast<S>(), b.bias_text, b.bias_vl, cast_all<S>(b.w_in), cast_all<S>(b.w_out)}});
 }
 
 Tensor<float> image_patches(const Tensor<uint8_t>& rgb) {
@@ -161,7 +162,8 @@ ImageEmbedding embed_patches(const TinyModelWeights::Vision& w, const Tensor<flo
   e.embed = aligner<S>(e.tokens, w.w1, w.b1, w.w2, w.b2);
   return e;
 }
-template ImageEmbedding embed_patches<double>(const TinyModelWeights::Vision&, const Tensor<float>&);
+template ImageEmbedding embed_patches<double>(const TinyModelWeights::Vision&,
+                                              const Tensor<float>&);
 template ImageEmbedding embed_patches<float>(const TinyModelWeights::Vision&, const Tensor<float>&);
 
 Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb) {
@@ -206,7 +208,8 @@ std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& 
   MoeGateInputs gate;
   gate.logits = Tensor<float>({n, E});  // the router's logits in the gate kernel's dtype
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t e = 0; e < E; ++e) gate.logits.data[t * E + e] = float(naive_dot<S>(m.router.row(e), y[t]));
+    for (int64_t e = 0; e < E; ++e)
+      gate.logits.data[t * E + e] = float(naive_dot<S>(m.router.row(e), y[t]));
   gate.is_image = is_image;
   gate.bias_text = m.bias_text, gate.bias_vl = m.bias_vl;
   gate.top_k = m_.vision.top_k;
@@ -244,9 +247,9 @@ void TinyModelT<S>::engram(const TinyModelWeights::EngramLayer& e,
   const Tensor<int64_t> addresses =
       engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
   const Tensor<float> rows = gather_rows(in.cfg, in.table, addresses);
-  const GateOutputs g = std::is_same_v<S, double> ? engram_gate_truth(in, rows)
-                                                  : engram_gate_baseline(in, rows);
-  for (int64_t t = 0; t < n; ++t)  // image / DEAD positions have no lookup and keep their state
+  const GateOutputs g =
+      std::is_same_v<S, double> ? engram_gate_truth(in, rows) : engram_gate_baseline(in, rows);
+  for (int64_t t = 0; t < n; ++t)  // image / DEAD positions: gate 0, they keep their state
     if (compressed[t] >= 0)
       for (int64_t i = 0; i < 4 * d_; ++i) x[t].data()[i] = S(g.h_out.data[t * 4 * d_ + i]);
 }
