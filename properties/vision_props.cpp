@@ -35,15 +35,25 @@ ClosedForm closed_form(const reference::VisionGeometry& g, int max_tokens) {
   return {wmax, wmax * r};
 }
 
-// For any size: the span fits the budget; the canvas is whole patches and gives the grid; an
-// image whose whole-patch size fits is not shrunk (canvas = the sized image rounded up to 14);
-// a shrunk one is a single column or row when the closed form's wmax or hmax is below one cell,
+// For any size: a small image is upscaled and truncated (its area at most min_pixels, at most
+// one pixel short a side: 109 x 109 becomes 543 x 543, as 109 x (544/109) rounds below 544), a
+// larger one kept; the span fits the budget; the canvas is whole patches and gives the grid; an
+// image whose whole-patch size fits is not shrunk (canvas = the sized image rounded up to 14); a
+// shrunk one is a single column or row when the closed form's wmax or hmax is below one cell,
 // else its token grid stays within floor(wmax) x floor(hmax) cells, one side fills its cells to
 // within one patch (so no larger canvas of that aspect fits the closed form's cells), and the
-// aspect of the sized image is kept to within one patch.
+// aspect of the sized image is kept to within one patch (a whole one where side x beta rounds
+// just below a multiple of 14, as 1104 x 1748 loses a patch column). All of this holds for every
+// size up to 3000 x 3000 and for sides 1..2^20 against 1, 2, 3, 7, 100, 1000, 100000 and 2^20.
 RC_GTEST_PROP(VisionGeometry, ReleasedSizingForAnySize, ()) {
   const int w = *gen_side(), h = *gen_side();
   const auto g = vision_geometry(w, h, kRelease);
+  const int64_t sized = int64_t{g.sized_w} * g.sized_h, area = int64_t{w} * h;
+  if (area < kRelease.min_pixels)
+    RC_ASSERT(sized <= kRelease.min_pixels &&
+              (g.sized_w + 1) * int64_t{g.sized_h + 1} >= kRelease.min_pixels);
+  else
+    RC_ASSERT(g.sized_w == w && g.sized_h == h);
   RC_ASSERT(g.sequence_tokens() <= kRelease.max_tokens);
   RC_ASSERT(g.canvas_w % 14 == 0 && g.canvas_h % 14 == 0);
   RC_ASSERT(g.grid_w == g.canvas_w / 14 && g.grid_h == g.canvas_h / 14);
@@ -64,7 +74,7 @@ RC_GTEST_PROP(VisionGeometry, ReleasedSizingForAnySize, ()) {
     RC_ASSERT(g.tokens_w <= cells_w && g.tokens_h <= cells_h);
     RC_ASSERT(g.canvas_w >= 42 * cells_w - 14 || g.canvas_h >= 42 * cells_h - 14);
     const int64_t skew = int64_t{g.canvas_w} * g.sized_h - int64_t{g.canvas_h} * g.sized_w;
-    RC_ASSERT(std::abs(skew) < 14 * int64_t{std::max(g.sized_w, g.sized_h)});
+    RC_ASSERT(std::abs(skew) <= 14 * int64_t{std::max(g.sized_w, g.sized_h)});
   }
 }
 
@@ -128,6 +138,8 @@ TEST(VisionGeometry, UpscaleTruncatesLikeTheRelease) {
   EXPECT_EQ(g.sized_h, 3483);
   EXPECT_EQ(g.tokens_w, 2);
   EXPECT_EQ(g.tokens_h, 83);
+  // In double 109 x (544 / 109) is 543.99999999999989: int() gives 543, as in the release.
+  EXPECT_EQ(vision_geometry(109, 109, kRelease).sized_w, 543);
   ImageSizing none = kRelease;
   none.min_pixels = 0;  // no upscale: 1 x 41 px is one patch wide, 3 tall, one token
   EXPECT_EQ(vision_geometry(1, 41, none).visual_tokens(), 1);
