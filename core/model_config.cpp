@@ -18,7 +18,8 @@ constexpr std::string_view kTiny = R"({
              "table_base": 1000, "vocab": 4096, "compressed_vocab": 3001, "pad_id": 2, "seed": 0,
              "d": 64, "norm_eps": 1e-6, "tokens": 16},
   "vision": {"image_w": 640, "image_h": 480, "width": 32, "heads": 2, "head_dim": 16,
-             "experts": 64, "top_k": 6, "text_tokens": 8},
+             "experts": 64, "top_k": 6, "text_tokens": 8, "min_pixels": 295936,
+             "max_tokens": 1024, "max_wh_ratio": 0},
   "dspark": {"vocab": 257, "backbone_width": 16, "backbone_layers": 4, "width": 32, "blocks": 3,
              "window": 128, "gamma": 5, "markov_rank": 8, "requests": 16, "temperature": 1.0},
   "model": {"blocks": 4, "heads": 2, "ffn_hidden": 128, "prompt_tokens": 12}
@@ -56,9 +57,28 @@ nlohmann::json to_json(const ResidualConfig& c) {
           {"tokens", c.tokens}};
 }
 
+namespace {
+
+// The image processor's sizing rules (DESIGN 5.3); absent fields take the release's values.
+ImageSizing parse_image_sizing(const JsonFields& f) {
+  ImageSizing s;
+  // <= 2^32: an upscaled side stays below 2^26 px for any image side <= 2^20.
+  s.min_pixels = f.integer_or("min_pixels", s.min_pixels, 0, int64_t{1} << 32);
+  // >= 4: the least span, START + one IMAGE + NEWLINE + END, which a one-row canvas fills.
+  s.max_tokens = static_cast<int>(f.integer_or("max_tokens", s.max_tokens, 4, 1 << 16));
+  // Below 1 a 1-px-high image would be clamped to width 0; above 2^20 it never applies.
+  s.max_wh_ratio = f.number_or("max_wh_ratio", s.max_wh_ratio, 0, 1 << 20);
+  if (s.max_wh_ratio != 0 && s.max_wh_ratio < 1)
+    throw_bad_input("{}: must be 0 (unset) or in [1, 2^20], got {}", f.where("max_wh_ratio"),
+                    s.max_wh_ratio);
+  return s;
+}
+
+}  // namespace
+
 VisionConfig parse_vision_config(const JsonFields& f) {
-  f.reject_unknown(
-      {"image_w", "image_h", "width", "heads", "head_dim", "experts", "top_k", "text_tokens"});
+  f.reject_unknown({"image_w", "image_h", "width", "heads", "head_dim", "experts", "top_k",
+                    "text_tokens", "min_pixels", "max_tokens", "max_wh_ratio"});
   VisionConfig c;
   c.image_w = static_cast<int>(f.integer("image_w", 1, 1 << 20));
   c.image_h = static_cast<int>(f.integer("image_h", 1, 1 << 20));
@@ -70,21 +90,33 @@ VisionConfig parse_vision_config(const JsonFields& f) {
   c.experts = static_cast<int>(f.integer("experts", 1, 256));
   c.top_k = static_cast<int>(f.integer("top_k", 1, std::min(16, c.experts)));
   c.text_tokens = static_cast<int>(f.integer("text_tokens", 0, 1 << 20));
-  // The image's pixels (bytes, then resampled floats), the gate's logits over experts, the RoPE
-  // rows; a patch row is 588 values (14 x 14 x 3).
+  c.sizing = parse_image_sizing(f);
+  // The canvas holds at most 9 max_tokens patches of 196 px (h' w' < max_tokens visual tokens
+  // of 3x3 patches). The image's bytes, the resampler's passes in double (the horizontal one is
+  // at most image + canvas pixels), the canvas and its patches as floats; the gate's logits over
+  // experts and the RoPE rows; a patch row is 588 values (14 x 14 x 3).
   const double pixels = double(c.image_w) * c.image_h;
-  const double tokens = std::min(pixels / 196, 16384.0) + c.text_tokens;
+  const double patches = 9.0 * c.sizing.max_tokens, canvas = 196 * patches;
+  const double tokens = patches + c.text_tokens;
   f.within_budget(
-      "image_w x image_h, width, text_tokens x experts",
-      pixels * 3 * 13 + 64 * tokens * (c.width + c.experts + c.heads * c.head_dim),
-      8 * (pixels * 16 + tokens * (588.0 * c.width + c.experts + c.heads * c.head_dim)));
+      "image_w x image_h, max_tokens, width, text_tokens x experts",
+      pixels * 3 * 9 + canvas * 3 * 24 + 64 * tokens * (c.width + c.experts + c.heads * c.head_dim),
+      8 * ((pixels + canvas) * 16 + tokens * (588.0 * c.width + c.experts + c.heads * c.head_dim)));
   return c;
 }
 
 nlohmann::json to_json(const VisionConfig& c) {
-  return {{"image_w", c.image_w}, {"image_h", c.image_h},        {"width", c.width},
-          {"heads", c.heads},     {"head_dim", c.head_dim},      {"experts", c.experts},
-          {"top_k", c.top_k},     {"text_tokens", c.text_tokens}};
+  return {{"image_w", c.image_w},
+          {"image_h", c.image_h},
+          {"width", c.width},
+          {"heads", c.heads},
+          {"head_dim", c.head_dim},
+          {"experts", c.experts},
+          {"top_k", c.top_k},
+          {"text_tokens", c.text_tokens},
+          {"min_pixels", c.sizing.min_pixels},
+          {"max_tokens", c.sizing.max_tokens},
+          {"max_wh_ratio", c.sizing.max_wh_ratio}};
 }
 
 DsparkConfig parse_dspark_config(const JsonFields& f) {

@@ -1,9 +1,17 @@
 #pragma once
-// The vision path's verification case sizes (DESIGN 5.3); parsed in core/model_config.cpp.
+// The vision path's verification case sizes and the image processor's sizing rules (DESIGN 5.3);
+// parsed in core/model_config.cpp.
 
 #include <cstdint>
 
 namespace tandem {
+
+// How the released image processor sizes an image (DESIGN 5.3); the defaults are the release's.
+struct ImageSizing {
+  int64_t min_pixels = 544 * 544;  // smaller images are upscaled to about this area
+  int max_tokens = 1024;           // text positions of the image's span: h'(w' + 1) + 2
+  double max_wh_ratio = 0;         // width clamped to height x ratio; 0: unset (the release)
+};
 
 struct VisionConfig {
   int image_w = 640, image_h = 480;  // pixels
@@ -11,6 +19,7 @@ struct VisionConfig {
   int heads = 2, head_dim = 16;      // 2D RoPE
   int experts = 64, top_k = 6;       // MoE gate
   int text_tokens = 8;               // text positions beside the image's
+  ImageSizing sizing;                // fields min_pixels, max_tokens, max_wh_ratio
 };
 
 // Token ids of one image in the text sequence: START, (IMAGE x w' + NEWLINE) x h', END.

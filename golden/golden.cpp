@@ -610,7 +610,7 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
   const std::string& src = c.blob_source;
   // Every stored input has the shape the config implies (a config contradicting its blob is
   // bad input, not a different case).
-  const reference::VisionGeometry g = reference::vision_geometry(v.image_w, v.image_h);
+  const reference::VisionGeometry g = reference::vision_geometry(v.image_w, v.image_h, v.sizing);
   const int64_t n = g.patches(), T = g.visual_tokens() + v.text_tokens, E = v.experts;
   VisionInputs in;
   in.grid = get_shaped<float>(c, "grid", {g.grid_h, g.grid_w, v.width});

@@ -73,7 +73,7 @@ ModelPrompt model_prompt(const ModelConfig& m, uint64_t seed, bool image) {
     std::erase_if(p.ids, [](int32_t id) { return id < 0; });
     return {p.ids, Tensor<double>({0, m.residual.d}), {}};
   }
-  return {p.ids, {}, reference::image_patches(p.rgb)};
+  return {p.ids, {}, reference::image_patches(p.rgb, m.vision.sizing)};
 }
 
 namespace {

@@ -33,7 +33,7 @@ MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int ex
 
 VisionInputs make_vision_inputs(const VisionCase& c) {
   VisionInputs in;
-  in.geometry = reference::vision_geometry(c.image_w, c.image_h);
+  in.geometry = reference::vision_geometry(c.image_w, c.image_h, c.sizing);
   const auto& g = in.geometry;
   Tensor<uint8_t> rgb({c.image_h, c.image_w, 3});
   for (int64_t i = 0; i < rgb.size(); ++i)

@@ -6,8 +6,8 @@
 // the streams, and the next site opens with the carried pre. Activations are f32.
 //
 // Scope: one prompt from an empty cache (the KV cache of each block is the chunk's own keys and
-// values); the image enters as preprocessed patches (resize, letterbox and patchify are exact
-// host data movement).
+// values); the image enters as preprocessed patches (the reference's resize, pad and patchify,
+// shared by every run: there is no preprocessing kernel).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -270,7 +270,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
       {"config_contradicts_blob",
        "vision_100x40_f32",
        [](GoldenCopy& g) { g.manifest["config"]["vision"]["image_w"] = 200; },
-       {"vision_100x40_f32.safetensors", "'grid'"}},
+       {"vision_100x40_f32.", ".safetensors", "'grid'"}},
       {"engram_tokens_contradict_blob",
        "engram_layer1_f32",
        [](GoldenCopy& g) { g.manifest["config"]["engram"]["tokens"] = 7; },
@@ -288,7 +288,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
       {"nan_input",
        "vision_100x40_f32",
        [](GoldenCopy& g) { g.edit_tensor<float>("grid", [](auto& t) { t.data[0] = NAN; }); },
-       {"vision_100x40_f32.safetensors", "'grid'", "nan"}},
+       {"vision_100x40_f32.", ".safetensors", "'grid'", "nan"}},
       {"nan_expectation",
        "dspark_drafter",
        [](GoldenCopy& g) {
@@ -322,7 +322,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
        [](GoldenCopy& g) {
          g.edit_tensor<uint8_t>("gate.is_image", [](auto& t) { t.data[0] = 7; });
        },
-       {"vision_100x40_f32.safetensors", "gate.is_image", "7"}},
+       {"vision_100x40_f32.", ".safetensors", "gate.is_image", "7"}},
       {"nul_then_garbage",
        "dspark_verify_greedy",
        [](GoldenCopy& g) {

@@ -114,7 +114,8 @@ const reference::Tap& tap(const std::string& name) {
 TEST(Model, ImageTokensTakeTheLayoutsPlaces) {
   const TinyModel m(tiny());
   const reference::Prompt p = m.make_prompt(11);
-  const auto g = reference::vision_geometry(tiny().vision.image_w, tiny().vision.image_h);
+  const auto g = reference::vision_geometry(tiny().vision.image_w, tiny().vision.image_h,
+                                            tiny().vision.sizing);
   EXPECT_EQ(std::count(p.ids.begin(), p.ids.end(), reference::kImage), g.visual_tokens());
   EXPECT_EQ(p.visual.dim(0), g.visual_tokens());
   EXPECT_EQ(int64_t(p.ids.size()), tiny().shape.prompt_tokens + g.sequence_tokens());

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "bad_input.hpp"
+#include "core/dtype.hpp"
 #include "golden/vision_case.hpp"
 #include "sim/vision_traffic.hpp"
 
@@ -13,19 +15,71 @@ namespace tandem {
 namespace {
 
 using reference::vision_geometry;
+constexpr ImageSizing kRelease;  // min_pixels 544^2, max_tokens 1024, no max_wh_ratio
 
 rc::Gen<int> gen_side() {
-  return rc::gen::oneOf(rc::gen::inRange(1, 64), rc::gen::inRange(1, 4000),
-                        rc::gen::inRange(1, 1 << 20));
+  return rc::gen::oneOf(rc::gen::inRange(1, 64), rc::gen::inRange(1, 4001),
+                        rc::gen::element(1, 100000, 1 << 20));
 }
 
-RC_GTEST_PROP(VisionGeometry, TokenCountsAndLayoutForAnySize, ()) {
+float bf16_round(float v) { return bf16_decode(bf16_encode(v)); }
+float normalised(double pixel) { return bf16_round(float((pixel / 255 - 0.5) / 0.5)); }
+
+// DESIGN 5.3's closed form for a sized image, as the property below restates it.
+struct ClosedForm {
+  double wmax, hmax;
+};
+ClosedForm closed_form(const reference::VisionGeometry& g, int max_tokens) {
+  const double r = double(g.sized_h) / g.sized_w;
+  const double wmax = std::sqrt((max_tokens - 2) / r + 0.25) - 0.5;
+  return {wmax, wmax * r};
+}
+
+// For any size: a small image is upscaled and truncated (its area at most min_pixels, at most
+// one pixel short a side: 109 x 109 becomes 543 x 543, as 109 x (544/109) rounds below 544), a
+// larger one kept; the span fits the budget; the canvas is whole patches and gives the grid; an
+// image whose whole-patch size fits is not shrunk (canvas = the sized image rounded up to 14); a
+// shrunk one is a single column or row when the closed form's wmax or hmax is below one cell,
+// else its token grid stays within floor(wmax) x floor(hmax) cells, one side fills its cells to
+// within one patch (so no larger canvas of that aspect fits the closed form's cells), and the
+// aspect of the sized image is kept to within one patch (a whole one where side x beta rounds
+// just below a multiple of 14, as 1104 x 1748 loses a patch column). All of this holds for every
+// size up to 3000 x 3000 and for sides 1..2^20 against 1, 2, 3, 7, 100, 1000, 100000 and 2^20.
+RC_GTEST_PROP(VisionGeometry, ReleasedSizingForAnySize, ()) {
   const int w = *gen_side(), h = *gen_side();
-  const auto g = vision_geometry(w, h);
+  const auto g = vision_geometry(w, h, kRelease);
+  const int64_t sized = int64_t{g.sized_w} * g.sized_h, area = int64_t{w} * h;
+  if (area < kRelease.min_pixels)
+    RC_ASSERT(sized <= kRelease.min_pixels &&
+              (g.sized_w + 1) * int64_t{g.sized_h + 1} >= kRelease.min_pixels);
+  else
+    RC_ASSERT(g.sized_w == w && g.sized_h == h);
+  RC_ASSERT(g.sequence_tokens() <= kRelease.max_tokens);
+  RC_ASSERT(g.canvas_w % 14 == 0 && g.canvas_h % 14 == 0);
+  RC_ASSERT(g.grid_w == g.canvas_w / 14 && g.grid_h == g.canvas_h / 14);
   RC_ASSERT(g.tokens_w == (g.grid_w + 2) / 3 && g.tokens_h == (g.grid_h + 2) / 3);
-  RC_ASSERT(g.visual_tokens() <= reference::kMaxVisualTokens);
-  RC_ASSERT(g.padded_w % 14 == 0 && g.padded_h % 14 == 0);
-  RC_ASSERT(g.padded_w >= g.resized_w && g.padded_w - g.resized_w < 14);
+  const int64_t whole_w = (g.sized_w + 13) / 14, whole_h = (g.sized_h + 13) / 14;
+  if (reference::VisionGeometry::span_tokens((whole_w + 2) / 3, (whole_h + 2) / 3) <=
+      kRelease.max_tokens) {
+    RC_ASSERT(g.canvas_w == 14 * whole_w && g.canvas_h == 14 * whole_h);
+    return;
+  }
+  const auto [wmax, hmax] = closed_form(g, kRelease.max_tokens);
+  if (wmax < 1) {
+    RC_ASSERT(g.canvas_w == 42 && g.canvas_h == (kRelease.max_tokens - 2) / 2 * 42);
+  } else if (hmax < 1) {
+    RC_ASSERT(g.canvas_w == (kRelease.max_tokens - 3) * 42 && g.canvas_h == 42);
+  } else {
+    const int64_t cells_w = int64_t(std::floor(wmax)), cells_h = int64_t(std::floor(hmax));
+    RC_ASSERT(g.tokens_w <= cells_w && g.tokens_h <= cells_h);
+    RC_ASSERT(g.canvas_w >= 42 * cells_w - 14 || g.canvas_h >= 42 * cells_h - 14);
+    const int64_t skew = int64_t{g.canvas_w} * g.sized_h - int64_t{g.canvas_h} * g.sized_w;
+    RC_ASSERT(std::abs(skew) <= 14 * int64_t{std::max(g.sized_w, g.sized_h)});
+  }
+}
+
+RC_GTEST_PROP(VisionGeometry, LayoutMatchesTheGrid, ()) {
+  const auto g = vision_geometry(*gen_side(), *gen_side(), kRelease);
   const auto layout = reference::image_token_layout(g);
   RC_ASSERT(int64_t(layout.size()) == g.sequence_tokens());
   RC_ASSERT(g.sequence_tokens() == 2 + int64_t{g.tokens_h} * (g.tokens_w + 1));
@@ -34,14 +88,171 @@ RC_GTEST_PROP(VisionGeometry, TokenCountsAndLayoutForAnySize, ()) {
   if (g.grid_w % 3 == 0 && g.grid_h % 3 == 0) RC_ASSERT(g.patches() == 9 * g.visual_tokens());
 }
 
-TEST(VisionGeometry, SmallImagesUpscaleAndHugeOnesAreCapped) {
-  const auto one = vision_geometry(1, 1);
-  EXPECT_GE(int64_t{one.resized_w} * one.resized_h, 544 * 544);
-  EXPECT_EQ(one.visual_tokens(), 13 * 13);  // 544 px -> 39 patches -> 13 tokens a side
-  const auto huge = vision_geometry(1 << 20, 1 << 20);
-  EXPECT_LE(huge.visual_tokens(), 1024);
-  EXPECT_GT(huge.visual_tokens(), 900);
-  EXPECT_THROW(vision_geometry(0, 5), BadInput);
+// Worked from DESIGN 5.3's steps (the old rules gave 1920x1080 a 24x42 grid, 1034 positions).
+TEST(VisionGeometry, ReleasedExamples) {
+  const auto hd = vision_geometry(1920, 1080, kRelease);  // no upscale; 1932x1092 is over budget
+  EXPECT_EQ(hd.tokens_h, 23);
+  EXPECT_EQ(hd.tokens_w, 41);
+  EXPECT_EQ(hd.sequence_tokens(), 968);
+  EXPECT_EQ(hd.canvas_w, 1708);  // beta = 23 x 42 / 1080: 1920 beta = 1708.44, 1080 beta = 966
+  EXPECT_EQ(hd.canvas_h, 966);
+  const auto one = vision_geometry(1, 1, kRelease);  // 544 x 544 -> 546 px, 13 tokens a side
+  EXPECT_EQ(one.sized_w, 544);
+  EXPECT_EQ(one.visual_tokens(), 13 * 13);
+  const auto vga = vision_geometry(640, 480, kRelease);  // over 544^2: 644 x 490 px, 46 x 35
+  EXPECT_EQ(vga.tokens_h, 12);
+  EXPECT_EQ(vga.tokens_w, 16);
+  EXPECT_THROW(vision_geometry(0, 5, kRelease), BadInput);
+  EXPECT_THROW(vision_geometry(5, (1 << 20) + 1, kRelease), BadInput);
+}
+
+TEST(VisionGeometry, ExtremeAspectsBecomeOneColumnOrOneRow) {
+  const auto tall = vision_geometry(1, 100000, kRelease);
+  EXPECT_EQ(tall.canvas_w, 42);
+  EXPECT_EQ(tall.canvas_h, 511 * 42);  // (1024 - 2) // 2 rows of IMAGE + NEWLINE
+  EXPECT_EQ(tall.sequence_tokens(), 1024);
+  const auto wide = vision_geometry(100000, 1, kRelease);
+  EXPECT_EQ(wide.canvas_w, 1021 * 42);  // 1024 - 3 IMAGEs, one NEWLINE, START, END
+  EXPECT_EQ(wide.canvas_h, 42);
+  EXPECT_EQ(wide.sequence_tokens(), 1024);
+  // The image keeps its aspect inside: 100000 x 1 fits 42882 px wide as 0.43 -> 0 px tall, which
+  // the release's PIL refuses to resize to.
+  EXPECT_EQ(wide.content_h, 0);
+  expect_bad_input(
+      [] {
+        reference::preprocess(Tensor<uint8_t>({1, 100000, 3}, 9),
+                              vision_geometry(100000, 1, kRelease));
+      },
+      "rounds to 0 px");
+  ImageSizing small = kRelease;
+  small.max_tokens = 4;  // the least budget: one IMAGE either way
+  EXPECT_EQ(vision_geometry(3000, 10, small).sequence_tokens(), 4);
+  EXPECT_EQ(vision_geometry(10, 3000, small).sequence_tokens(), 4);
+}
+
+TEST(VisionGeometry, UpscaleTruncatesLikeTheRelease) {
+  // 1 x 41 px: sqrt(544^2 / 41) = 84.96, so 84 x 3483 px (int() truncates): 6 patches, 2 tokens
+  // wide. Rounding up (85 px) would take 7 patches, 3 tokens.
+  const auto g = vision_geometry(1, 41, kRelease);
+  EXPECT_EQ(g.sized_w, 84);
+  EXPECT_EQ(g.sized_h, 3483);
+  EXPECT_EQ(g.tokens_w, 2);
+  EXPECT_EQ(g.tokens_h, 83);
+  // In double 109 x (544 / 109) is 543.99999999999989: int() gives 543, as in the release.
+  EXPECT_EQ(vision_geometry(109, 109, kRelease).sized_w, 543);
+  ImageSizing none = kRelease;
+  none.min_pixels = 0;  // no upscale: 1 x 41 px is one patch wide, 3 tall, one token
+  EXPECT_EQ(vision_geometry(1, 41, none).visual_tokens(), 1);
+}
+
+TEST(VisionGeometry, MaxWhRatioClampsTheWidth) {
+  ImageSizing s = kRelease;
+  s.min_pixels = 0, s.max_wh_ratio = 2.5;
+  const auto g = vision_geometry(1000, 101, s);  // 101 x 2.5 = 252.5 -> int() 252
+  EXPECT_EQ(g.sized_w, 252);
+  EXPECT_EQ(g.sized_h, 101);
+  EXPECT_EQ(g.canvas_w, 252);
+  EXPECT_EQ(g.canvas_h, 112);
+  // The pixels still keep the image's own aspect inside that canvas (DESIGN 5.3 (5)).
+  EXPECT_EQ(g.content_w, 252);
+  EXPECT_EQ(g.content_h, 25);                            // round(101 / 1000 x 252) = round(25.45)
+  EXPECT_EQ(vision_geometry(250, 101, s).sized_w, 250);  // within the ratio: unchanged
+  s.min_pixels = kRelease.min_pixels;                    // clamped first, then upscaled
+  const auto up = vision_geometry(1000, 100, s);         // 250 x 100 -> x sqrt(11.84): 860 x 344
+  EXPECT_EQ(up.sized_w, 860);
+  EXPECT_EQ(up.sized_h, 344);
+}
+
+TEST(VisionPreprocess, ContentIsCentredInGray) {
+  // 100 x 40 px: upscaled to 860 x 344, canvas 868 x 350; the image fits 868 px wide as
+  // round(347.2) = 347 rows, at y = round(1.5) = 2 (half to even): rows [2, 349).
+  const auto g = vision_geometry(100, 40, kRelease);
+  ASSERT_EQ(g.canvas_w, 868);
+  ASSERT_EQ(g.canvas_h, 350);
+  EXPECT_EQ(g.content_x, 0);
+  EXPECT_EQ(g.content_w, 868);
+  EXPECT_EQ(g.content_y, 2);
+  EXPECT_EQ(g.content_h, 347);
+  const Tensor<float> img = reference::preprocess(Tensor<uint8_t>({40, 100, 3}, 200), g);
+  for (int64_t y = 0; y < 350; ++y)
+    for (int64_t x = 0; x < 868; ++x)
+      for (int c = 0; c < 3; ++c)
+        ASSERT_EQ(img.data[(y * 868 + x) * 3 + c], normalised(y >= 2 && y < 349 ? 200 : 127))
+            << y << "," << x;
+  EXPECT_EQ(reference::patchify(img).dim(2), 3 * 14 * 14);
+}
+
+// A constant image stays exactly constant through any resize: each output is its first tap
+// plus weighted differences, which are all zero (gray through preprocess included).
+RC_GTEST_PROP(VisionResample, ConstantStaysConstant, ()) {
+  const int iw = *rc::gen::inRange(1, 90), ih = *rc::gen::inRange(1, 90);
+  const int w = *rc::gen::inRange(1, 200), h = *rc::gen::inRange(1, 200);
+  const uint8_t v = *rc::gen::arbitrary<uint8_t>();
+  const Tensor<double> out = reference::resize_bicubic(Tensor<uint8_t>({ih, iw, 3}, v), w, h);
+  for (double x : out.data) RC_ASSERT(x == double(v));
+}
+
+RC_GTEST_PROP(VisionResample, SameSizeReturnsThePixels, ()) {
+  const int w = *rc::gen::inRange(1, 60), h = *rc::gen::inRange(1, 60);
+  Tensor<uint8_t> rgb({h, w, 3});
+  for (auto& p : rgb.data) p = *rc::gen::arbitrary<uint8_t>();
+  const Tensor<double> out = reference::resize_bicubic(rgb, w, h);
+  for (size_t i = 0; i < out.data.size(); ++i) RC_ASSERT(out.data[i] == double(rgb.data[i]));
+}
+
+// A horizontal ramp p(x) = 2x at output pixels whose taps all lie inside the image: when
+// enlarging, Keys' kernel reproduces linear functions, to double rounding (1e-9 levels: a few
+// taps of <= 255); when shrinking, the stretched kernel is sampled off its knots and its
+// weights' centroid sits up to 0.0208 output px from the centre (the most seen over every pair
+// of sizes up to 600 px), so 2 x 0.025 x scale levels.
+RC_GTEST_PROP(VisionResample, RampIsReproducedInside, ()) {
+  const int iw = *rc::gen::inRange(8, 128), w = *rc::gen::inRange(1, 300);
+  Tensor<uint8_t> rgb({2, iw, 3});
+  for (int64_t x = 0; x < iw; ++x)
+    for (int64_t y = 0; y < 2; ++y)
+      for (int c = 0; c < 3; ++c) rgb.data[(y * iw + x) * 3 + c] = uint8_t(2 * x);
+  const Tensor<double> out = reference::resize_bicubic(rgb, w, 2);
+  const double scale = double(iw) / w, support = 2 * std::max(scale, 1.0);
+  const double bound = scale <= 1 ? 1e-9 : 2 * 0.025 * scale;
+  for (int64_t i = 0; i < w; ++i) {
+    const double centre = (i + 0.5) * scale;
+    if (centre - support + 0.5 < 0 || centre + support + 0.5 > iw) continue;
+    RC_ASSERT(std::abs(out.data[i * 3] - 2 * (centre - 0.5)) <= bound);
+  }
+}
+
+// The weights sum to 1 (to double rounding) and their magnitudes to at most 1.27 (1.2688 the
+// most seen): the README's bound against PIL's per-pass rounding rests on it.
+RC_GTEST_PROP(VisionResample, KeysWeightsSumToOne, ()) {
+  const int in = *rc::gen::inRange(1, 3000), out = *rc::gen::inRange(1, 3000);
+  for (const auto& t : reference::bicubic_taps(in, out)) {
+    RC_ASSERT(t.first >= 0 && t.first + int64_t(t.weights.size()) <= in);
+    double sum = 0, magnitude = 0;
+    for (double w : t.weights) sum += w, magnitude += std::abs(w);
+    RC_ASSERT(std::abs(sum - 1) < 1e-12);
+    RC_ASSERT(magnitude <= 1.27);
+  }
+}
+
+TEST(VisionResample, KeysKernelValues) {
+  EXPECT_EQ(reference::keys_cubic(0), 1);
+  EXPECT_EQ(reference::keys_cubic(0.5), 0.5625);
+  EXPECT_EQ(reference::keys_cubic(-1), 0);
+  EXPECT_EQ(reference::keys_cubic(1.5), -0.0625);
+  EXPECT_EQ(reference::keys_cubic(2), 0);
+  EXPECT_EQ(reference::keys_cubic(-3), 0);
+}
+
+// Every preprocessed value is a bf16 (the release casts the pixels to bf16), gray outside.
+RC_GTEST_PROP(VisionPreprocess, PixelsAreBf16, ()) {
+  const int w = *rc::gen::inRange(1, 80), h = *rc::gen::inRange(1, 80);
+  Tensor<uint8_t> rgb({h, w, 3});
+  for (auto& p : rgb.data) p = *rc::gen::arbitrary<uint8_t>();
+  const auto g = vision_geometry(w, h, kRelease);
+  const Tensor<float> img = reference::preprocess(rgb, g);
+  RC_ASSERT(img.dim(0) == g.canvas_h && img.dim(1) == g.canvas_w);
+  for (float v : img.data) RC_ASSERT(v == bf16_round(v) && v >= -1 && v <= 1);
+  if (g.content_y > 0) RC_ASSERT(img.data[0] == normalised(127));
 }
 
 RC_GTEST_PROP(VisionUnshuffle, IotaGridPlacesEveryElementOnceAndInverts, ()) {
@@ -246,16 +457,6 @@ TEST(VisionAligner, LinearGeluExactLinear) {
   EXPECT_NEAR(y.data[1], -0.158655253931457, 1e-15);
   const Tensor<double> b2({2}, {0.5, -0.5});
   EXPECT_NEAR(reference::aligner(x, eye, zero, eye, b2).data[1], -0.658655253931457, 1e-15);
-}
-
-TEST(VisionPreprocess, LetterboxIsGrayAndPixelsAreNormalised) {
-  const auto g = reference::vision_geometry(600, 600);  // no upscale; 600 -> 602 (43 patches)
-  Tensor<uint8_t> rgb({600, 600, 3}, 255);
-  const Tensor<float> img = reference::preprocess(rgb, g);
-  EXPECT_EQ(img.dim(0), 602);
-  EXPECT_FLOAT_EQ(img.data[0], 1.0f);                                  // 255 -> 1
-  EXPECT_FLOAT_EQ(img.data[(601 * 602 + 601) * 3], 127 / 127.5f - 1);  // gray letterbox
-  EXPECT_EQ(reference::patchify(img).dim(2), 3 * 14 * 14);
 }
 
 }  // namespace

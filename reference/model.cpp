@@ -150,8 +150,8 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
          {b.router.cast<S>(), b.bias_text, b.bias_vl, cast_all<S>(b.w_in), cast_all<S>(b.w_out)}});
 }
 
-Tensor<float> image_patches(const Tensor<uint8_t>& rgb) {
-  return patchify(preprocess(rgb, vision_geometry(int(rgb.dim(1)), int(rgb.dim(0)))));
+Tensor<float> image_patches(const Tensor<uint8_t>& rgb, const ImageSizing& sizing) {
+  return patchify(preprocess(rgb, vision_geometry(int(rgb.dim(1)), int(rgb.dim(0)), sizing)));
 }
 
 template <class S>
@@ -166,8 +166,9 @@ template ImageEmbedding embed_patches<double>(const TinyModelWeights::Vision&,
                                               const Tensor<float>&);
 template ImageEmbedding embed_patches<float>(const TinyModelWeights::Vision&, const Tensor<float>&);
 
-Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb) {
-  return embed_patches<double>(w, image_patches(rgb)).embed;
+Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb,
+                           const ImageSizing& sizing) {
+  return embed_patches<double>(w, image_patches(rgb, sizing)).embed;
 }
 
 PromptImage make_prompt_image(const ModelConfig& m, uint64_t seed) {
@@ -178,14 +179,14 @@ PromptImage make_prompt_image(const ModelConfig& m, uint64_t seed) {
     p.rgb.data[i] = static_cast<uint8_t>(philox_draw(seed, 1, uint32_t(i)).v[0]);
   auto text = [&](int i) { return int32_t(philox_draw(seed, 2, uint32_t(i)).v[0] % V); };
   for (int i = 0; i < n / 2; ++i) p.ids.push_back(text(i));
-  for (int32_t id : image_token_layout(vision_geometry(W, H))) p.ids.push_back(id);
+  for (int32_t id : image_token_layout(vision_geometry(W, H, m.vision.sizing))) p.ids.push_back(id);
   for (int i = n / 2; i < n; ++i) p.ids.push_back(text(i));
   return p;
 }
 
 Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed) {
   PromptImage p = make_prompt_image(m, seed);
-  return {std::move(p.ids), embed_image(w, p.rgb)};
+  return {std::move(p.ids), embed_image(w, p.rgb, m.vision.sizing)};
 }
 
 template <class S>

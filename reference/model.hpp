@@ -68,8 +68,8 @@ struct PromptImage {
 PromptImage make_prompt_image(const ModelConfig& m, uint64_t seed);
 // The same prompt with the image through the vision path in double.
 Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed);
-// Pixels [H, W, 3] -> preprocessed patches [grid_h, grid_w, 588] (float, exact data movement).
-Tensor<float> image_patches(const Tensor<uint8_t>& rgb);
+// Pixels [H, W, 3] -> preprocessed patches [grid_h, grid_w, 588] (bf16 values as floats).
+Tensor<float> image_patches(const Tensor<uint8_t>& rgb, const ImageSizing& sizing);
 // Patches -> one embedding per visual token [tokens_h * tokens_w, d] (patch embedding, 3x3
 // unshuffle, aligner) in scalar S; with the grid and unshuffled tokens on the way.
 struct ImageEmbedding {
@@ -77,7 +77,8 @@ struct ImageEmbedding {
 };
 template <class S>
 ImageEmbedding embed_patches(const TinyModelWeights::Vision& w, const Tensor<float>& patches);
-Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb);
+Tensor<double> embed_image(const TinyModelWeights::Vision& w, const Tensor<uint8_t>& rgb,
+                           const ImageSizing& sizing);
 
 // The model in scalar S: double is the truth; float, with sums in plain order, is the baseline
 // of the tolerance policy (DESIGN 4) for the optimized model.
@@ -89,7 +90,7 @@ class TinyModelT : public Backbone {
 
   Prompt make_prompt(uint64_t seed) const { return reference::make_prompt(m_, vision_, seed); }
   Tensor<double> embed_image(const Tensor<uint8_t>& rgb) const {
-    return reference::embed_image(vision_, rgb);
+    return reference::embed_image(vision_, rgb, m_.vision.sizing);
   }
 
   // Appends a chunk; logits [n, vocab], and the chunk's taps when `taps` is given.

@@ -10,26 +10,95 @@
 
 namespace tandem::reference {
 
-VisionGeometry vision_geometry(int width, int height) {
+namespace {
+
+struct Size {
+  int64_t w = 0, h = 0;
+};
+
+// Python's round() on a float: half to even (the default rounding mode).
+int py_round(double x) { return static_cast<int>(std::nearbyint(x)); }
+
+// (1) the ratio clamp and (2) the upscale, in the release's arithmetic (Python ints, doubles,
+// int() truncating).
+Size clamp_and_upscale(int64_t w, int64_t h, const ImageSizing& s) {
+  if (s.max_wh_ratio > 0 && w > h * s.max_wh_ratio) w = static_cast<int64_t>(h * s.max_wh_ratio);
+  if (w * h < s.min_pixels) {  // w h >= 1: max_wh_ratio >= 1 keeps w >= 1
+    // The release writes (min_pixels / (w h)) ** 0.5, which CPython evaluates with libm's pow.
+    const double r = std::pow(double(s.min_pixels) / double(w * h), 0.5);
+    w = static_cast<int64_t>(w * r), h = static_cast<int64_t>(h * r);
+  }
+  return {w, h};
+}
+
+int64_t tokens_for(int64_t px) { return (px / kPatch + kUnshuffle - 1) / kUnshuffle; }
+int64_t span_for(Size canvas) {
+  return VisionGeometry::span_tokens(tokens_for(canvas.w), tokens_for(canvas.h));
+}
+
+// (4) The largest aspect-preserving canvas whose span fits: the continuous grid wmax x hmax
+// with hmax (wmax + 1) = max_tokens - 2 and hmax = wmax h / w, floored to whole cells. It is
+// solved with the sized w, h of steps (1)-(2), as the release's solve_resize_ratio is called.
+// Each operation in Python's order and rounding, so sizes such as 1920x1080 land exactly.
+Size closed_form(Size s, int max_tokens) {
+  const double r = double(s.h) / double(s.w);
+  const double wmax = std::sqrt((max_tokens - 2) / r + 0.25) - 0.5, hmax = wmax * r;
+  // One cell on the short side: a column (max_tokens - 2) // 2 rows tall (each row an IMAGE and
+  // its NEWLINE), or a row of max_tokens - 3 IMAGEs (+ NEWLINE, START, END).
+  if (wmax < 1) return {kCell, (max_tokens - 2) / 2 * kCell};
+  if (hmax < 1) return {int64_t{max_tokens - 3} * kCell, kCell};
+  const double beta =
+      std::min(std::floor(wmax) * kCell / double(s.w), std::floor(hmax) * kCell / double(s.h));
+  auto side = [beta](int64_t px) {
+    return static_cast<int64_t>(std::floor(px * beta / kPatch)) * kPatch;
+  };
+  return {side(s.w), side(s.h)};
+}
+
+// (3) whole patches, then (4) when the span is over budget.
+Size canvas_for(Size s, int max_tokens) {
+  const Size whole{(s.w + kPatch - 1) / kPatch * kPatch, (s.h + kPatch - 1) / kPatch * kPatch};
+  if (span_for(whole) <= max_tokens) return whole;
+  const Size shrunk = closed_form(s, max_tokens);
+  // Exactly, the floored cells fit; a floor taken just above an integer by rounding could
+  // overshoot, and the release raises then too (its safe_resize checks the budget again).
+  if (span_for(shrunk) > max_tokens)
+    throw_bad_input(
+        "image sized {}x{} px: the closed-form canvas {}x{} px still spans {} > {} "
+        "positions",
+        s.w, s.h, shrunk.w, shrunk.h, span_for(shrunk), max_tokens);
+  return shrunk;
+}
+
+// (5) Where PIL's ImageOps.pad(image, canvas, centering=(0.5, 0.5)) puts the original image: the
+// full width (or height) of the canvas, the other side Python-rounded, centred (half to even).
+void place_content(VisionGeometry& g) {
+  const double image = double(g.image_w) / g.image_h, canvas = double(g.canvas_w) / g.canvas_h;
+  g.content_w = g.canvas_w, g.content_h = g.canvas_h;
+  if (image > canvas) {
+    g.content_h = py_round(double(g.image_h) / g.image_w * g.canvas_w);
+    g.content_y = py_round((g.canvas_h - g.content_h) * 0.5);
+  } else if (image < canvas) {
+    g.content_w = py_round(double(g.image_w) / g.image_h * g.canvas_h);
+    g.content_x = py_round((g.canvas_w - g.content_w) * 0.5);
+  }
+}
+
+}  // namespace
+
+VisionGeometry vision_geometry(int width, int height, const ImageSizing& sizing) {
   if (width < 1 || height < 1 || width > (1 << 20) || height > (1 << 20))
     throw_bad_input("image size {}x{} px: each side must be in [1, 2^20]", width, height);
-  double w = width, h = height;
-  if (w * h < kMinArea) {
-    const double s = std::sqrt(kMinArea / (w * h));
-    w = std::ceil(w * s), h = std::ceil(h * s);
-  }
   VisionGeometry g;
-  for (;;) {
-    g.grid_w = static_cast<int>(std::ceil(w / kPatch));
-    g.grid_h = static_cast<int>(std::ceil(h / kPatch));
-    g.tokens_w = (g.grid_w + kUnshuffle - 1) / kUnshuffle;
-    g.tokens_h = (g.grid_h + kUnshuffle - 1) / kUnshuffle;
-    if (g.visual_tokens() <= kMaxVisualTokens) break;
-    const double s = std::sqrt(double(kMaxVisualTokens) / g.visual_tokens());  // < 1
-    w = std::max(1.0, std::floor(w * s)), h = std::max(1.0, std::floor(h * s));
-  }
-  g.resized_w = static_cast<int>(w), g.resized_h = static_cast<int>(h);
-  g.padded_w = g.grid_w * kPatch, g.padded_h = g.grid_h * kPatch;
+  g.image_w = width, g.image_h = height;
+  const Size sized = clamp_and_upscale(width, height, sizing);
+  const Size canvas = canvas_for(sized, sizing.max_tokens);
+  g.sized_w = static_cast<int>(sized.w), g.sized_h = static_cast<int>(sized.h);
+  g.canvas_w = static_cast<int>(canvas.w), g.canvas_h = static_cast<int>(canvas.h);
+  g.grid_w = g.canvas_w / kPatch, g.grid_h = g.canvas_h / kPatch;
+  g.tokens_w = static_cast<int>(tokens_for(canvas.w));
+  g.tokens_h = static_cast<int>(tokens_for(canvas.h));
+  place_content(g);
   return g;
 }
 
@@ -43,30 +112,86 @@ std::vector<int32_t> image_token_layout(const VisionGeometry& g) {
   return t;
 }
 
-Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g) {
-  const int64_t ih = rgb.dim(0), iw = rgb.dim(1);
-  Tensor<float> out({g.padded_h, g.padded_w, 3});
-  auto normalise = [](double v) { return static_cast<float>((v / 255.0 - 0.5) / 0.5); };
-  for (int64_t y = 0; y < g.padded_h; ++y) {
-    for (int64_t x = 0; x < g.padded_w; ++x) {
-      for (int c = 0; c < 3; ++c) {
-        double v = 127;  // letterbox
-        if (y < g.resized_h && x < g.resized_w) {
-          const double sy = std::clamp((y + 0.5) * ih / g.resized_h - 0.5, 0.0, double(ih - 1));
-          const double sx = std::clamp((x + 0.5) * iw / g.resized_w - 0.5, 0.0, double(iw - 1));
-          const int64_t y0 = static_cast<int64_t>(sy), x0 = static_cast<int64_t>(sx);
-          const int64_t y1 = std::min(y0 + 1, ih - 1), x1 = std::min(x0 + 1, iw - 1);
-          const double fy = sy - y0, fx = sx - x0;
-          auto px = [&](int64_t yy, int64_t xx) {
-            return double(rgb.data[(yy * iw + xx) * 3 + c]);
-          };
-          v = (1 - fy) * ((1 - fx) * px(y0, x0) + fx * px(y0, x1)) +
-              fy * ((1 - fx) * px(y1, x0) + fx * px(y1, x1));
-        }
-        out.data[(y * g.padded_w + x) * 3 + c] = normalise(v);
-      }
-    }
+double keys_cubic(double x) {
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x < 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0;
+}
+
+std::vector<ResampleTaps> bicubic_taps(int64_t in, int64_t out) {
+  const double scale = double(in) / double(out), stretch = std::max(scale, 1.0);
+  const double support = 2 * stretch, inv = 1 / stretch;  // PIL multiplies by 1/stretch
+  std::vector<ResampleTaps> taps(out);
+  for (int64_t i = 0; i < out; ++i) {
+    const double centre = (i + 0.5) * scale;
+    // PIL's (int) casts truncate toward zero; a negative first tap clips to 0 either way.
+    const int64_t first = std::max<int64_t>(static_cast<int64_t>(centre - support + 0.5), 0);
+    const int64_t last = std::min<int64_t>(static_cast<int64_t>(centre + support + 0.5), in);
+    ResampleTaps& t = taps[i];
+    t.first = first;
+    for (int64_t j = first; j < last; ++j)
+      t.weights.push_back(keys_cubic((j - centre + 0.5) * inv));
+    const double sum = std::accumulate(t.weights.begin(), t.weights.end(), 0.0);
+    for (double& w : t.weights) w /= sum;
   }
+  return taps;
+}
+
+namespace {
+
+// One separable pass over `lines` lines of RGB pixels: out[line, i] = clip(sum_k w_k
+// in[line, first_i + k]), pixel (line, index) at line * line_stride + index * step. The sum is
+// taken as the first tap plus weighted differences from it (equal, as the weights sum to 1), so a
+// constant input stays exactly constant although the rounded weights sum to 1 only nearly.
+struct Layout {
+  int64_t line_stride, step;
+  int64_t at(int64_t line, int64_t index) const { return (line * line_stride + index * step) * 3; }
+};
+template <class In>
+void resample_pass(const In* in, Layout from, double* out, Layout to, int64_t lines,
+                   const std::vector<ResampleTaps>& taps) {
+  for (int64_t line = 0; line < lines; ++line)
+    for (size_t i = 0; i < taps.size(); ++i)
+      for (int c = 0; c < 3; ++c) {
+        const double first = in[from.at(line, taps[i].first) + c];
+        double v = 0;
+        for (size_t k = 0; k < taps[i].weights.size(); ++k)
+          v += taps[i].weights[k] * (in[from.at(line, taps[i].first + int64_t(k)) + c] - first);
+        v += first;
+        out[to.at(line, int64_t(i)) + c] = std::clamp(v, 0.0, 255.0);
+      }
+}
+
+}  // namespace
+
+Tensor<double> resize_bicubic(const Tensor<uint8_t>& rgb, int64_t w, int64_t h) {
+  const int64_t ih = rgb.dim(0), iw = rgb.dim(1);
+  // Horizontal (PIL's order): each input row becomes w wide; then each column of that h tall.
+  Tensor<double> rows({ih, w, 3}), out({h, w, 3});
+  resample_pass(rgb.ptr(), {iw, 1}, rows.ptr(), {w, 1}, ih, bicubic_taps(iw, w));
+  resample_pass(rows.ptr(), {1, w}, out.ptr(), {1, w}, w, bicubic_taps(ih, h));
+  return out;
+}
+
+Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g) {
+  if (g.content_w < 1 || g.content_h < 1)
+    throw_bad_input(
+        "image {}x{} px fits its {}x{} px canvas as {}x{} px: a side rounds to 0 px "
+        "(the release's PIL refuses that resize)",
+        g.image_w, g.image_h, g.canvas_w, g.canvas_h, g.content_w, g.content_h);
+  const Tensor<double> content = resize_bicubic(rgb, g.content_w, g.content_h);
+  // (x/255 - 0.5)/0.5 rounded to float, then to bf16: the release's float tensor cast to bf16.
+  auto normalise = [](double v) {
+    return bf16_decode(bf16_encode(static_cast<float>((v / 255.0 - 0.5) / 0.5)));
+  };
+  Tensor<float> out({g.canvas_h, g.canvas_w, 3}, normalise(127));  // the gray around the image
+  for (int64_t y = 0; y < g.content_h; ++y)
+    for (int64_t x = 0; x < g.content_w; ++x)
+      for (int c = 0; c < 3; ++c)
+        out.data[((g.content_y + y) * g.canvas_w + g.content_x + x) * 3 + c] =
+            normalise(content.data[(y * g.content_w + x) * 3 + c]);
   return out;
 }
 
@@ -90,7 +215,8 @@ Tensor<double> patch_embedding(const Tensor<float>& patches, const Tensor<float>
   const Mat<S> W = Eigen::Map<const Mat<float>>(w.ptr(), C, P).cast<S>();
   Tensor<double> out({patches.dim(0), patches.dim(1), C});
   for (int64_t i = 0; i < n; ++i) {
-    const Vec<S> y = naive_matvec<S>(W, Eigen::Map<const Vec<float>>(patches.ptr() + i * P, P).cast<S>());
+    const Vec<S> y =
+        naive_matvec<S>(W, Eigen::Map<const Vec<float>>(patches.ptr() + i * P, P).cast<S>());
     for (int64_t o = 0; o < C; ++o) out.data[i * C + o] = double(y(o));
   }
   return out;
@@ -167,8 +293,10 @@ Tensor<double> aligner(const Tensor<double>& x, const Tensor<double>& w1, const 
   const int64_t N = x.dim(0), K = x.dim(1), out = w2.dim(0);
   Tensor<double> y({N, out});
   for (int64_t i = 0; i < N; ++i) {
-    const Vec<S> hidden = (naive_matvec<S>(W1, vec(x, i * K, K)) + vec(b1, 0, b1.size()))
-                              .unaryExpr([](S v) { return gelu(v); });
+    const Vec<S> hidden =
+        (naive_matvec<S>(W1, vec(x, i * K, K)) + vec(b1, 0, b1.size())).unaryExpr([](S v) {
+          return gelu(v);
+        });
     const Vec<S> o = naive_matvec<S>(W2, hidden) + vec(b2, 0, b2.size());
     for (int64_t j = 0; j < out; ++j) y.data[i * out + j] = double(o(j));
   }

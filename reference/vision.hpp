@@ -3,7 +3,6 @@
 // patch embedding, 2D RoPE, zero-padded 3x3 pixel-unshuffle, the aligner, the token layout, and
 // the MoE gate with per-modality selection biases.
 #include <Eigen/Dense>
-
 #include <cstdint>
 #include <vector>
 
@@ -13,28 +12,52 @@
 
 namespace tandem::reference {
 
-inline constexpr int kPatch = 14, kUnshuffle = 3, kMaxVisualTokens = 1024;
-inline constexpr double kMinArea = 544.0 * 544.0;
+inline constexpr int kPatch = 14, kUnshuffle = 3;
+inline constexpr int kCell = kPatch * kUnshuffle;  // 42 px: one visual token a side
 
 struct VisionGeometry {
-  int resized_w = 0, resized_h = 0;  // after upscaling / shrinking (pixels)
-  int padded_w = 0, padded_h = 0;    // letterboxed to multiples of 14
+  int image_w = 0, image_h = 0;      // the input image (pixels)
+  int sized_w = 0, sized_h = 0;      // after the ratio clamp and the min_pixels upscale
+  int canvas_w = 0, canvas_h = 0;    // what the patches cover: multiples of 14
+  int content_x = 0, content_y = 0;  // the image resized into the canvas, aspect kept,
+  int content_w = 0, content_h = 0;  // centred (a side may round to 0 px: see preprocess)
   int grid_w = 0, grid_h = 0;        // patches
   int tokens_w = 0, tokens_h = 0;    // after the 3x3 unshuffle: ceil(grid / 3)
   int64_t visual_tokens() const { return int64_t{tokens_w} * tokens_h; }
   int64_t patches() const { return int64_t{grid_w} * grid_h; }
-  int64_t sequence_tokens() const { return 2 + int64_t{tokens_h} * (tokens_w + 1); }
+  int64_t sequence_tokens() const { return span_tokens(tokens_w, tokens_h); }
+  // Text positions of a tokens_w x tokens_h grid: rows with their NEWLINE, START and END.
+  static int64_t span_tokens(int64_t tw, int64_t th) { return th * (tw + 1) + 2; }
 };
-// Upscale (keeping the aspect ratio) when the area is below 544^2 px, letterbox to multiples of
-// 14, and shrink until at most 1024 visual tokens remain. BadInput for sizes outside [1, 2^20].
-VisionGeometry vision_geometry(int width, int height);
+// The released image processor's sizes (DESIGN 5.3): clamp the width to height x max_wh_ratio
+// (when set), upscale below min_pixels (truncating), round up to whole patches, and when the
+// span exceeds max_tokens take the closed-form largest aspect-preserving canvas; then where
+// PIL's ImageOps.pad puts the image in that canvas. BadInput for sides outside [1, 2^20].
+VisionGeometry vision_geometry(int width, int height, const ImageSizing& sizing);
 
 // The image's token ids (core/vision_config.hpp), START, (IMAGE x w' + NEWLINE) x h', END.
 using ::tandem::kEnd, ::tandem::kImage, ::tandem::kNewline, ::tandem::kStart;
 std::vector<int32_t> image_token_layout(const VisionGeometry& g);
 
-// Pixels [H, W, 3] (0..255) -> normalised, letterboxed [padded_h, padded_w, 3]: bilinear resize
-// (half-pixel centres) to the resized size, gray 127 padding right and bottom, (x/255-0.5)/0.5.
+// PIL's BICUBIC resampling along one axis (Resample.c precompute_coeffs): output i has centre
+// c = (i + 0.5) in/out; support 2 is stretched by s = max(in/out, 1) (antialiasing when
+// shrinking); taps j in [int(c - 2s + 0.5), int(c + 2s + 0.5)) clipped to the image, weighted
+// keys_cubic((j + 0.5 - c) / s) and normalised to sum 1.
+struct ResampleTaps {
+  int64_t first = 0;  // input index of weights[0]
+  std::vector<double> weights;
+};
+std::vector<ResampleTaps> bicubic_taps(int64_t in, int64_t out);
+// Keys' cubic convolution kernel with a = -0.5 (PIL's bicubic_filter), support [-2, 2].
+double keys_cubic(double x);
+// Pixels [H, W, 3] -> [h, w, 3] in double: horizontal pass, then vertical, each clipped to
+// [0, 255] like PIL's passes (which also round to uint8: README states the bound).
+Tensor<double> resize_bicubic(const Tensor<uint8_t>& rgb, int64_t w, int64_t h);
+
+// Pixels [image_h, image_w, 3] (0..255) -> the normalised canvas [canvas_h, canvas_w, 3]: the
+// image resized (bicubic) into its content box, gray 127 around it, (x/255 - 0.5)/0.5 rounded
+// to bf16 (the release's dtype). BadInput when a content side rounds to 0 px (PIL refuses that
+// resize, so the release fails on such an image too).
 Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g);
 // [grid_h, grid_w, 3*14*14] patches (channel-major within a patch: c*196 + py*14 + px).
 Tensor<float> patchify(const Tensor<float>& image);
@@ -72,8 +95,8 @@ MoeGateRef moe_gate(const MoeGateInputs& in);
 template <class S>
 Tensor<double> moe_weights(const MoeGateInputs& in, const Tensor<int32_t>& experts);
 // Per-token expert counts of one modality.
-std::vector<double> expert_load(const Tensor<int32_t>& experts, const std::vector<uint8_t>& is_image,
-                                bool image, int n_experts);
+std::vector<double> expert_load(const Tensor<int32_t>& experts,
+                                const std::vector<uint8_t>& is_image, bool image, int n_experts);
 // bias += speed * sign(mean(load) - load), for one modality's bias (outside the optimizer).
 void update_bias(std::vector<float>& bias, const std::vector<double>& load, float speed);
 

@@ -99,6 +99,29 @@ TEST(ModelConfig, ErrorsNameTheField) {
   expect_bad(nlohmann::json::array(), {"cfg.json", "object"});
 }
 
+TEST(ModelConfig, ImageSizingDefaultsToTheReleaseAndIsChecked) {
+  auto j = tiny_json();
+  for (const char* k : {"min_pixels", "max_tokens", "max_wh_ratio"}) j["vision"].erase(k);
+  const ImageSizing s = parse_model_config(j, "cfg.json").vision.sizing;
+  EXPECT_EQ(s.min_pixels, 544 * 544);
+  EXPECT_EQ(s.max_tokens, 1024);
+  EXPECT_EQ(s.max_wh_ratio, 0);  // unset
+  j["vision"]["max_wh_ratio"] = 8, j["vision"]["min_pixels"] = 1000, j["vision"]["max_tokens"] = 64;
+  const VisionConfig v = parse_model_config(j, "cfg.json").vision;
+  EXPECT_EQ(v.sizing.max_wh_ratio, 8);
+  EXPECT_EQ(parse_vision_config(JsonFields(to_json(v), "x")).sizing.min_pixels, 1000);
+  const std::pair<const char*, nlohmann::json> bad[] = {
+      {"min_pixels", -1},      {"min_pixels", 1.5},
+      {"max_tokens", 3},       {"max_tokens", (1 << 16) + 1},
+      {"max_wh_ratio", 0.5},   {"max_wh_ratio", -2},
+      {"max_wh_ratio", "wide"}};
+  for (const auto& [key, value] : bad) {
+    j = tiny_json();
+    j["vision"][key] = value;
+    expect_bad(j, {"cfg.json", (std::string("vision.") + key).c_str()});
+  }
+}
+
 TEST(ModelConfig, InvalidJsonNamesTheFile) {
   try {
     parse_json("{\"name\": ", "broken.json");

@@ -104,11 +104,11 @@ RC_GTEST_PROP(Vision, UnshuffleCutsTokensByNineAndCaps, ()) {
   const VisionImage v = vision_tokens(img);
   RC_ASSERT(v.tokens_with == int64_t{(v.grid_w + 2) / 3} * ((v.grid_h + 2) / 3));
   RC_ASSERT(v.tokens_without == int64_t{v.grid_w} * v.grid_h);
-  RC_ASSERT(v.tokens_with <= 1024);
   RC_ASSERT(v.sequence_tokens == 2 + ((v.grid_h + 2) / 3) * ((v.grid_w + 2) / 3 + 1));
+  // The released budget caps the whole span (properties/vision_props.cpp checks the sizing).
+  RC_ASSERT(v.sequence_tokens <= 1024);
   RC_ASSERT(v.tokens_without <= 9 * v.tokens_with);
   if (v.grid_w % 3 == 0 && v.grid_h % 3 == 0) RC_ASSERT(v.tokens_without == 9 * v.tokens_with);
-  RC_ASSERT(int64_t{v.grid_w} * 14 * v.grid_h * 14 >= 544 * 544 || v.tokens_with > 900);
 }
 
 TEST(Traffic, BadWorkloadIsBadInput) {
