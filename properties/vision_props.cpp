@@ -397,7 +397,8 @@ RC_GTEST_PROP(VisionEmu, KernelsMatchReference, ()) {
   c.top_k = *rc::gen::inRange(1, 9);
   c.act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   c.seed = *rc::gen::arbitrary<uint64_t>();
-  const VisionInputs in = make_vision_inputs(c);
+  VisionInputs in = make_vision_inputs(c);
+  in.gate.route_scale = *rc::gen::element(1.5f, 2.5f, 0.25f);  // V4 / V4.1-Flash, V4-Pro, other
   const auto schedules = emu::test_schedules();
   const VisionResults out = run_vision(in, c.act, {Backend::emu, schedules[0], 128});
   for (const auto& t : compare_vision(in, out, c.act)) {
