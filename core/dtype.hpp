@@ -63,10 +63,9 @@ TANDEM_HD inline uint8_t e4m3_encode(float x) {
 }
 TANDEM_HD inline float e4m3_decode(uint8_t c) {
   if ((c & 0x7f) == 0x7f) return bits_float(0x7fffffffu);
-  const int exp = (c >> 3) & 0xf, m = c & 7;
-  const float mag = exp == 0 ? m * 0.001953125f /* 2^-9 */
-                             : ldexpf(1.0f + m * 0.125f, exp - 7);
-  return (c & 0x80) ? -mag : mag;
+  const uint32_t sign = static_cast<uint32_t>(c & 0x80) << 24, exp = (c >> 3) & 0xf, m = c & 7;
+  if (exp == 0) return bits_float(sign | float_bits(m * 0.001953125f /* 2^-9 */));
+  return bits_float(sign | (exp + 120) << 23 | m << 20);  // (1 + m/8) 2^(exp - 7), rebiased
 }
 
 // ---- ue8m0: unsigned power-of-two scale 2^(c-127), 0xff is NaN. Encoding rounds |x| up

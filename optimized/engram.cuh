@@ -20,12 +20,12 @@ inline constexpr int kEngramMaxLookups = 24;
 inline constexpr int kEngramWindow = kEngramMaxOrder;  // ids t-3..t
 static_assert(kEngramHeadDim == kWarpSize * 8, "a lane dequantises 8 values");
 static_assert(kEngramRowBytes % 8 == 0, "rows start 8-byte aligned for the lanes' 8-byte loads");
-inline constexpr int kFp8CodesPerLane = 8;  // one 8-byte load of e4m3 codes
+inline constexpr int kFp8CodesPerLane = 16;  // one 16-byte load of e4m3 codes
 inline constexpr int kFp8MinBlock = 32;
-static_assert(kEngramHeadDim % (kWarpSize * kFp8CodesPerLane) == 0,
-              "a warp's pass over a weight row covers 256 codes: E = lookups x 256 has no tail");
+static_assert(kEngramHeadDim % kFp8CodesPerLane == 0,
+              "a lane's 16 codes never straddle the end of a row (E = lookups x 256)");
 static_assert(kFp8MinBlock % kFp8CodesPerLane == 0 && kFp8MinBlock % kWarpSize == 0,
-              "a lane's 8 codes share one weight block; a warp quantizes whole input tiles");
+              "a lane's 16 codes share one weight block; a warp quantizes whole input tiles");
 
 struct EngramHashParams {
   int64_t multipliers[kEngramMaxOrder];
@@ -119,8 +119,9 @@ __device__ __forceinline__ void quantize_tiles_fp8(float* x, float* x_scale, int
 }
 
 // One warp's dot of FP8 weight row `codes` [E] (its scales: `scales` [E / block]) with the
-// quantized input (e4m3 values x, tile scales x_scale). A lane takes 8 codes per 8-byte load;
-// the first lane of each weight block loads the block's scale byte and shuffles it to the rest.
+// quantized input (e4m3 values x, tile scales x_scale). A lane takes 16 codes per 16-byte load
+// (a warp covers 512 codes per pass; E = lookups x 256 may end on a half pass); the first lane
+// of each weight block loads the block's scale byte and shuffles it to the rest.
 __device__ __forceinline__ float warp_row_dot_fp8(const uint8_t* __restrict__ codes,
                                                   const uint8_t* __restrict__ scales,
                                                   const float* x, const float* x_scale, int E,
@@ -128,15 +129,20 @@ __device__ __forceinline__ float warp_row_dot_fp8(const uint8_t* __restrict__ co
   const int lane = threadIdx.x % kWarpSize;
   const int leader = lane - lane % (block / kFp8CodesPerLane);
   float sum = 0.0f;
-  for (int i = lane * kFp8CodesPerLane; i < E; i += kWarpSize * kFp8CodesPerLane) {
-    const uint2 c = ld(reinterpret_cast<const uint2*>(codes + i), Traffic::weight);
+  for (int base = 0; base < E; base += kWarpSize * kFp8CodesPerLane) {
+    const int i = base + lane * kFp8CodesPerLane;
+    uint4 c = {0, 0, 0, 0};
     unsigned s = 0;
-    if (lane == leader) s = ld(scales + i / block, Traffic::weight);
+    if (i < E) c = ld(reinterpret_cast<const uint4*>(codes + i), Traffic::weight);
+    if (i < E && lane == leader) s = ld(scales + i / block, Traffic::weight);
+    // Every lane shuffles (a lane past E with its leader, also past E); only lanes inside add.
     const float w_scale = ue8m0_decode(static_cast<uint8_t>(__shfl_sync(0xffffffffu, s, leader)));
+    if (i >= E) continue;
+    const unsigned words[4] = {c.x, c.y, c.z, c.w};
     float part = 0.0f;
 #pragma unroll
     for (int k = 0; k < kFp8CodesPerLane; ++k)
-      part += e4m3_decode(static_cast<uint8_t>((k < 4 ? c.x : c.y) >> (8 * (k % 4)))) * x[i + k];
+      part += e4m3_decode(static_cast<uint8_t>(words[k / 4] >> (8 * (k % 4)))) * x[i + k];
     sum += part * (w_scale * x_scale[i / block]);
   }
   return warp_sum(sum);
