@@ -84,10 +84,7 @@ void check_engram_table_bytes(const EngramLayerTables& t, const EngramConfig& c)
         c.table_base, t.layer_id, t.rows, c.row_bytes(), bytes / 1e9, kMaxWorkingBytes / 1e9);
 }
 
-EngramConfig parse_engram_config(const JsonFields& f) {
-  f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
-                    "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps", "tokens",
-                    "skip_marker_lookups", "wkv_fp8_block"});
+EngramConfig parse_engram_layout(const JsonFields& f) {
   EngramConfig c;
   const auto& ids = f.array("layer_ids");
   if (ids.empty())
@@ -109,6 +106,14 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   c.vocab = f.integer("vocab", 1, int64_t{1} << 31);
   c.compressed_vocab = f.integer("compressed_vocab", 3, int64_t{1} << 31);
   c.pad_id = f.integer("pad_id", 0, c.vocab - 1);
+  return c;
+}
+
+EngramConfig parse_engram_config(const JsonFields& f) {
+  f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
+                    "compressed_vocab", "pad_id", "seed", "multipliers", "d", "norm_eps", "tokens",
+                    "skip_marker_lookups", "wkv_fp8_block"});
+  EngramConfig c = parse_engram_layout(f);
   c.seed = f.unsigned_integer("seed");
   // The multipliers draw from default_rng(seed + 10007 * layer): Python's integers do not wrap,
   // so a sum past 2^64 - 1 (which this entropy encoding cannot hold) is refused.

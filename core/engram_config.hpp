@@ -40,6 +40,9 @@ struct EngramConfig {
 };
 
 EngramConfig parse_engram_config(const JsonFields& f);
+// The layout fields alone (layer_ids, max_order, heads, head_dim, table_base, vocab,
+// compressed_vocab, pad_id), the rest at their defaults; unknown keys are the caller's to refuse.
+EngramConfig parse_engram_layout(const JsonFields& f);
 nlohmann::json to_json(const EngramConfig& c);
 
 struct EngramLayerTables {

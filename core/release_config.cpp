@@ -60,29 +60,6 @@ KvCacheLayers parse_kv_layers(const JsonFields& f) {
   return k;
 }
 
-EngramConfig parse_engram_layout(const JsonFields& f) {
-  f.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
-                    "compressed_vocab", "pad_id"});
-  EngramConfig c;
-  c.layer_ids.clear();
-  for (const auto& v : f.array("layer_ids")) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000)
-      throw_bad_input("{}: layer ids are integers in [0, 100000], got {}", f.where("layer_ids"),
-                      brief(v));
-    c.layer_ids.push_back(v.get<int>());
-  }
-  if (c.layer_ids.empty() || c.layer_ids.size() > kMaxEngramLayers)
-    throw_bad_input("{}: 1 to {} layer ids", f.where("layer_ids"), kMaxEngramLayers);
-  c.max_order = static_cast<int>(f.integer("max_order", 2, 4));
-  c.heads = static_cast<int>(f.integer("heads", 1, 8));
-  c.head_dim = static_cast<int>(f.integer("head_dim", 256, 256));
-  c.table_base = f.integer("table_base", 2, int64_t{1} << 40);
-  c.vocab = f.integer("vocab", 1, int64_t{1} << 31);
-  c.compressed_vocab = f.integer("compressed_vocab", 3, int64_t{1} << 31);
-  c.pad_id = f.integer("pad_id", 0, c.vocab - 1);
-  return c;
-}
-
 ReleaseVision parse_vision(const JsonFields& f) {
   f.reject_unknown({"patch", "width", "depth", "heads", "head_dim", "mlp_hidden", "downsample",
                     "min_pixels", "max_tokens"});
@@ -158,7 +135,12 @@ ReleaseConfig parse_release_config(const JsonFields& f) {
   r.index_heads = static_cast<int>(f.integer("index_heads", 1, 4096));
   r.index_dim = static_cast<int>(f.integer("index_dim", 1, 1 << 16));
   r.index_top_k = static_cast<int>(f.integer("index_top_k", 1, 1 << 20));
-  if (f.has("engram")) r.engram = parse_engram_layout(f.object("engram"));
+  if (f.has("engram")) {
+    const JsonFields e = f.object("engram");
+    e.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
+                      "compressed_vocab", "pad_id"});
+    r.engram = parse_engram_layout(e);
+  }
   if (f.has("vision")) r.vision = parse_vision(f.object("vision"));
   return r;
 }

@@ -76,11 +76,12 @@ EngramReference run_engram_reference(const EngramInputs& in) {
   r.addresses =
       reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
   r.rows = reference::gather_rows(in.cfg, in.table, r.addresses);
-  r.truth = reference::engram_gate_truth(in, r.rows);
-  // The baseline's error scale from three orderings, as for the residual (residual_case.hpp),
-  // each on the float problem the FP8 linear equals (quantized before anything is permuted).
-  r.baseline = reference::engram_gate_baseline(in, r.rows);
+  // Truth and baselines on the float problem the FP8 linear equals, quantized once (before
+  // anything is permuted); the baseline's error scale from three orderings, as for the residual
+  // (residual_case.hpp).
   const reference::GateProblem p = reference::float_gate_problem(in, r.rows);
+  r.truth = reference::engram_gate_truth(p.in, p.rows);
+  r.baseline = reference::engram_gate_baseline(p.in, p.rows);
   const int64_t d = in.cfg.d, E = r.rows.dim(1);
   for (const auto& [pd, pe] : {std::pair{reversed_order(d), reversed_order(E)},
                                std::pair{rotated_order(d), rotated_order(E)}}) {
