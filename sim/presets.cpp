@@ -46,7 +46,7 @@ nlohmann::json release_preset(const std::string& name, double active_param_bytes
   return p;
 }
 
-nlohmann::json presets() {
+nlohmann::json make_presets() {
   nlohmann::json tiny = {{"name", "tiny"},
                          {"layers", 2},
                          {"d", 64},
@@ -69,6 +69,12 @@ nlohmann::json presets() {
       {tiny, release_preset("v4-flash", 13e9, "13 GB active FP8 weights, " + h200),
        release_preset("v4-pro", 49e9, "49 GB active FP8 weights, " + h200),
        release_preset("v4.1-flash", 13e9, "13 GB active FP8 weights, " + h200)});
+}
+
+// Built once: the release presets parse their configs and walk the Engram primes.
+const nlohmann::json& presets() {
+  static const nlohmann::json all = make_presets();
+  return all;
 }
 
 }  // namespace
@@ -106,7 +112,7 @@ std::vector<std::string> builtin_preset_names() {
 }
 
 Preset builtin_preset(const std::string& name) {
-  const nlohmann::json all = presets();
+  const nlohmann::json& all = presets();
   for (const auto& p : all)
     if (p["name"] == name) return parse_preset(JsonFields(p, "builtin:" + name));
   throw_bad_input("--preset: unknown preset '{}' (built in: tiny, v4-flash, v4-pro, v4.1-flash)",
