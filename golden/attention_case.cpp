@@ -26,7 +26,7 @@ namespace {
 // order) and its sums over positions in another order, outputs mapped back: another draw of the
 // same-precision error.
 Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<int64_t>& ph,
-                                 reference::PositionOrder order) {
+                                 reference::PositionOrder order, reference::DotOrder dot) {
   const int64_t d = in.q.dim(1), hd = d / in.heads;
   auto permute = [&](const Tensor<float>& m) {
     Tensor<float> r = m;
@@ -37,7 +37,7 @@ Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<in
   };
   AttentionInputs q = in;
   q.q = permute(in.q), q.keys = permute(in.keys), q.values = permute(in.values);
-  const Tensor<double> o = reference::attention_baseline(q, order, reference::DotOrder::sequential);
+  const Tensor<double> o = reference::attention_baseline(q, order, dot);
   Tensor<double> back = o;
   for (int64_t row = 0; row < o.dim(0); ++row)
     for (int64_t c = 0; c < d; ++c)
@@ -50,16 +50,23 @@ Tensor<double> permuted_baseline(const AttentionInputs& in, const std::vector<in
 AttentionReference run_attention_reference(const AttentionInputs& in) {
   AttentionReference r{reference::attention_truth(in), reference::attention_baseline(in)};
   const int64_t hd = in.q.dim(1) / in.heads;
-  using reference::PositionOrder;
-  for (const auto& [ph, order] : {std::pair{reversed_order(hd), PositionOrder::reversed},
-                                  std::pair{rotated_order(hd), PositionOrder::rotated}})
-    keep_farthest(r.baseline, permuted_baseline(in, ph, order), r.truth);
-  // A fourth draw with pairwise dot products: few terms per score (small heads) make the
-  // sequential draws alone an unrepresentative sample of the same-precision error.
-  keep_farthest(
-      r.baseline,
-      reference::attention_baseline(in, PositionOrder::given, reference::DotOrder::pairwise),
-      r.truth);
+  using reference::DotOrder, reference::PositionOrder;
+  // A token's row holds one independent error draw per head (a head's outputs share its softmax
+  // weights, and a near one-hot softmax hangs on one or two score roundings), so the runs are
+  // counted in heads. Shuffled runs alternate pairwise and sequential dot products.
+  constexpr PositionOrder kPositions[] = {PositionOrder::reversed, PositionOrder::rotated,
+                                          PositionOrder::given};
+  const auto orders = baseline_orders(hd, in.heads);
+  for (size_t k = 0; k < orders.size(); ++k)
+    keep_farthest(r.baseline,
+                  permuted_baseline(in, orders[k], kPositions[k % 3],
+                                    k > 2 && k % 2 ? DotOrder::pairwise : DotOrder::sequential),
+                  r.truth);
+  // And one with pairwise dot products in the given order: few terms per score (small heads)
+  // make sequential draws alone an unrepresentative sample of the same-precision error.
+  keep_farthest(r.baseline,
+                reference::attention_baseline(in, PositionOrder::given, DotOrder::pairwise),
+                r.truth);
   return r;
 }
 

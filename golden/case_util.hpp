@@ -1,6 +1,7 @@
 #pragma once
 // Helpers every case generator shares: seeded uniform values (Philox keyed by (seed, id, index)
 // so every backend and run sees the same numbers) and float tensors viewed as doubles.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -32,6 +33,31 @@ inline std::vector<int64_t> rotated_order(int64_t n) {
   std::vector<int64_t> p(n);
   for (int64_t i = 0; i < n; ++i) p[i] = (i + n / 2) % n;
   return p;
+}
+// The id-th Fisher-Yates shuffle of n, drawn from Philox: the same order on every platform.
+inline std::vector<int64_t> shuffled_order(int64_t n, uint32_t id) {
+  constexpr uint64_t kOrderSeed = 0x6f72646572;  // "order": any fixed key
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(p[i], p[philox_draw(kOrderSeed, id, static_cast<uint32_t>(i)).v[0] % (i + 1)]);
+  return p;
+}
+
+// The fewest baseline error draws that size one comparison row's budget: a row's budget is twice
+// its largest baseline error, and the largest of a few draws is too often a lucky one (measured
+// on dense_rows with GELU, where most of a short row is exactly 0: 16 draws still failed 2 in
+// 30000 correct cases, 64 none in 200000; README, tolerance refinement 2).
+inline constexpr int64_t kMinRowErrorDraws = 64;
+
+// The orders besides the given one for rows of `row` elements over a hidden dimension n:
+// reversed, rotated, then seeded shuffles until the row holds kMinRowErrorDraws draws.
+inline std::vector<std::vector<int64_t>> baseline_orders(int64_t n, int64_t row) {
+  const int64_t runs =
+      std::max<int64_t>(3, (kMinRowErrorDraws + row - 1) / std::max<int64_t>(row, 1));
+  std::vector<std::vector<int64_t>> orders{reversed_order(n), rotated_order(n)};
+  for (int64_t k = 3; k < runs; ++k) orders.push_back(shuffled_order(n, static_cast<uint32_t>(k)));
+  return orders;
 }
 
 // Keeps, per element, whichever of two baseline draws is farther from truth.

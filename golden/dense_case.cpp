@@ -8,8 +8,7 @@
 
 namespace tandem {
 
-DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act,
-                              uint64_t seed) {
+DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed) {
   DenseInputs in;
   in.act = act;
   in.x = seeded_tensor({T, n_in}, seed, 1, -2.0f, 2.0f);
@@ -37,8 +36,7 @@ Tensor<double> permuted_baseline(const DenseInputs& in, const std::vector<int64_
 
 DenseReference run_dense_reference(const DenseInputs& in) {
   DenseReference r{reference::dense_rows_truth(in), reference::dense_rows_baseline(in)};
-  const int64_t n_in = in.x.dim(1);
-  for (const auto& p : {reversed_order(n_in), rotated_order(n_in)})
+  for (const auto& p : baseline_orders(in.x.dim(1), in.w.dim(0)))
     keep_farthest(r.baseline, permuted_baseline(in, p), r.truth);
   return r;
 }

@@ -54,9 +54,9 @@ Tensor<double> permuted_baseline(const MoeExpertInputs& in, const std::vector<in
 MoeReference run_moe_reference(const MoeExpertInputs& in) {
   MoeReference r{reference::moe_experts_truth(in), reference::moe_experts_baseline(in)};
   const int64_t d = in.y.dim(1), H = in.w_in.dim(1);
-  for (const auto& [pd, ph] : {std::pair{reversed_order(d), reversed_order(H)},
-                               std::pair{rotated_order(d), rotated_order(H)}})
-    keep_farthest(r.baseline, permuted_baseline(in, pd, ph), r.truth);
+  const auto orders_d = baseline_orders(d, d), orders_h = baseline_orders(H, d);  // row: d outputs
+  for (size_t k = 0; k < orders_d.size(); ++k)
+    keep_farthest(r.baseline, permuted_baseline(in, orders_d[k], orders_h[k]), r.truth);
   return r;
 }
 
