@@ -82,7 +82,11 @@ VisionConfig parse_vision_config(const JsonFields& f) {
   VisionConfig c;
   c.image_w = static_cast<int>(f.integer("image_w", 1, 1 << 20));
   c.image_h = static_cast<int>(f.integer("image_h", 1, 1 << 20));
-  c.width = static_cast<int>(f.integer("width", 1, 1 << 14));
+  c.width = static_cast<int>(f.integer("width", 8, 1 << 14));
+  // The aligner's rows (9 x width) are read in 16-byte packs of bf16 (8 values).
+  if (c.width % 8)
+    throw_bad_input("{}: must be a multiple of 8 (16-byte bf16 packs), got {}", f.where("width"),
+                    c.width);
   c.heads = static_cast<int>(f.integer("heads", 1, 256));
   c.head_dim = static_cast<int>(f.integer("head_dim", 4, 1024));
   if (c.head_dim % 4)
@@ -164,7 +168,11 @@ ModelShape parse_model_shape(const JsonFields& f) {
   ModelShape s;
   s.blocks = static_cast<int>(f.integer("blocks", 3, 256));
   s.heads = static_cast<int>(f.integer("heads", 1, 256));
-  s.ffn_hidden = static_cast<int>(f.integer("ffn_hidden", 1, 1 << 16));
+  // The expert kernel reads hidden rows with 16-byte loads and stages them in shared memory.
+  s.ffn_hidden = static_cast<int>(f.integer("ffn_hidden", 4, 16384));
+  if (s.ffn_hidden % 4)
+    throw_bad_input("{}: must be a multiple of 4 (16-byte expert rows), got {}",
+                    f.where("ffn_hidden"), s.ffn_hidden);
   s.prompt_tokens = static_cast<int>(f.integer("prompt_tokens", 1, 1 << 16));
   return s;
 }

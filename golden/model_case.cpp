@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
+#include <algorithm>
 
+#include "core/error.hpp"
 #include "golden/case_util.hpp"
+#include "reference/residual.hpp"  // ScopedSumOrder
 
 namespace tandem {
 namespace {
@@ -44,9 +46,10 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
   for (const EngramLayerTables& t : engram_tables(m.engram))
     n += 5 * d * lookup_width + double(t.rows) * m.engram.row_bytes() / 4;
   if (n > kMaxModelWeights)
-    throw_bad_input("{}: the model has ~{:.3g} weights (Engram tables included); the end-to-end "
-                    "model runs at most {:.3g}",
-                    source, n, kMaxModelWeights);
+    throw_bad_input(
+        "{}: the model has ~{:.3g} weights (Engram tables included); the end-to-end "
+        "model runs at most {:.3g}",
+        source, n, kMaxModelWeights);
 }
 
 ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
@@ -100,7 +103,26 @@ std::vector<reference::Tap> reference_taps(const ModelConfig& m,
 
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
                                    const ModelPrompt& p) {
-  return {reference_taps<double>(m, w, p), reference_taps<float>(m, w, p)};
+  ModelReference r{reference_taps<double>(m, w, p), reference_taps<float>(m, w, p)};
+  // More draws of the baseline error: every reduction in another order, as many runs as a
+  // token's d values need for kMinRowErrorDraws, and at least 8: errors compound through the
+  // blocks, so a token's values are fewer independent draws than its d (the specificity
+  // campaign found correct kernels 5% and 15% over budget with 3 runs at d = 16 and 24).
+  const int64_t runs = std::max<int64_t>(8, (kMinRowErrorDraws + m.residual.d - 1) / m.residual.d);
+  for (int order = 1; order < runs; ++order) {
+    const reference::ScopedSumOrder scoped(order);
+    const std::vector<reference::Tap> b = reference_taps<float>(m, w, p);
+    // A run that routes differently from the truth (a near tie) computes another function
+    // downstream: no draw of this one's error.
+    bool same_routing = true;
+    for (size_t i = 0; i < b.size(); ++i)
+      if (b[i].name.ends_with(".experts")) same_routing &= b[i].value.data == r.truth[i].value.data;
+    if (!same_routing) continue;
+    for (size_t i = 0; i < b.size(); ++i)
+      if (!b[i].name.ends_with(".experts"))
+        keep_farthest(r.baseline[i].value, b[i].value, r.truth[i].value);
+  }
+  return r;
 }
 
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
@@ -121,8 +143,8 @@ std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun
         out.taps[i].value.shape != truth.value.shape || ref.baseline[i].name != truth.name) {
       CompareResult missing;
       missing.pass = false;
-      missing.failure = fmt::format("the optimized model has no tap '{}' of the same shape here",
-                                    truth.name);
+      missing.failure =
+          fmt::format("the optimized model has no tap '{}' of the same shape here", truth.name);
       checks.push_back({truth.name, missing});
       continue;
     }
@@ -136,10 +158,10 @@ std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun
             "the float baseline routes differently from the truth (a near tie): this prompt "
             "cannot bound the later taps";
     } else {
-      checks.push_back({truth.name, compare_to_truth(truth.value.span(),
-                                                     ref.baseline[i].value.span(),
-                                                     as_doubles(got), OutDType::F32,
-                                                     truth.value.size() / truth.value.dim(0))});
+      checks.push_back(
+          {truth.name,
+           compare_to_truth(truth.value.span(), ref.baseline[i].value.span(), as_doubles(got),
+                            OutDType::F32, truth.value.size() / truth.value.dim(0))});
     }
   }
   if (out.taps.size() != ref.truth.size()) {

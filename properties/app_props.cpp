@@ -544,7 +544,7 @@ TEST(App, ConfigsClaimingTerabytesOrHoursAreRefused) {
        {"engram.layer_ids", "1000 layer ids"}},
       {[](auto& j) { j["model"]["prompt_tokens"] = 65536; }, {"model.prompt_tokens"}},
       {[](auto& j) {
-         j["vision"]["experts"] = 256, j["vision"]["top_k"] = 1, j["model"]["ffn_hidden"] = 65536;
+         j["vision"]["experts"] = 256, j["vision"]["top_k"] = 1, j["model"]["ffn_hidden"] = 16384;
        },
        {"vision.experts x model.ffn_hidden"}},
       {[](auto& j) {

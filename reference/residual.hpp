@@ -73,12 +73,50 @@ Mat4<S> sinkhorn(const Mat4<S>& logits, int iters, S eps) {
   return c;
 }
 
-// Sums in plain left-to-right order: the baseline's "naive ordering" (DESIGN section 4), which
-// Eigen's vectorised reductions would not give.
+// The order naive_dot sums in, per thread: 0 (the default) is plain left to right, the
+// baseline's "naive ordering" (DESIGN section 4); 1 is a pairwise tree; k >= 2 starts at an
+// offset of its own and wraps, backwards for even k. A whole model's baseline is drawn again in
+// other orders under a ScopedSumOrder, every reduction of the run alike (README, tolerance
+// refinement 2): its taps cannot be permuted back the way one kernel's inputs can.
+inline thread_local int t_sum_order = 0;
+class ScopedSumOrder {
+ public:
+  explicit ScopedSumOrder(int order) : saved_(t_sum_order) { t_sum_order = order; }
+  ~ScopedSumOrder() { t_sum_order = saved_; }
+  ScopedSumOrder(const ScopedSumOrder&) = delete;
+  ScopedSumOrder& operator=(const ScopedSumOrder&) = delete;
+
+ private:
+  int saved_;
+};
+
+template <class S, class A, class B>
+S pairwise_dot(const A& a, const B& b, Eigen::Index first, Eigen::Index n) {
+  if (n <= 2) {
+    S sum = 0;
+    for (Eigen::Index i = first; i < first + n; ++i) sum += a(i) * b(i);
+    return sum;
+  }
+  return pairwise_dot<S>(a, b, first, n / 2) + pairwise_dot<S>(a, b, first + n / 2, n - n / 2);
+}
+
+// Sums a . b in the thread's order (above), so not as Eigen's vectorised reductions would.
 template <class S, class A, class B>
 S naive_dot(const A& a, const B& b) {
+  const Eigen::Index n = a.size();
   S sum = 0;
-  for (Eigen::Index i = 0; i < a.size(); ++i) sum += a(i) * b(i);
+  if (t_sum_order == 0) {
+    for (Eigen::Index i = 0; i < n; ++i) sum += a(i) * b(i);
+    return sum;
+  }
+  if (t_sum_order == 1) return pairwise_dot<S>(a, b, 0, n);
+  // Offsets spread by the golden ratio: no two orders start alike for long rows.
+  const auto start = static_cast<Eigen::Index>(n * std::fmod(t_sum_order * 0.6180339887, 1.0));
+  const bool backwards = t_sum_order % 2 == 0;
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const Eigen::Index i = (start + (backwards ? n - k : k)) % n;
+    sum += a(i) * b(i);
+  }
   return sum;
 }
 template <class S>
