@@ -329,7 +329,8 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   const ModelWeights ow = optimized_model_weights(w);
   const ModelRun out = run_model(model, ow, p, opt);
   row.launches = out.launches;
-  const std::vector<TensorCheck> checks = compare_model(run_model_reference(model, w, p), out);
+  ModelReference ref = run_model_reference(model, w, p);
+  const std::vector<TensorCheck> checks = check_model(model, w, p, ref, out);
   fold_checks(row, checks);
   if (opt.backend != Backend::emu) return row;
   // NOTE: the other schedules serialise every thread switch and take ~30 s each on the whole

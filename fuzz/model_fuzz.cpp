@@ -60,13 +60,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   ModelRun out;
   ModelReference ref;
-  const bool optimized_rejects = rejects([&] { out = run_model(tiny(), optimized_weights(), p, opt); });
+  const bool optimized_rejects =
+      rejects([&] { out = run_model(tiny(), optimized_weights(), p, opt); });
   const bool reference_rejects = rejects([&] { ref = run_model_reference(tiny(), weights(), p); });
   if (optimized_rejects != reference_rejects)
     fuzz::fail(fmt::format("a prompt of {} ids is rejected by the {} model only", p.ids.size(),
                            optimized_rejects ? "optimized" : "reference"));
   if (optimized_rejects) return 0;
-  fuzz::require_pass(compare_model(ref, out),
+  fuzz::require_pass(check_model(tiny(), weights(), p, ref, out),
                      fmt::format("model {} tokens, {} image rows, {} block={}", p.ids.size(),
                                  p.visual.dim(0), opt.schedule.name(), opt.block_threads));
   return 0;

@@ -817,7 +817,7 @@ CaseReport check_model(const LoadedCase& c, const RunOptions& opt) {
     report.tensors.push_back(reference_check(t.name, doubles(t.value), stored));
     t.value = c.blob.get_as<double>("expected." + t.name, c.blob_source);
   }
-  add_checks(report, compare_model(ref, out), c.outputs);
+  add_checks(report, check_model(m, w, p, ref, out), c.outputs);
   return report;
 }
 

@@ -247,8 +247,8 @@ ModelPrompt text_prompt(uint64_t seed) {
 void expect_optimized_matches_reference(const ModelPrompt& p, const RunOptions& opt,
                                         const std::string& what) {
   const ModelRun out = run_model(tiny(), weights().opt, p, opt);
-  const std::vector<TensorCheck> checks =
-      compare_model(run_model_reference(tiny(), weights().ref, p), out);
+  ModelReference ref = run_model_reference(tiny(), weights().ref, p);
+  const std::vector<TensorCheck> checks = check_model(tiny(), weights().ref, p, ref, out);
   // image.{grid,tokens,embed} with an image, embed, 7 per block, one per Engram layer, head.y,
   // logits
   EXPECT_EQ(checks.size(), (p.patches.data.empty() ? 0 : 3) + 1 + 7 * size_t(tiny().shape.blocks) +

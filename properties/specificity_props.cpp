@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "app/verify.hpp"
 #include "core/model_config.hpp"
+#include "golden/model_case.hpp"
 #include "reference/vision.hpp"
 
 namespace tandem {
@@ -111,6 +114,43 @@ RC_GTEST_PROP(Specificity, EveryVerifyRowPassesEveryValidConfig, ()) {
              << row.worst_tensor << " margin " << row.margin << " " << row.detail << "\n";
     RC_ASSERT(row.pass);
   }
+}
+
+// The campaign's second finding (seed 2), kept: with the model's one baseline run (and with 3)
+// `block2.moe.f` came out 15% over budget on the unmodified kernels; it passes only once the
+// baseline is widened (check_model), which this case therefore exercises.
+TEST(Specificity, CampaignFindingAtD24PassesWithTheWidenedBaseline) {
+  const ModelConfig m = parse_model_config(nlohmann::json::parse(R"({
+    "name": "generated", "seed": 8117217,
+    "residual": {"hc_mult": 4, "d": 24, "sinkhorn_iters": 20, "hc_eps": 0.01, "norm_eps": 0.0,
+                 "sites": 1, "tokens": 1},
+    "engram": {"layer_ids": [2], "max_order": 2, "heads": 1, "head_dim": 256, "table_base": 2,
+               "vocab": 4096, "compressed_vocab": 3001, "pad_id": 2, "seed": 0, "d": 24,
+               "norm_eps": 0.0, "tokens": 1, "wkv_fp8_block": 128, "skip_marker_lookups": false},
+    "vision": {"image_w": 40, "image_h": 1, "width": 32, "heads": 1, "head_dim": 4,
+               "experts": 64, "top_k": 8, "text_tokens": 0, "min_pixels": 20000,
+               "max_tokens": 64, "max_wh_ratio": 0},
+    "dspark": {"vocab": 17, "backbone_width": 16, "backbone_layers": 3, "width": 8, "blocks": 1,
+               "window": 1, "gamma": 1, "markov_rank": 1, "requests": 16, "temperature": 0.001},
+    "model": {"blocks": 3, "heads": 1, "ffn_hidden": 12, "prompt_tokens": 1}})"),
+                                           "campaign seed 2");
+  const reference::TinyModelWeights w = reference::tiny_model_weights(m);
+  const ModelPrompt p = model_prompt(m, m.seed, true);
+  const ModelRun out = run_model(m, optimized_model_weights(w), p, {Backend::emu, {}, 128});
+  ModelReference ref = run_model_reference(m, w, p);
+  const ModelReference narrow = ref;
+  const auto failing = [](const std::vector<TensorCheck>& checks) {
+    return std::ranges::count_if(checks, [](const TensorCheck& c) { return !c.result.pass; });
+  };
+  EXPECT_GT(failing(compare_model(narrow, out)), 0) << "the finding no longer needs widening";
+  for (const TensorCheck& c : check_model(m, w, p, ref, out))
+    EXPECT_TRUE(c.result.pass) << c.name << ": " << c.result.summary();
+  // Widening only moves a baseline element farther from truth.
+  for (size_t i = 0; i < ref.baseline.size(); ++i)
+    for (int64_t e = 0; e < ref.baseline[i].value.size(); ++e)
+      ASSERT_GE(std::fabs(ref.baseline[i].value.data[e] - ref.truth[i].value.data[e]),
+                std::fabs(narrow.baseline[i].value.data[e] - narrow.truth[i].value.data[e]))
+          << ref.baseline[i].name << "[" << e << "]";
 }
 
 }  // namespace
