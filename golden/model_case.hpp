@@ -54,7 +54,7 @@ std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun
 void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeights& w,
                           const ModelPrompt& p, ModelReference& ref);
 // compare_model, and where a check fails, compare_model again after widen_model_baseline: more
-// draws only widen a budget, so a run within the one-draw budget passes without their 7+
+// draws only widen a budget, so a run within the one-draw budget passes without their 31
 // reference runs (its reported margins are then against the narrower budget).
 std::vector<TensorCheck> check_model(const ModelConfig& m, const reference::TinyModelWeights& w,
                                      const ModelPrompt& p, ModelReference& ref,
