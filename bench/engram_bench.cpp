@@ -1,5 +1,5 @@
 // Engram: host address generation for the prefetch path (addresses/s) at the V4.1 table sizes,
-// and the emulated hash+gather+gate with the bytes it gathers.
+// and the emulated hash+gather+gate with the bytes it gathers, beside its float baseline.
 #include <benchmark/benchmark.h>
 
 #include "golden/engram_case.hpp"
@@ -25,13 +25,17 @@ void BM_EngramHostAddresses(benchmark::State& st) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_EngramLayerEmu(benchmark::State& st) {
+EngramInputs layer_inputs(const benchmark::State& st) {
   EngramConfig cfg;
   cfg.layer_ids = {1, 3};
   cfg.table_base = 1000, cfg.vocab = 4096, cfg.compressed_vocab = 3001, cfg.d = 64;
   const auto map = reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, 1);
-  const auto in = make_engram_inputs(cfg, map, synthetic_token_ids(st.range(0), cfg.vocab, 1), 0,
-                                     ActDType::bf16, 1);
+  return make_engram_inputs(cfg, map, synthetic_token_ids(st.range(0), cfg.vocab, 1), 0,
+                            ActDType::bf16, 1);
+}
+
+void BM_EngramLayerEmu(benchmark::State& st) {
+  const auto in = layer_inputs(st);
   EngramOutputs out;
   for (auto _ : st) benchmark::DoNotOptimize(out = run_engram_layer(in, {}));
   st.counters["gathered_B"] = double(out.launches.at(0).read_bytes(Traffic::weight));
@@ -39,8 +43,23 @@ void BM_EngramLayerEmu(benchmark::State& st) {
       benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The float baseline of the same layer (hash, gather, gate): the emulator's yardstick.
+void BM_EngramLayerBaseline(benchmark::State& st) {
+  const auto in = layer_inputs(st);
+  for (auto _ : st) {
+    const auto addresses = reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history,
+                                                       in.compressed_pad);
+    const auto rows = reference::gather_rows(in.cfg, in.table, addresses);
+    const reference::GateProblem p = reference::float_gate_problem(in, rows);
+    benchmark::DoNotOptimize(reference::engram_gate_baseline(p.in, p.rows));
+  }
+  st.counters["tokens"] =
+      benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_EngramHostAddresses)->Arg(4096)->Arg(65536);
 BENCHMARK(BM_EngramLayerEmu)->Arg(16)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EngramLayerBaseline)->Arg(16)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem

@@ -42,9 +42,18 @@ void BM_ModelReference(benchmark::State& st) {
                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The float baseline alone: the emulator's yardstick.
+void BM_ModelBaseline(benchmark::State& st) {
+  const ModelPrompt p = bench_prompt(st);
+  for (auto _ : st) benchmark::DoNotOptimize(run_model_baseline(tiny(), weights(), p));
+  st.counters["tokens"] = benchmark::Counter(static_cast<double>(st.range(0)),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK_CAPTURE(BM_ModelOptimized, emu, Backend::emu)->Arg(12)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ModelOptimized, cuda, Backend::cuda)->Arg(256)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ModelReference)->Arg(12)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModelBaseline)->Arg(12)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem

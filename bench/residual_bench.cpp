@@ -42,9 +42,11 @@ void BM_ResidualOptimized(benchmark::State& st, Backend backend) {
   set_label(st);
 }
 
-void BM_ResidualReference(benchmark::State& st) {
+// The double truth or the float baseline (the emulator's yardstick: same precision, plain loops).
+void BM_ResidualReference(benchmark::State& st, bool truth) {
   const auto in = bench_inputs(st);
-  for (auto _ : st) benchmark::DoNotOptimize(reference::run_truth(in, path_of(st)));
+  const auto run = truth ? reference::run_truth : reference::run_baseline;
+  for (auto _ : st) benchmark::DoNotOptimize(run(in, path_of(st)));
   st.counters["tokens"] = benchmark::Counter(static_cast<double>(in.x0.dim(0)),
                                              benchmark::Counter::kIsIterationInvariantRate);
   set_label(st);
@@ -65,7 +67,12 @@ BENCHMARK_CAPTURE(BM_ResidualOptimized, emu, Backend::emu)
 BENCHMARK_CAPTURE(BM_ResidualOptimized, cuda, Backend::cuda)
     ->Apply(gpu_args)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ResidualReference)->Apply(residual_args)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ResidualReference, truth, true)
+    ->Apply(residual_args)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ResidualReference, baseline, false)
+    ->Apply(residual_args)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem

@@ -103,7 +103,13 @@ std::vector<reference::Tap> reference_taps(const ModelConfig& m,
 
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
                                    const ModelPrompt& p) {
-  return {reference_taps<double>(m, w, p), reference_taps<float>(m, w, p)};
+  return {reference_taps<double>(m, w, p), run_model_baseline(m, w, p)};
+}
+
+std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
+                                               const reference::TinyModelWeights& w,
+                                               const ModelPrompt& p) {
+  return reference_taps<float>(m, w, p);
 }
 
 void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeights& w,
@@ -115,7 +121,7 @@ void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeight
   constexpr int kRuns = 32;
   for (int order = 1; order < kRuns; ++order) {
     const reference::ScopedSumOrder scoped(order);
-    const std::vector<reference::Tap> b = reference_taps<float>(m, w, p);
+    const std::vector<reference::Tap> b = run_model_baseline(m, w, p);
     // A run that routes differently from the truth (a near tie) computes another function
     // downstream: no draw of this one's error.
     bool same_routing = true;

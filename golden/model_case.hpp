@@ -39,6 +39,11 @@ struct ModelReference {
 };
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
                                    const ModelPrompt& p);
+// The float baseline alone, one run in the given order: what the emulator's speed is measured
+// against (bench/model_bench).
+std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
+                                               const reference::TinyModelWeights& w,
+                                               const ModelPrompt& p);
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
                    const RunOptions& opt);
 

@@ -1,7 +1,9 @@
 // The emulator's scheduler: one Boost.Context fiber per CUDA thread of a block; blocks run one
 // after another. A fiber runs until it reaches a barrier (__syncthreads, or the warp barrier
-// inside a shuffle) or ends; when every thread is parked, the barrier whose participants have all
-// arrived is released and the parked threads resume in the schedule's order.
+// inside a shuffle) or ends, then switches straight to the next thread of the round; when every
+// thread is parked, the barrier whose participants have all arrived is released and the parked
+// threads resume in the schedule's order. A shuffle costs each lane one barrier (one switch):
+// switches dominate the emulator's time (bench/, README "Emulator speed").
 #include "optimized/emu/emu.hpp"
 
 #include <fmt/format.h>
@@ -57,27 +59,41 @@ namespace {
 enum class Park { running, block_barrier, warp_barrier, done };
 
 struct Thread {
-  ctx::fiber fiber;  // resumes this thread
-  ctx::fiber back;   // resumes the scheduler
+  ctx::fiber fiber;  // resumes this thread; empty while it runs
   Park park = Park::running;
+  unsigned exchange_half = 0;  // which half of Block::exchange this thread's next shuffle uses
   Builtins builtins{};
 };
 
 struct Block {
   const char* kernel;
   std::vector<Thread> threads;
-  std::vector<uint64_t> exchange;  // one word per lane for warp shuffles
+  // Two words per thread: consecutive shuffles alternate halves, so a lane that has read its
+  // word can start the next shuffle while slower lanes still read this one (one barrier each).
+  std::vector<uint64_t> exchange;
   std::vector<uint64_t> dyn_smem;  // 8-byte aligned; CUDA guarantees 16, uint4 copies are memcpy
+  // The round in progress: threads run one after another in `order` from `cursor`, each
+  // switching straight to the next (one switch per thread), the last one back to `scheduler`.
+  std::vector<unsigned> order;
+  size_t cursor = 0;
+  ctx::fiber scheduler;
 };
 
-struct LaunchState {
+// What the kernel's builtins and every switch read: plain pointers, so that a thread_local
+// access needs no initialisation guard.
+struct Current {
   Block* block = nullptr;
   Thread* thread = nullptr;
   LaunchCounts* counts = nullptr;
+  Thread* switched_from = nullptr;  // whose continuation the resumed side keeps; null: scheduler
+};
+constinit thread_local Current g;
+
+struct HostThread {
   LaunchLog log;
   Schedule schedule;
 };
-thread_local LaunchState g;
+thread_local HostThread host;
 
 // NOTE: the pool keeps stacks between blocks; 256 KiB leaves room for sanitizer frames.
 ctx::pooled_fixedsize_stack& stack_pool() {
@@ -96,10 +112,35 @@ Thread& current() {
   return *g.thread;
 }
 
+// The next thread of the round still running, or null when the round is over.
+Thread* next_in_round() {
+  Block& b = *g.block;
+  while (b.cursor < b.order.size()) {
+    Thread& t = b.threads[b.order[b.cursor++]];
+    if (t.park == Park::running) return &t;
+  }
+  return nullptr;
+}
+
+// Whoever resumed us handed over its continuation: keep it where its owner will look.
+void keep_continuation(ctx::fiber&& from) {
+  (g.switched_from ? g.switched_from->fiber : g.block->scheduler) = std::move(from);
+}
+
+// Switches from `self` (a thread, or the scheduler when null) to the round's next thread, or
+// to the scheduler when the round is over; returns when something switches back.
+void switch_to_next(Thread* self) {
+  Thread* next = next_in_round();
+  ctx::fiber& target = next ? next->fiber : g.block->scheduler;
+  g.thread = next;
+  g.switched_from = self;
+  keep_continuation(std::move(target).resume());
+}
+
 void park(Park p) {
   Thread& t = current();
   t.park = p;
-  t.back = std::move(t.back).resume();
+  switch_to_next(&t);
 }
 
 class Orderer {
@@ -153,23 +194,20 @@ bool release_block_barrier(Block& b) {
 
 void run_block(Block& b, const std::function<void()>& body, Orderer& orderer) {
   for (Thread& t : b.threads) {
-    t.fiber = ctx::fiber(std::allocator_arg, stack_pool(), [&t, &body](ctx::fiber&& back) {
-      t.back = std::move(back);
+    t.fiber = ctx::fiber(std::allocator_arg, stack_pool(), [&t, &body](ctx::fiber&& from) {
+      keep_continuation(std::move(from));
       body();
       t.park = Park::done;
-      return std::move(t.back);
+      Thread* next = next_in_round();
+      g.thread = next;
+      g.switched_from = &t;  // it keeps an empty continuation: this one has ended
+      return std::move(next ? next->fiber : g.block->scheduler);
     });
   }
-  std::vector<unsigned> order(b.threads.size());
   for (;;) {
-    orderer.fill(order);
-    for (unsigned i : order) {
-      Thread& t = b.threads[i];
-      if (t.park != Park::running) continue;
-      g.thread = &t;
-      t.fiber = std::move(t.fiber).resume();
-      g.thread = nullptr;
-    }
+    orderer.fill(b.order);
+    b.cursor = 0;
+    switch_to_next(nullptr);  // runs the round: every running thread up to its next barrier
     if (release_warps(b) || release_block_barrier(b)) continue;
     if (std::all_of(b.threads.begin(), b.threads.end(),
                     [](const Thread& t) { return t.park == Park::done; }))
@@ -189,18 +227,17 @@ void syncthreads() { park(Park::block_barrier); }
 
 uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
   if (mask != 0xffffffffu) kernel_fault(fmt::format("shuffle mask {:#x}: only full warps", mask));
-  const Builtins& bi = current().builtins;
-  const unsigned tid =
-      bi.thread_idx.x + bi.block_dim.x * (bi.thread_idx.y + bi.block_dim.y * bi.thread_idx.z);
-  const unsigned warp_base = tid & ~31u;
-  if (warp_base + 32 > g.block->threads.size())
+  Thread& t = current();
+  Block& b = *g.block;
+  const size_t tid = static_cast<size_t>(&t - b.threads.data());
+  const size_t warp_base = tid & ~size_t{31};
+  if (warp_base + 32 > b.threads.size())
     kernel_fault("shuffle in a partial warp (block size not a multiple of 32)");
-  auto& slots = g.block->exchange;
+  uint64_t* slots = b.exchange.data() + t.exchange_half * b.threads.size();
+  t.exchange_half ^= 1u;
   slots[tid] = word;
   park(Park::warp_barrier);  // every lane has written
-  const uint64_t got = slots[warp_base + (src & 31u)];
-  park(Park::warp_barrier);  // every lane has read before the next exchange overwrites
-  return got;
+  return slots[warp_base + (src & 31u)];
 }
 
 void* dynamic_shared() {
@@ -224,16 +261,27 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
         grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem));
   LaunchCounts counts{kernel};
   g.counts = &counts;
-  Orderer orderer(g.schedule);
+  Orderer orderer(host.schedule);
   std::vector<unsigned> block_order(blocks);
   orderer.fill(block_order);
+  // One Block reused for every block of the grid: each starts with fresh threads and poisoned
+  // (NaN) shared memory.
+  Block b{kernel,
+          std::vector<Thread>(threads),
+          std::vector<uint64_t>(2 * threads),
+          std::vector<uint64_t>((dynamic_smem + 7) / 8),
+          std::vector<unsigned>(threads),
+          0,
+          {}};
   for (unsigned linear : block_order) {
-    Block b{kernel, std::vector<Thread>(threads), std::vector<uint64_t>(threads, 0),
-            std::vector<uint64_t>((dynamic_smem + 7) / 8, ~uint64_t{0})};  // poisoned: NaN
+    std::fill(b.dyn_smem.begin(), b.dyn_smem.end(), ~uint64_t{0});
     const uint3 bidx{linear % grid.x, linear / grid.x % grid.y, linear / (grid.x * grid.y)};
     for (unsigned i = 0; i < threads; ++i)
-      b.threads[i].builtins = {
-          {i % block.x, i / block.x % block.y, i / (block.x * block.y)}, bidx, block, grid};
+      b.threads[i] = {
+          {},
+          Park::running,
+          0,
+          {{i % block.x, i / block.x % block.y, i / (block.x * block.y)}, bidx, block, grid}};
     g.block = &b;
     try {
       run_block(b, body, orderer);
@@ -244,11 +292,11 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
     g.block = nullptr;
   }
   g.counts = nullptr;
-  g.log.push_back(std::move(counts));
+  host.log.push_back(std::move(counts));
 }
 
-LaunchLog take_launch_log() { return std::exchange(g.log, {}); }
+LaunchLog take_launch_log() { return std::exchange(host.log, {}); }
 
-void set_schedule(const Schedule& s) { g.schedule = s; }
+void set_schedule(const Schedule& s) { host.schedule = s; }
 
 }  // namespace tandem::emu
