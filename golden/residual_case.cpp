@@ -1,5 +1,6 @@
 #include "golden/residual_case.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "golden/case_util.hpp"
@@ -126,7 +127,8 @@ reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in
                                                    const reference::ResidualRefOutputs& truth) {
   const int64_t d = in.cfg.d;
   reference::ResidualRefOutputs worst = reference::run_baseline(in, path);
-  for (const Perm& p : {reversed_order(d), rotated_order(d)}) {
+  // The smallest row is a token's d-vector (y): at least kMinRowErrorDraws draws in it.
+  for (const Perm& p : baseline_orders(d, d)) {
     const reference::ResidualRefOutputs b = permuted_baseline(in, path, p);
     for (size_t l = 0; l < worst.taps_y.size(); ++l) {
       keep_farthest(worst.taps_y[l], b.taps_y[l], truth.taps_y[l]);
@@ -183,7 +185,8 @@ ResidualBoundaryReference run_residual_boundary_reference(const ResidualBoundary
   ResidualBoundaryReference r{reference::residual_boundary_truth(in),
                               reference::residual_boundary_baseline(in)};
   const int64_t d = in.cfg.d;
-  for (const auto& p : {reversed_order(d), rotated_order(d)}) {
+  // Rows: a token's 4 x d state, its d-vector y and its 24 coefficients.
+  for (const auto& p : baseline_orders(d, std::min<int64_t>(d, 24))) {
     ResidualBoundaryInputs q = in;
     q.x = permute_rows(in.x, p), q.f = permute_rows(in.f, p);
     q.next.norm_w = permute_rows(in.next.norm_w, p), q.next.fn = permute_rows(in.next.fn, p);

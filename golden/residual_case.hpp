@@ -25,8 +25,9 @@ ResidualStackInputs get_residual_inputs(const Safetensors& st, const ResidualCon
 namespace tandem {
 
 // The baseline's error scale from several draws: the float baseline runs on the problem as given
-// and with its hidden dimension reversed and rotated (every d-reduction in another order, the
-// outputs mapped back); per element the run farthest from truth is kept. One naive run is a
+// and with its hidden dimension reversed, rotated and shuffled (every d-reduction in another
+// order, the outputs mapped back; baseline_orders: a token's d-vector holds kMinRowErrorDraws
+// draws); per element the run farthest from truth is kept. One naive run is a
 // single draw of the same-precision error; with few independent error sources (tiny d, where
 // the per-token coefficients dominate) a single draw is often far below its typical size.
 reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in, ResidualPath path,
@@ -39,7 +40,7 @@ std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& t
                                           const ResidualStackOutputs& optimized, ActDType act);
 
 // One boundary (run_residual_boundary): truth, and the baseline drawn as above (the hidden
-// dimension as given, reversed and rotated); checks x, y and the opened site's coefficients as
+// dimension in baseline_orders); checks x, y and the opened site's coefficients as
 // far as the boundary produces them.
 struct ResidualBoundaryReference {
   reference::ResidualBoundaryRef truth, baseline;
