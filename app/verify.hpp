@@ -7,7 +7,7 @@
 
 #include "core/model_config.hpp"
 #include "optimized/backend.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/traffic.hpp"
 
 namespace tandem::app {
 

@@ -16,8 +16,7 @@ Tensor<float> run_attention(const AttentionInputs& in, const RunOptions& opt) {
       o(in.q.data.size());
   q.upload(to_storage<Act>(in.q)), keys.upload(to_storage<Act>(in.keys));
   values.upload(to_storage<Act>(in.values));
-  const std::string name =
-      std::string("attention_causal<") + (sizeof(Act) == 4 ? "f32" : "bf16") + ">";
+  const std::string name = launch_name("attention_causal", act_dtype_of<Act>());
   TANDEM_LAUNCH(name.c_str(), attention_causal<Act>, dim3(unsigned(T), unsigned(in.heads)),
                 dim3(opt.block_threads), sizeof(float) * (positions + hd), q.data(), keys.data(),
                 values.data(), int(P), int(d), int(hd), o.data());

@@ -1,31 +1,9 @@
 #pragma once
-// Causal multi-head attention over a KV cache as seen from the host (the end-to-end model's
-// attention sublayer, after its q/k/v projections): new token t sits at position P + t and
-// attends to cached positions 0..P+t, o = softmax(q k^T / sqrt(hd)) v per head.
-#include <cstdint>
-
-#include "core/tensor.hpp"
+// The optimized causal attention as seen from the host (problem/attention.hpp).
 #include "optimized/backend.hpp"
-#include "optimized/residual.hpp"  // ActDType
-#include "optimized/traffic.hpp"
+#include "problem/attention.hpp"
 
 namespace tandem {
-
-// The kernel keeps one score per position in shared memory.
-inline constexpr int64_t kAttentionMaxPositions = 8192;
-
-struct AttentionInputs {
-  ActDType act = ActDType::f32;
-  int heads = 1;
-  Tensor<float> q;       // [T, d] the new tokens' queries (values of act)
-  Tensor<float> keys;    // [P + T, d] the cache, the new tokens' keys last
-  Tensor<float> values;  // [P + T, d]
-};
-
-struct AttentionOutputs {
-  Tensor<float> o;  // [T, d] (values of act)
-  LaunchLog launches;
-};
 
 AttentionOutputs run_attention_causal(const AttentionInputs& in, const RunOptions& opt);
 

@@ -1,31 +1,9 @@
 #pragma once
-// Dense rows as seen from the host: y[t] = W x[t] (+ b, then GELU when asked) for every token:
-// the end-to-end model's projections (q/k/v/o, router logits, unembedding), the image's patch
-// embedding and aligner, and the residual stack's sublayer stand-in.
-#include <cstdint>
-
-#include "core/tensor.hpp"
+// The optimized dense rows as seen from the host (problem/dense.hpp).
 #include "optimized/backend.hpp"
-#include "optimized/residual.hpp"  // ActDType
-#include "optimized/traffic.hpp"
+#include "problem/dense.hpp"
 
 namespace tandem {
-
-// The kernel stages one input row in shared memory.
-inline constexpr int64_t kDenseMaxInputs = 12288;
-
-struct DenseInputs {
-  ActDType act = ActDType::f32;
-  Tensor<float> x;     // [T, n_in] (values of act), n_in a multiple of one 16-byte pack
-  Tensor<float> w;     // [n_out, n_in]
-  Tensor<float> bias;  // [n_out] or empty
-  bool gelu = false;   // exact GELU (erf) after the bias
-};
-
-struct DenseOutputs {
-  Tensor<float> y;  // [T, n_out] (values of act)
-  LaunchLog launches;
-};
 
 DenseOutputs run_dense_rows(const DenseInputs& in, const RunOptions& opt);
 

@@ -1,38 +1,9 @@
 #pragma once
-// DSpark verification as seen from the host (DESIGN 5.4): for each request, K drafted tokens are
-// checked against the backbone's distributions in one pass; the step emits the accepted prefix
-// plus one token (the residual resample at the first rejection, or the bonus).
-#include <cstdint>
-#include <vector>
-
-#include "core/dspark_config.hpp"  // kDsparkMaxDraft
-#include "core/tensor.hpp"
+// DSpark verification by the kernel, as seen from the host (problem/dspark.hpp).
 #include "optimized/backend.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/dspark.hpp"
 
 namespace tandem {
-
-struct VerifyInputs {
-  int64_t requests = 0, vocab = 0;
-  int budget = 0;                  // K: drafted rows per request (1..8)
-  Tensor<int32_t> draft;           // [R, K] drafted token ids
-  Tensor<float> p_draft;           // [R, K, V] the drafter's distributions they were drawn from
-  Tensor<float> p_target;          // [R, K + 1, V] the backbone's, row k_r for the bonus
-  std::vector<uint32_t> position;  // [R] sequence position of the first drafted token
-  uint64_t seed = 0;               // Philox key: draws keyed by (seed, request, position)
-  bool greedy = false;             // temperature 0
-  // Optional, for a scheduled batch: drafted [R] = k_r in [0, K] verified for request r (empty:
-  // K for all; rows past k_r are padding, never read); request [R] = the id that keys request
-  // r's draws (empty: r), so a request draws the same whichever batch slot it has.
-  std::vector<int32_t> drafted;
-  std::vector<uint32_t> request;
-};
-
-struct VerifyOutputs {
-  std::vector<int32_t> accepted;  // [R] in [0, k_r]
-  Tensor<int32_t> emitted;        // [R, K + 1]: accepted prefix, then the extra token; -1 after
-  LaunchLog launches;
-};
 
 VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt);
 

@@ -2,7 +2,7 @@
 // What every kernel source includes: the backend (real CUDA under nvcc, optimized/emu under the
 // host compiler with TANDEM_EMU), the launch macro, tagged global loads/stores and reductions.
 #include "core/dtype.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/traffic.hpp"
 
 #if defined(TANDEM_EMU)
 #include "optimized/emu/emu.hpp"

@@ -9,6 +9,7 @@
 #include "optimized/dense.hpp"
 #include "optimized/engram.hpp"
 #include "optimized/moe.hpp"
+#include "optimized/residual.hpp"
 #include "optimized/vision.hpp"
 
 namespace tandem {

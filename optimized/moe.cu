@@ -17,8 +17,7 @@ Tensor<float> run_experts(const MoeExpertInputs& in, const RunOptions& opt) {
       w_out(in.w_out.data.size());
   y.upload(to_storage<Act>(in.y)), experts.upload(in.experts.data);
   weights.upload(in.weights.data), w_in.upload(in.w_in.data), w_out.upload(in.w_out.data);
-  const std::string name =
-      std::string("moe_experts_weighted<") + (sizeof(Act) == 4 ? "f32" : "bf16") + ">";
+  const std::string name = launch_name("moe_experts_weighted", act_dtype_of<Act>());
   TANDEM_LAUNCH(name.c_str(), moe_experts_weighted<Act>, dim3(unsigned(T)), dim3(opt.block_threads),
                 sizeof(float) * (2 * d + H), y.data(), experts.data(), weights.data(), w_in.data(),
                 w_out.data(), int(d), int(H), int(k), f.data());

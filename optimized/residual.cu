@@ -67,22 +67,22 @@ class StackRunner {
  private:
   void sublayer(const SiteOnDevice& s) {
     auto kernel = dense_rows<Act, false, false>;
-    TANDEM_LAUNCH((std::string("dense_rows<") + name() + ">").c_str(), kernel, grid_, block_,
+    TANDEM_LAUNCH(name("dense_rows").c_str(), kernel, grid_, block_,
                   smem_, y_.data(), s.w_sub.data(), nullptr, d_, d_, f_.data());
   }
   void mixes(const SiteOnDevice& s) {
-    TANDEM_LAUNCH((std::string("residual_mixes<") + name() + ">").c_str(), residual_mixes<Act>,
+    TANDEM_LAUNCH(name("residual_mixes").c_str(), residual_mixes<Act>,
                   grid_, block_, 0, x_.data(), s.fn.data(), s.base.data(), s.scale.data(), p_, d_,
                   coef_.data());
   }
   void collapse_and_norm(const SiteOnDevice& s) {
-    TANDEM_LAUNCH((std::string("residual_collapse<") + name() + ">").c_str(),
+    TANDEM_LAUNCH(name("residual_collapse").c_str(),
                   residual_collapse<Act>, grid_, block_, 0, x_.data(), coef_.data(), d_, u_.data());
-    TANDEM_LAUNCH((std::string("residual_rmsnorm<") + name() + ">").c_str(), residual_rmsnorm<Act>,
+    TANDEM_LAUNCH(name("residual_rmsnorm").c_str(), residual_rmsnorm<Act>,
                   grid_, block_, smem_, u_.data(), s.norm_w.data(), p_.norm_eps, d_, y_.data());
   }
   void post() {
-    TANDEM_LAUNCH((std::string("residual_post<") + name() + ">").c_str(), residual_post<Act>, grid_,
+    TANDEM_LAUNCH(name("residual_post").c_str(), residual_post<Act>, grid_,
                   block_, 0, x_.data(), f_.data(), coef_.data(), d_, x_next_.data());
     swap(x_, x_next_);
   }
@@ -105,7 +105,7 @@ class StackRunner {
   void run_v41() {
     const auto& first = *sites_.front();
     auto first_kernel = residual_single_pass<Act, false, true>;
-    TANDEM_LAUNCH((std::string("residual_single_pass<") + name() + ",first>").c_str(), first_kernel,
+    TANDEM_LAUNCH(name("residual_single_pass", "first").c_str(), first_kernel,
                   grid_, block_, smem_, x_.data(), nullptr, nullptr, first.fn.data(),
                   first.base.data(), first.scale.data(), p_, first.norm_w.data(), d_, nullptr,
                   y_.data(), coef_.data());
@@ -117,8 +117,7 @@ class StackRunner {
       auto kernel =
           last ? residual_single_pass<Act, true, false> : residual_single_pass<Act, true, true>;
       TANDEM_LAUNCH(
-          (std::string("residual_single_pass<") + name() + (last ? ",last>" : ",boundary>"))
-              .c_str(),
+          name("residual_single_pass", last ? "last" : "boundary").c_str(),
           kernel, grid_, block_, smem_, x_.data(), f_.data(), coef_.data(), next.fn.data(),
           next.base.data(), next.scale.data(), p_, next.norm_w.data(), d_, x_next_.data(),
           y_.data(), coef_next_.data());
@@ -130,7 +129,9 @@ class StackRunner {
 
   void tap_y() { out_.taps_y.push_back(download_floats(y_, {T_, d_})); }
   void tap_x() { out_.taps_x.push_back(download_floats(x_, {T_, kHc, d_})); }
-  static const char* name() { return sizeof(Act) == 4 ? "f32" : "bf16"; }
+  static std::string name(const char* kernel, const char* variant = "") {
+    return launch_name(kernel, act_dtype_of<Act>(), variant);
+  }
 
   const ResidualStackInputs& in_;
   int T_, d_;
@@ -165,7 +166,7 @@ class BoundaryRunner {
     const bool close = !in_.f.data.empty(), open = !in_.next.norm_w.data.empty();
     DeviceArray<Act> x_next(x_.bytes() / sizeof(Act));
     if (!open) {
-      TANDEM_LAUNCH((std::string("residual_post<") + name() + ">").c_str(), residual_post<Act>,
+      TANDEM_LAUNCH(name("residual_post").c_str(), residual_post<Act>,
                     dim3(T_), dim3(opt_.block_threads), 0, x_.data(), f_.data(), coef_.data(), d_,
                     x_next.data());
       out.x = download_floats(x_next, {T_, kHc, d_});
@@ -176,8 +177,8 @@ class BoundaryRunner {
     DeviceArray<Act> y(size_t(T_) * d_);
     DeviceArray<float> coef_next(size_t(T_) * kMixes);
     const SinkhornParams p{in_.cfg.sinkhorn_iters, float(in_.cfg.hc_eps), float(in_.cfg.norm_eps)};
-    const std::string variant = close ? (mixes ? ",boundary>" : ",last>") : ",open>";
-    TANDEM_LAUNCH((std::string("residual_single_pass<") + name() + variant).c_str(),
+    const char* variant = close ? (mixes ? "boundary" : "last") : "open";
+    TANDEM_LAUNCH(name("residual_single_pass", variant).c_str(),
                   kernel(close, mixes), dim3(T_), dim3(opt_.block_threads), sizeof(float) * d_,
                   x_.data(), close ? f_.data() : nullptr,
                   in_.coef.data.empty() ? nullptr : coef_.data(), next.fn.data(),
@@ -198,7 +199,9 @@ class BoundaryRunner {
     return mixes ? residual_single_pass<Act, false, true>
                  : residual_single_pass<Act, false, false>;
   }
-  static const char* name() { return sizeof(Act) == 4 ? "f32" : "bf16"; }
+  static std::string name(const char* kernel, const char* variant = "") {
+    return launch_name(kernel, act_dtype_of<Act>(), variant);
+  }
 
   const ResidualBoundaryInputs& in_;
   int T_, d_;

@@ -1,73 +1,9 @@
 #pragma once
-// The optimized residual stack (V4 unfused / V4.1 single pass) as seen from the host. Inputs and
-// outputs are float tensors holding values of the activation dtype (exactly representable).
-#include <vector>
-
-#include "core/residual_config.hpp"
-#include "core/tensor.hpp"
+// The optimized residual stack (V4 unfused / V4.1 single pass) as seen from the host.
 #include "optimized/backend.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/residual.hpp"
 
 namespace tandem {
-
-enum class ResidualPath { v4_unfused, v41_single_pass };
-enum class ActDType { f32, bf16 };
-const char* residual_path_name(ResidualPath p);
-const char* act_dtype_name(ActDType a);
-size_t act_bytes(ActDType a);
-
-struct ResidualSiteWeights {
-  Tensor<float> fn;      // [24, 4d]
-  Tensor<float> base;    // [24]
-  Tensor<float> scale;   // [3]
-  Tensor<float> norm_w;  // [d]   RMSNorm weight of the site's collapse
-  Tensor<float> w_sub;   // [d, d] the sublayer stand-in F (unused in the head)
-};
-
-struct ResidualStackInputs {
-  ResidualConfig cfg;
-  ActDType act = ActDType::f32;
-  Tensor<float> x0;                        // [T, 4, d]
-  std::vector<ResidualSiteWeights> sites;  // cfg.sites of them
-  ResidualSiteWeights head;                // final collapse: V4 uses its fn/base/scale for pre;
-                                           // both use its norm_w
-};
-
-struct ResidualStackOutputs {
-  Tensor<float> x_out;                // [T, 4, d] after the last site
-  Tensor<float> y_out;                // [T, d]    final normalised collapse
-  std::vector<Tensor<float>> taps_y;  // per site: the sublayer input [T, d]
-  std::vector<Tensor<float>> taps_x;  // per site: the state after it [T, 4, d]
-  LaunchLog launches;                 // emu byte counts (empty on cuda)
-};
-
-// One boundary of the V4.1 recipe as the end-to-end model runs it, where sites are separated by
-// real sublayers and Engram layers: closes site l (post/comb of `coef` applied to x and f) and
-// opens the next site (collapse with the pre carried in `coef`, RMSNorm with next.norm_w, and the
-// next site's coefficients when next.fn is given), in one pass when both happen.
-//  f and coef given, next.norm_w empty: close only (before an Engram layer): x.
-//  f and coef given: close and open (between sublayers; without next.fn: the head): x, y, coef.
-//  f empty: open only (after an Engram layer, or the first site when coef is empty too:
-//  pre = [1, 0, 0, 0]): y, coef; x is the input.
-struct ResidualBoundaryInputs {
-  ResidualConfig cfg;
-  ActDType act = ActDType::f32;
-  Tensor<float> x;           // [T, 4, d]
-  Tensor<float> f;           // [T, d] or empty
-  Tensor<float> coef;        // [T, 24] or empty
-  ResidualSiteWeights next;  // norm_w [d] (or empty: close only); fn/base/scale (or empty)
-};
-
-struct ResidualBoundaryOutputs {
-  Tensor<float> x;     // [T, 4, d]
-  Tensor<float> y;     // [T, d]  (empty when closing only)
-  Tensor<float> coef;  // [T, 24] (empty without next.fn)
-  LaunchLog launches;  // emu byte counts (empty on cuda)
-};
-
-// Validates shapes (BadInput naming the tensor) before anything runs.
-void validate_residual_inputs(const ResidualStackInputs& in);
-void validate_residual_boundary(const ResidualBoundaryInputs& in);
 
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt);

@@ -4,7 +4,7 @@
 // Templated on the scalar S (double = truth; float = same-precision baseline, sums in naive
 // order) and the storage dtype Act the output is rounded to (double: none).
 #include "core/tensor.hpp"
-#include "optimized/attention.hpp"
+#include "problem/attention.hpp"
 
 namespace tandem::reference {
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "optimized/dspark.hpp"
+#include "problem/dspark.hpp"
 
 namespace tandem::reference {
 

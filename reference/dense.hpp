@@ -3,7 +3,7 @@
 // (double = truth, float = same-precision baseline, sums in naive order) and the storage dtype
 // Act the output is rounded to (double: none).
 #include "core/tensor.hpp"
-#include "optimized/dense.hpp"
+#include "problem/dense.hpp"
 
 namespace tandem::reference {
 

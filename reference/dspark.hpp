@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/dspark_config.hpp"
-#include "optimized/dspark.hpp"
+#include "problem/dspark.hpp"
 
 namespace tandem::reference {
 

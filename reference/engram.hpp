@@ -10,7 +10,7 @@
 #include "core/engram_config.hpp"
 #include "core/safetensors.hpp"
 #include "core/tensor.hpp"
-#include "optimized/engram.hpp"
+#include "problem/engram.hpp"
 
 namespace tandem::reference {
 

@@ -16,7 +16,7 @@
 
 #include "core/model_config.hpp"
 #include "core/tensor.hpp"
-#include "optimized/model.hpp"
+#include "problem/model.hpp"
 #include "reference/backbone.hpp"
 #include "reference/engram.hpp"
 #include "reference/residual.hpp"

@@ -9,7 +9,7 @@
 
 #include "core/dtype.hpp"
 #include "core/model_config.hpp"
-#include "optimized/residual.hpp"
+#include "problem/residual.hpp"
 
 namespace tandem::reference {
 

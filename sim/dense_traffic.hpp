@@ -2,8 +2,8 @@
 // Byte model of dense_rows, launch by launch; must equal the emulator's counts.
 #include <cstdint>
 
-#include "optimized/residual.hpp"  // ActDType
-#include "optimized/traffic.hpp"
+#include "problem/dtype.hpp"
+#include "problem/traffic.hpp"
 
 namespace tandem::sim {
 

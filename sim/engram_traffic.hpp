@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "core/engram_config.hpp"
-#include "optimized/residual.hpp"  // ActDType
-#include "optimized/traffic.hpp"
+#include "problem/dtype.hpp"
+#include "problem/traffic.hpp"
 
 namespace tandem::sim {
 

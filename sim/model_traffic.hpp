@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/model_config.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/traffic.hpp"
 
 namespace tandem::sim {
 

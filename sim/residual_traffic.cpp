@@ -11,12 +11,6 @@ constexpr uint64_t kF32 = 4;
 constexpr uint64_t kMixes = 24, kStreams = 4;
 constexpr uint64_t kCoefBytes = kMixes * kF32;  // one token's 24 coefficients
 
-// Kernel names as the launcher prints them: "kernel<act>" or "kernel<act,variant>".
-std::string kernel_name(const char* kernel, ActDType act, const char* variant = nullptr) {
-  return std::string(kernel) + "<" + act_dtype_name(act) +
-         (variant ? std::string(",") + variant : "") + ">";
-}
-
 struct Launch {
   LaunchCounts c;
   explicit Launch(std::string name) { c.kernel = std::move(name); }
@@ -30,7 +24,7 @@ uint64_t mix_weight_bytes(uint64_t d) { return (kMixes * kStreams * d + kMixes +
 // residual_post: reads X and f, writes X', reads the token's coefficients.
 LaunchCounts post_launch(uint64_t T, uint64_t d, ActDType act) {
   const uint64_t row = d * act_bytes(act), state = kStreams * row;
-  return Launch(kernel_name("residual_post", act))
+  return Launch(launch_name("residual_post", act))
       .read(Traffic::activation, T * (state + row))
       .write(Traffic::activation, T * state)
       .read(Traffic::coefficient, T * kCoefBytes)
@@ -42,7 +36,7 @@ LaunchCounts post_launch(uint64_t T, uint64_t d, ActDType act) {
 LaunchCounts single_pass_launch(const char* kind, uint64_t T, uint64_t d, ActDType act,
                                 bool update, bool coef_in, bool with_mixes) {
   const uint64_t row = d * act_bytes(act), state = kStreams * row;
-  Launch l(kernel_name("residual_single_pass", act, kind));
+  Launch l(launch_name("residual_single_pass", act, kind));
   l.read(Traffic::activation, T * (state + (update ? row : 0)))
       .write(Traffic::activation, T * ((update ? state : 0) + row))
       .read(Traffic::weight, T * d * kF32 + (with_mixes ? T * mix_weight_bytes(d) : 0));
@@ -67,17 +61,17 @@ LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, i
   auto add = [&](const Launch& l) { log.push_back(l.c); };
   auto sublayer = [&] { log.push_back(predict_dense_rows(tokens, d, d, act)); };
   auto mixes = [&] {
-    add(Launch(kernel_name("residual_mixes", act))
+    add(Launch(launch_name("residual_mixes", act))
             .read(Traffic::activation, T * state)
             .read(Traffic::weight, T * mix_weight_bytes(d))
             .write(Traffic::coefficient, T * kCoefBytes));
   };
   auto collapse_and_norm = [&] {
-    add(Launch(kernel_name("residual_collapse", act))
+    add(Launch(launch_name("residual_collapse", act))
             .read(Traffic::activation, T * state)
             .write(Traffic::activation, T * row)
             .read(Traffic::coefficient, T * kCoefBytes));
-    add(Launch(kernel_name("residual_rmsnorm", act))
+    add(Launch(launch_name("residual_rmsnorm", act))
             .read(Traffic::activation, T * row)
             .write(Traffic::activation, T * row)
             .read(Traffic::weight, T * d * kF32));

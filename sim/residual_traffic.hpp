@@ -3,8 +3,8 @@
 // emulator's counts exactly (properties/residual_traffic_props.cpp).
 #include <cstdint>
 
-#include "optimized/residual.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/residual.hpp"
+#include "problem/traffic.hpp"
 
 namespace tandem::sim {
 

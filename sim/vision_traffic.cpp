@@ -7,10 +7,9 @@ namespace tandem::sim {
 LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t heads, int64_t hd,
                          int64_t T, int64_t E, int64_t k, ActDType act) {
   const uint64_t e = act_bytes(act);
-  const std::string suffix = std::string("<") + act_dtype_name(act) + ">";
   constexpr int A = int(Traffic::activation), W = int(Traffic::weight),
                 K = int(Traffic::coefficient);
-  LaunchCounts rope{"vision_rope_2d" + suffix};
+  LaunchCounts rope{launch_name("vision_rope_2d", act)};
   const uint64_t pairs = uint64_t(n * heads * hd / 2);
   rope.read[K] = uint64_t(n) * 2 * sizeof(int32_t);
   rope.read[W] = pairs * 2 * sizeof(float);  // (cos, sin) per pair
@@ -23,9 +22,9 @@ LaunchLog predict_vision(int64_t h, int64_t w, int64_t C, int64_t n, int64_t hea
 
 LaunchLog predict_unshuffle(int64_t h, int64_t w, int64_t C, ActDType act) {
   const uint64_t e = act_bytes(act), tokens = uint64_t((h + 2) / 3) * ((w + 2) / 3);
-  const std::string suffix = std::string("<") + act_dtype_name(act) + ">";
   constexpr int A = int(Traffic::activation);
-  LaunchCounts unshuffle{"vision_unshuffle" + suffix}, inverse{"vision_unshuffle_inverse" + suffix};
+  LaunchCounts unshuffle{launch_name("vision_unshuffle", act)},
+      inverse{launch_name("vision_unshuffle_inverse", act)};
   unshuffle.read[A] = uint64_t(h * w * C) * e;  // padding is written as 0, never read
   unshuffle.written[A] = tokens * 9 * C * e;
   inverse.read[A] = inverse.written[A] = uint64_t(h * w * C) * e;

@@ -2,8 +2,8 @@
 // Byte model of the vision kernels, launch by launch; must equal the emulator's counts exactly.
 #include <cstdint>
 
-#include "optimized/residual.hpp"  // ActDType
-#include "optimized/traffic.hpp"
+#include "problem/dtype.hpp"
+#include "problem/traffic.hpp"
 
 namespace tandem::sim {
 

@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "optimized/emu/schedule.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/traffic.hpp"
 
 #if defined(TANDEM_HAVE_CUDA_HEADERS)
 #include <vector_types.h>  // CUDA's own host-usable uint3/uint4/dim3

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "optimized/emu/schedule.hpp"
-#include "optimized/traffic.hpp"
+#include "problem/traffic.hpp"
 
 namespace tandem::emu_test {
 

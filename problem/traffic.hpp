@@ -5,7 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "problem/dtype.hpp"
 
 namespace tandem {
 
@@ -26,6 +29,17 @@ struct LaunchCounts {
 };
 
 using LaunchLog = std::vector<LaunchCounts>;
+
+// A launch's name as its launcher logs it and the simulator predicts it, one function for both:
+// "kernel<act>" or "kernel<act,variant>".
+inline std::string launch_name(std::string_view kernel, ActDType act,
+                               std::string_view variant = {}) {
+  std::string name(kernel);
+  name += '<';
+  name += act_dtype_name(act);
+  if (!variant.empty()) name += ',', name += variant;
+  return name + '>';
+}
 
 // The same launches (by name) moving the same bytes in every class, in the same order.
 inline bool same_traffic(const LaunchLog& a, const LaunchLog& b) {

@@ -1,0 +1,32 @@
+#include "problem/dense.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "core/error.hpp"
+
+namespace tandem {
+
+void validate_dense_inputs(const DenseInputs& in) {
+  const int64_t pack = 16 / int64_t(act_bytes(in.act));  // one 16-byte load of activations
+  if (in.x.shape.size() != 2 || in.x.dim(0) < 1 || in.x.dim(1) < pack || in.x.dim(1) % pack ||
+      in.x.dim(1) > kDenseMaxInputs)
+    throw_bad_input(
+        "dense input 'x': expected [T >= 1, n_in], n_in a multiple of {} ({}) in "
+        "[{}, {}]",
+        pack, act_dtype_name(in.act), pack, kDenseMaxInputs);
+  if (in.w.shape.size() != 2 || in.w.dim(1) != in.x.dim(1) || in.w.dim(0) < 1 ||
+      in.w.dim(0) > (int64_t{1} << 24))
+    throw_bad_input("dense input 'w': expected [n_out in [1, 2^24], {}]", in.x.dim(1));
+  if (!in.bias.data.empty() && in.bias.shape != Shape{in.w.dim(0)})
+    throw_bad_input("dense input 'bias': expected [{}] or empty", in.w.dim(0));
+  for (size_t i = 0; i < in.x.data.size(); ++i)
+    if (!std::isfinite(in.x.data[i]))
+      throw_bad_input("dense input 'x'[{}, {}] is not finite ({})", i / in.x.dim(1),
+                      i % in.x.dim(1), in.x.data[i]);
+}
+
+}  // namespace tandem

@@ -1,0 +1,37 @@
+#pragma once
+// Dense rows as data: y[t] = W x[t] (+ b, then GELU when asked) for every token:
+// the end-to-end model's projections (q/k/v/o, router logits, unembedding), the image's patch
+// embedding and aligner, and the residual stack's sublayer stand-in.
+#include <cstdint>
+
+#include "core/tensor.hpp"
+#include "problem/dtype.hpp"
+#include "problem/traffic.hpp"
+
+namespace tandem {
+
+// The kernel stages one input row in shared memory.
+inline constexpr int64_t kDenseMaxInputs = 12288;
+
+struct DenseInputs {
+  ActDType act = ActDType::f32;
+  Tensor<float> x;     // [T, n_in] (values of act), n_in a multiple of one 16-byte pack
+  Tensor<float> w;     // [n_out, n_in]
+  Tensor<float> bias;  // [n_out] or empty
+  bool gelu = false;   // exact GELU (erf) after the bias
+};
+
+struct DenseOutputs {
+  Tensor<float> y;  // [T, n_out] (values of act)
+  LaunchLog launches;
+};
+
+// The launch name's epilogue variant: "", "bias", "gelu" or "bias_gelu".
+constexpr const char* dense_epilogue_name(bool bias, bool gelu) {
+  return bias ? (gelu ? "bias_gelu" : "bias") : gelu ? "gelu" : "";
+}
+
+// BadInput naming the tensor: shapes the kernel supports, finite inputs.
+void validate_dense_inputs(const DenseInputs& in);
+
+}  // namespace tandem

@@ -1,0 +1,38 @@
+#include "problem/moe.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "core/error.hpp"
+
+namespace tandem {
+
+void validate_moe_expert_inputs(const MoeExpertInputs& in) {
+  const int64_t T = in.y.shape.size() == 2 ? in.y.dim(0) : 0, d = T ? in.y.dim(1) : 0;
+  if (T < 1 || d < 8 || d % 8 || d > 12288)
+    throw_bad_input("moe experts input 'y': expected [T >= 1, d], d a multiple of 8 in [8, 12288]");
+  if (in.w_in.shape.size() != 3 || in.w_in.dim(2) != d || in.w_in.dim(1) % 4 ||
+      in.w_in.dim(1) < 4 || in.w_in.dim(1) > 16384)
+    throw_bad_input(
+        "moe experts input 'w_in': expected [E, H, {}], H a multiple of 4 in [4, 16384]", d);
+  const int64_t E = in.w_in.dim(0), H = in.w_in.dim(1);
+  if (in.w_out.shape != Shape{E, d, H})
+    throw_bad_input("moe experts input 'w_out': expected [{}, {}, {}]", E, d, H);
+  if (in.experts.shape.size() != 2 || in.experts.dim(0) != T || in.experts.dim(1) < 1 ||
+      in.weights.shape != in.experts.shape)
+    throw_bad_input("moe experts inputs 'experts', 'weights': expected [{}, k >= 1] each", T);
+  const int64_t k = in.experts.dim(1);
+  for (int64_t i = 0; i < in.experts.size(); ++i) {
+    if (in.experts.data[i] < 0 || in.experts.data[i] >= E)
+      throw_bad_input("moe experts input 'experts'[{}, {}] is {}, outside [0, {})", i / k, i % k,
+                      in.experts.data[i], E);
+    if (!std::isfinite(in.weights.data[i]))
+      throw_bad_input("moe experts input 'weights'[{}, {}] is not finite ({})", i / k, i % k,
+                      in.weights.data[i]);
+  }
+}
+
+}  // namespace tandem
