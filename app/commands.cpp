@@ -301,7 +301,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
   verify->add_flag("--json", json, "print JSON instead of a table");
   std::vector<std::string> components;
   verify->add_option("--component", components, "only this component's rows (repeatable)")
-      ->check(CLI::IsMember(kVerifyComponents));
+      ->check(CLI::IsMember(verify_components()));
   vflags.add_to(*verify);
   verify->callback([&] {
     if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");

@@ -1,7 +1,7 @@
 // Causal attention over a KV cache: the kernel (emu always; cuda with a GPU) and the reference.
 #include <benchmark/benchmark.h>
 
-#include "golden/attention_case.hpp"
+#include "cases/attention_case.hpp"
 #include "reference/attention.hpp"
 
 namespace tandem {

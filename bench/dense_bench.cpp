@@ -1,7 +1,7 @@
 // dense_rows throughput: the kernel (emu always; cuda with a GPU) and the reference.
 #include <benchmark/benchmark.h>
 
-#include "golden/dense_case.hpp"
+#include "cases/dense_case.hpp"
 #include "reference/dense.hpp"
 
 namespace tandem {

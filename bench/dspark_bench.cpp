@@ -2,7 +2,7 @@
 // GPU), sampling and greedy; the drafter's one pass (reference); a scheduled batch's decode.
 #include <benchmark/benchmark.h>
 
-#include "golden/dspark_case.hpp"
+#include "cases/dspark_case.hpp"
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model_util.hpp"

@@ -2,7 +2,7 @@
 // and the emulated hash+gather+gate with the bytes it gathers, beside its float baseline.
 #include <benchmark/benchmark.h>
 
-#include "golden/engram_case.hpp"
+#include "cases/engram_case.hpp"
 #include "optimized/engram_prefetch.hpp"
 
 namespace tandem {

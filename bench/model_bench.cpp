@@ -2,7 +2,7 @@
 // and the reference in double (truth) and float (baseline).
 #include <benchmark/benchmark.h>
 
-#include "golden/model_case.hpp"
+#include "cases/model_case.hpp"
 
 namespace tandem {
 namespace {

@@ -1,7 +1,7 @@
 // MoE expert FFN throughput: the kernel (emu always; cuda with a GPU) and the reference.
 #include <benchmark/benchmark.h>
 
-#include "golden/moe_case.hpp"
+#include "cases/moe_case.hpp"
 #include "reference/moe.hpp"
 
 namespace tandem {

@@ -2,7 +2,7 @@
 // GPU). Counters report the activation bytes per token per site the kernels moved (emu-counted).
 #include <benchmark/benchmark.h>
 
-#include "golden/residual_case.hpp"
+#include "cases/residual_case.hpp"
 
 namespace tandem {
 namespace {

@@ -2,7 +2,7 @@
 // optimized (emu always; cuda with a GPU) against the reference.
 #include <benchmark/benchmark.h>
 
-#include "golden/vision_case.hpp"
+#include "cases/vision_case.hpp"
 
 namespace tandem {
 namespace {

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "fuzz/fuzz_util.hpp"
-#include "golden/attention_case.hpp"
+#include "cases/attention_case.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "fuzz/fuzz_util.hpp"
-#include "golden/case_util.hpp"
-#include "golden/dense_case.hpp"
+#include "cases/case_util.hpp"
+#include "cases/dense_case.hpp"
 #include "reference/residual.hpp"  // store
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -11,7 +11,7 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "fuzz/fuzz_util.hpp"
-#include "golden/dspark_case.hpp"
+#include "cases/dspark_case.hpp"
 #include "reference/backbone.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model_util.hpp"

@@ -5,7 +5,7 @@
 
 #include "core/error.hpp"
 #include "fuzz/fuzz_util.hpp"
-#include "golden/engram_case.hpp"
+#include "cases/engram_case.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

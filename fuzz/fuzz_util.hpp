@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "golden/tensor_check.hpp"
+#include "cases/tensor_check.hpp"
 #include "optimized/backend.hpp"
 
 namespace tandem::fuzz {

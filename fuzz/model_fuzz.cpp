@@ -11,7 +11,7 @@
 #include "core/error.hpp"
 #include "core/vision_config.hpp"
 #include "fuzz/fuzz_util.hpp"
-#include "golden/model_case.hpp"
+#include "cases/model_case.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "fuzz/fuzz_util.hpp"
-#include "golden/moe_case.hpp"
+#include "cases/moe_case.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

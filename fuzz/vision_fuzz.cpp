@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "fuzz/fuzz_util.hpp"
-#include "golden/vision_case.hpp"
+#include "cases/vision_case.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

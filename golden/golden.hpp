@@ -5,27 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "core/compare.hpp"
-#include "optimized/backend.hpp"
+#include "cases/case.hpp"
 
 namespace tandem::golden {
 
 inline constexpr int kFormatVersion = 1;
 
-struct CaseSpec;  // a generator entry (golden.cpp)
-
-struct CheckedTensor {
-  std::string name;
-  std::string rule;  // "tolerance" (section 4) or "ref-1e-12" (double reference)
-  bool pass = false;
-  std::string detail;
-};
-
-struct CaseReport {
-  std::string name;
-  std::vector<CheckedTensor> tensors;
-  bool pass() const;
-};
+using ::tandem::CaseReport, ::tandem::CheckedTensor;
 
 // Lists the case manifests in `dir` (sorted).
 std::vector<std::filesystem::path> list_cases(const std::filesystem::path& dir);

@@ -55,7 +55,7 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   // schedules) is most of verify's time and runs in ci/test's own `tandem verify`; its kernels
   // run here through ModelEmu.* and golden's model case.
   std::vector<std::string> args = {"verify", "--json", "--backend", "emu"};
-  for (const std::string& c : app::kVerifyComponents)
+  for (const std::string& c : app::verify_components())
     if (c != "model") args.insert(args.end(), {"--component", c});
   const CliRun r = tandem(args);
   ASSERT_EQ(r.code, 0) << r.out << r.err;

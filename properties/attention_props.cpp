@@ -6,7 +6,7 @@
 
 #include "bad_input.hpp"
 #include "core/error.hpp"
-#include "golden/attention_case.hpp"
+#include "cases/attention_case.hpp"
 #include "sim/attention_traffic.hpp"
 
 namespace tandem {

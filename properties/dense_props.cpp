@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "bad_input.hpp"
-#include "golden/case_util.hpp"
-#include "golden/dense_case.hpp"
+#include "cases/case_util.hpp"
+#include "cases/dense_case.hpp"
 #include "sim/dense_traffic.hpp"
 
 namespace tandem {

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "core/philox.hpp"
-#include "golden/dspark_case.hpp"
+#include "cases/dspark_case.hpp"
 #include "reference/dspark.hpp"
 #include "sim/dspark_traffic.hpp"
 

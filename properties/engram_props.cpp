@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/philox.hpp"
-#include "golden/engram_case.hpp"
+#include "cases/engram_case.hpp"
 #include "optimized/engram_prefetch.hpp"
 #include "sim/engram_traffic.hpp"
 

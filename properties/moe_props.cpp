@@ -6,7 +6,7 @@
 
 #include "bad_input.hpp"
 #include "core/error.hpp"
-#include "golden/moe_case.hpp"
+#include "cases/moe_case.hpp"
 #include "sim/moe_traffic.hpp"
 
 namespace tandem {

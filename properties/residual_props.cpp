@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "golden/case_util.hpp"
-#include "golden/residual_case.hpp"
+#include "cases/case_util.hpp"
+#include "cases/residual_case.hpp"
 #include "sim/residual_traffic.hpp"
 
 namespace tandem {

@@ -13,7 +13,7 @@
 
 #include "app/verify.hpp"
 #include "core/model_config.hpp"
-#include "golden/model_case.hpp"
+#include "cases/model_case.hpp"
 #include "reference/vision.hpp"
 
 namespace tandem {

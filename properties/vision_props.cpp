@@ -9,7 +9,7 @@
 #include "bad_input.hpp"
 #include "core/dtype.hpp"
 #include "core/philox.hpp"
-#include "golden/vision_case.hpp"
+#include "cases/vision_case.hpp"
 #include "sim/vision_traffic.hpp"
 
 namespace tandem {

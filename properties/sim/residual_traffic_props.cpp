@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "golden/residual_case.hpp"
+#include "cases/residual_case.hpp"
 #include "sim/residual_traffic.hpp"
 
 namespace tandem {

@@ -6,7 +6,7 @@
 
 #include "core/compare.hpp"
 #include "core/safetensors.hpp"
-#include "golden/residual_case.hpp"  // TensorCheck
+#include "cases/residual_case.hpp"  // TensorCheck
 #include "optimized/engram.hpp"
 #include "reference/engram.hpp"
 

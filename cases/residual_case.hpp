@@ -5,7 +5,7 @@
 
 #include "core/compare.hpp"
 #include "core/safetensors.hpp"
-#include "golden/tensor_check.hpp"
+#include "cases/tensor_check.hpp"
 #include "optimized/residual.hpp"
 #include "reference/residual.hpp"
 

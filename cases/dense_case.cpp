@@ -1,8 +1,8 @@
-#include "golden/dense_case.hpp"
+#include "cases/dense_case.hpp"
 
 #include <cmath>
 
-#include "golden/case_util.hpp"
+#include "cases/case_util.hpp"
 #include "reference/dense.hpp"
 #include "reference/residual.hpp"  // store
 

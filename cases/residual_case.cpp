@@ -1,9 +1,15 @@
-#include "golden/residual_case.hpp"
+#include "cases/residual_case.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "golden/case_util.hpp"
+#include "cases/case_util.hpp"
+#include "cases/case_check.hpp"
+#include "core/json_fields.hpp"
+#include "sim/residual_traffic.hpp"
+#include "optimized/residual.hpp"
 
 namespace tandem {
 namespace {
@@ -243,6 +249,163 @@ std::vector<uint64_t> counted_activation_bytes_per_site(const LaunchLog& launche
     if (site_end) per_site.push_back(running), running = 0;
   }
   return per_site;
+}
+
+// ================================================================ the residual component
+namespace {
+
+ResidualConfig residual_cfg(int d, int sites, int tokens, double norm_eps = kV4NormEps) {
+  ResidualConfig c;
+  c.d = d, c.sites = sites, c.tokens = tokens, c.norm_eps = norm_eps;
+  return c;
+}
+
+ResidualPath parse_path(const JsonFields& f) {
+  const std::string p = f.string("path");
+  if (p == residual_path_name(ResidualPath::v4_unfused)) return ResidualPath::v4_unfused;
+  if (p == residual_path_name(ResidualPath::v41_single_pass)) return ResidualPath::v41_single_pass;
+  throw_bad_input("{}: expected v4-unfused or v41-single-pass, got '{}'", f.where("path"), p);
+}
+
+std::vector<std::string> residual_outputs(int sites) {
+  std::vector<std::string> names;
+  for (int l = 0; l < sites; ++l) {
+    names.push_back(fmt::format("site{}.y", l));
+    names.push_back(fmt::format("site{}.x", l));
+  }
+  names.push_back("y_out");
+  names.push_back("x_out");
+  return names;
+}
+
+// A reference output set as tensors in residual_outputs() order.
+std::vector<Tensor<double>*> residual_tensors(reference::ResidualRefOutputs& o) {
+  std::vector<Tensor<double>*> t;
+  for (size_t l = 0; l < o.taps_y.size(); ++l) t.push_back(&o.taps_y[l]), t.push_back(&o.taps_x[l]);
+  t.push_back(&o.y_out);
+  t.push_back(&o.x_out);
+  return t;
+}
+
+BuiltCase build_residual(const ResidualConfig& cfg, ResidualPath path, ActDType act,
+                         uint64_t seed) {
+  BuiltCase b;
+  b.config = {
+      {"residual", to_json(cfg)}, {"path", residual_path_name(path)}, {"act", act_dtype_name(act)}};
+  const ResidualStackInputs in = make_residual_inputs(cfg, cfg.tokens, act, seed);
+  reference::ResidualRefOutputs truth = reference::run_truth(in, path);
+  put_residual_inputs(b.blob, in);
+  const auto names = residual_outputs(cfg.sites);
+  const auto tensors = residual_tensors(truth);
+  for (size_t i = 0; i < names.size(); ++i) {
+    b.blob.put("expected." + names[i], *tensors[i]);
+    b.outputs.emplace_back(names[i], "tolerance");
+  }
+  return b;
+}
+
+CaseReport check_residual(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"residual", "path", "act"});
+  const ResidualConfig cfg = parse_residual_config(config.object("residual"));
+  const ResidualPath path = parse_path(config);
+  const ActDType act = parse_act(config);
+  const ResidualStackInputs in = get_residual_inputs(c.blob, cfg, act, c.blob_source);
+  reference::ResidualRefOutputs expected;
+  expected.taps_y.resize(cfg.sites), expected.taps_x.resize(cfg.sites);
+  const auto names = residual_outputs(cfg.sites);
+  const auto stored = residual_tensors(expected);
+  for (size_t i = 0; i < names.size(); ++i)
+    *stored[i] = c.blob.get_as<double>("expected." + names[i], c.blob_source);
+  reference::ResidualRefOutputs truth = reference::run_truth(in, path);
+  const auto now = residual_tensors(truth);
+  CaseReport report{c.name, {}};
+  for (size_t i = 0; i < names.size(); ++i)
+    report.tensors.push_back(reference_check(names[i], doubles(*now[i]),
+                                             c.blob.get("expected." + names[i], c.blob_source)));
+  const auto baseline = baseline_error_draws(in, path, expected);
+  for (const auto& t : compare_residual(expected, baseline, run_residual_stack(in, path, opt), act))
+    report.tensors.push_back({t.name, "tolerance", t.result.pass, t.result.summary()});
+  return report;
+}
+
+bool same_outputs(const ResidualStackOutputs& a, const ResidualStackOutputs& b) {
+  auto eq = [](const Tensor<float>& x, const Tensor<float>& y) {
+    return compare_exact<float>(x.span(), y.span()).pass;
+  };
+  bool same = eq(a.x_out, b.x_out) && eq(a.y_out, b.y_out);
+  for (size_t l = 0; l < a.taps_y.size(); ++l) same = same && eq(a.taps_y[l], b.taps_y[l]);
+  return same;
+}
+
+VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType act,
+                          const RunOptions& opt) {
+  const ResidualConfig& cfg = model.residual;
+  VerifyRow row;
+  row.component = "residual";
+  row.name = fmt::format("{}/{} T={} d={} sites={}", residual_path_name(path), act_dtype_name(act),
+                         cfg.tokens, cfg.d, cfg.sites);
+  row.backend = backend_name(opt.backend);
+  const ResidualStackInputs in = make_residual_inputs(cfg, cfg.tokens, act, model.seed);
+  const auto truth = reference::run_truth(in, path);
+  const auto baseline = baseline_error_draws(in, path, truth);
+  const ResidualStackOutputs out = run_residual_stack(in, path, opt);
+  row.launches = out.launches;
+  fold_checks(row, compare_residual(truth, baseline, out, act));
+  if (opt.backend != Backend::emu) return row;
+
+  // Under the emulator: bit-identical under every schedule, and the designed byte counts.
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_residual_stack(in, path, o); },
+      [&](const ResidualStackOutputs& other) { return same_outputs(other, out); });
+  const uint64_t designed = residual_activation_bytes_per_site(path, cfg.d, act) * cfg.tokens;
+  bool bytes_ok = true;
+  for (uint64_t b : counted_activation_bytes_per_site(out.launches, path))
+    bytes_ok &= b == designed;
+  row.bytes = fmt::format("{} B/token/site {}", designed / cfg.tokens,
+                          bytes_ok ? "== counted" : "!= counted");
+  if (!bytes_ok) row.pass = false, row.detail += " counted activation bytes differ from design";
+  return row;
+}
+
+}  // namespace
+
+Component residual_component() {
+  Component c;
+  c.name = "residual";
+  c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
+  std::vector<VerifyJob> jobs;
+  for (ResidualPath p : {ResidualPath::v4_unfused, ResidualPath::v41_single_pass})
+    for (ActDType a : {ActDType::f32, ActDType::bf16})
+      jobs.push_back({fmt::format("residual {}/{}", residual_path_name(p), act_dtype_name(a)),
+                      [=, &model, &opt] { return verify_residual(model, p, a, opt); }});
+  return jobs;
+  };
+  c.golden_specs = [] {
+    using P = ResidualPath;
+    using A = ActDType;
+    return std::vector<GoldenSpec>{
+      {"residual_v4_f32", 101,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(64, 3, 4), P::v4_unfused, A::f32, seed);
+       }},
+      {"residual_v41_f32", 102,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(64, 3, 4, kV41NormEps), P::v41_single_pass, A::f32,
+                               seed);
+       }},
+      {"residual_v41_bf16", 103,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(128, 4, 3, kV41NormEps), P::v41_single_pass, A::bf16,
+                               seed);
+       }},
+      {"residual_v4_bf16_d8", 104,
+       [](uint64_t seed) {
+         return build_residual(residual_cfg(8, 2, 2), P::v4_unfused, A::bf16, seed);
+       }}};
+  };
+  c.check = check_residual;
+  return c;
 }
 
 }  // namespace tandem

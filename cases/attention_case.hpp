@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "golden/tensor_check.hpp"
+#include "cases/tensor_check.hpp"
 #include "optimized/attention.hpp"
 
 namespace tandem {

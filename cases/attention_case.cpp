@@ -1,8 +1,14 @@
-#include "golden/attention_case.hpp"
+#include "cases/attention_case.hpp"
 
-#include "golden/case_util.hpp"
+#include <fmt/format.h>
+
+#include "cases/case_util.hpp"
 #include "reference/attention.hpp"
 #include "reference/residual.hpp"  // store
+#include "cases/case_check.hpp"
+#include "core/json_fields.hpp"
+#include "sim/attention_traffic.hpp"
+#include "optimized/attention.hpp"
 
 namespace tandem {
 
@@ -75,6 +81,81 @@ std::vector<TensorCheck> compare_attention(const AttentionReference& ref,
   const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
   return {{"o", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.o), dt,
                                  ref.truth.dim(1))}};
+}
+
+// ================================================================ the attention component
+namespace {
+
+BuiltCase build_attention(int64_t T, int64_t P, int64_t d, int heads, ActDType act, uint64_t seed) {
+  const AttentionInputs in = make_attention_inputs(T, P, d, heads, act, seed);
+  BuiltCase b;
+  b.config = {{"heads", heads}, {"act", act_dtype_name(act)}};
+  b.blob.put("q", in.q);
+  b.blob.put("keys", in.keys);
+  b.blob.put("values", in.values);
+  b.blob.put("expected.o", run_attention_reference(in).truth);
+  b.outputs = {{"o", "tolerance"}};
+  return b;
+}
+
+CaseReport check_attention(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"heads", "act"});
+  AttentionInputs in;
+  in.heads = static_cast<int>(config.integer("heads", 1, 1024));
+  in.act = parse_act(config);
+  in.q = c.blob.get_as<float>("q", c.blob_source);
+  in.keys = c.blob.get_as<float>("keys", c.blob_source);
+  in.values = c.blob.get_as<float>("values", c.blob_source);
+  within_work(c, "q x keys",
+              double(in.q.size()) * double(in.keys.shape.empty() ? 0 : in.keys.dim(0)) * 2);
+  const AttentionOutputs out = run_attention_causal(in, opt);  // validates the shapes first
+  return check_one_output(c, "o", run_attention_reference(in), out, in.act, compare_attention);
+}
+
+// The end-to-end model's attention core: residual.tokens new tokens after a cache of
+// engram.tokens positions, model.heads heads over residual.d.
+VerifyRow verify_attention(const ModelConfig& model, ActDType act, const RunOptions& opt) {
+  const int64_t T = model.residual.tokens, P = model.engram.tokens, d = model.residual.d;
+  const int heads = model.shape.heads;
+  const AttentionInputs in = make_attention_inputs(T, P, d, heads, act, model.seed);
+  VerifyRow row;
+  row.component = "attention";
+  row.name = fmt::format("causal/{} T={} P={} d={} heads={}", act_dtype_name(act), T, P, d, heads);
+  row.backend = backend_name(opt.backend);
+  const AttentionOutputs out = run_attention_causal(in, opt);
+  row.launches = out.launches;
+  fold_checks(row, compare_attention(run_attention_reference(in), out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_attention_causal(in, o); },
+      [&](const AttentionOutputs& other) { return other.o.data == out.o.data; });
+  row.bytes = fmt::format("{} positions", P + T);
+  check_against_sim(row, out.launches, sim::predict_attention(T, P, d, act));
+  return row;
+}
+
+}  // namespace
+
+Component attention_component() {
+  Component c;
+  c.name = "attention";
+  c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
+  std::vector<VerifyJob> jobs;
+  for (ActDType a : {ActDType::f32, ActDType::bf16})
+    jobs.push_back({"attention", [=, &model, &opt] { return verify_attention(model, a, opt); }});
+  return jobs;
+  };
+  c.golden_specs = [] {
+    using A = ActDType;
+    return std::vector<GoldenSpec>{
+      {"attention_f32_P24", 501,
+       [](uint64_t seed) { return build_attention(6, 24, 64, 2, A::f32, seed); }},
+      {"attention_bf16_P0", 502,
+       [](uint64_t seed) { return build_attention(9, 0, 128, 4, A::bf16, seed); }}};
+  };
+  c.check = check_attention;
+  return c;
 }
 
 }  // namespace tandem

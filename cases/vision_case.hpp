@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/vision_config.hpp"
-#include "golden/residual_case.hpp"  // TensorCheck
+#include "cases/residual_case.hpp"  // TensorCheck
 #include "optimized/vision.hpp"
 #include "reference/vision.hpp"
 

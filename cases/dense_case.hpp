@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "golden/tensor_check.hpp"
+#include "cases/tensor_check.hpp"
 #include "optimized/dense.hpp"
 
 namespace tandem {

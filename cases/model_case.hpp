@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "golden/tensor_check.hpp"
+#include "cases/tensor_check.hpp"
 #include "optimized/model.hpp"
 #include "reference/model.hpp"
 

@@ -1,12 +1,17 @@
-#include "golden/model_case.hpp"
+#include "cases/model_case.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "golden/case_util.hpp"
+#include "cases/case_util.hpp"
 #include "reference/residual.hpp"  // ScopedSumOrder
+#include "cases/case_check.hpp"
+#include "core/json_fields.hpp"
+#include "sim/model_traffic.hpp"
+#include "sim/vision_traffic.hpp"
+#include "optimized/model.hpp"
 
 namespace tandem {
 namespace {
@@ -192,6 +197,122 @@ std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun
     checks.push_back({"taps", extra});
   }
   return checks;
+}
+
+// ================================================================ the model component
+namespace {
+
+// ---------------------------------------------------------------- end-to-end model case
+// The model's weights come from its config's seed; the blob holds the prompt and every tap.
+BuiltCase build_model(const ModelConfig& m, uint64_t seed) {
+  const reference::TinyModelWeights w = reference::tiny_model_weights(m);
+  const ModelPrompt p = model_prompt(m, seed, false);
+  BuiltCase b;
+  b.config = {{"model", to_json(m)}};
+  b.blob.put("ids", Tensor<int32_t>({int64_t(p.ids.size())}, p.ids));
+  b.blob.put("visual", p.visual);
+  for (const reference::Tap& t : run_model_reference(m, w, p).truth) {
+    b.blob.put("expected." + t.name, t.value);
+    b.outputs.emplace_back(t.name, t.name.ends_with(".experts") ? "exact" : "tolerance");
+  }
+  return b;
+}
+
+CaseReport check_model_case(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"model"});
+  const ModelConfig m = parse_model_config(config.object("model").json(), c.name + ".json");
+  check_model_size(m, c.name + ".json");
+  ModelPrompt p;
+  p.ids = c.blob.get_as<int32_t>("ids", c.blob_source).data;
+  p.visual = c.blob.get_as<double>("visual", c.blob_source);
+  if (p.ids.size() > 4096)
+    throw_bad_input("{}: tensor 'ids' holds {} tokens, at most 4096", c.blob_source, p.ids.size());
+  const reference::TinyModelWeights w = reference::tiny_model_weights(m);
+  const ModelRun out = run_model(m, optimized_model_weights(w), p, opt);  // validates the prompt
+  ModelReference ref = run_model_reference(m, w, p);
+  CaseReport report{c.name, {}};
+  for (reference::Tap& t : ref.truth) {
+    const StTensor& stored = c.blob.get("expected." + t.name, c.blob_source);
+    report.tensors.push_back(reference_check(t.name, doubles(t.value), stored));
+    t.value = c.blob.get_as<double>("expected." + t.name, c.blob_source);
+  }
+  add_checks(report, check_model(m, w, p, ref, out), c.outputs);
+  return report;
+}
+
+bool same_taps(const ModelRun& a, const ModelRun& b) {
+  if (a.taps.size() != b.taps.size()) return false;
+  for (size_t i = 0; i < a.taps.size(); ++i)
+    if (a.taps[i].value.data != b.taps[i].value.data) return false;
+  return true;
+}
+
+// The first n tokens of a prompt, the IMAGE positions among them embedded as in `run` (the image
+// path's rows: its kernels are checked under every schedule by the vision and dense rows).
+ModelPrompt prompt_prefix(const ModelPrompt& p, const ModelRun& run, size_t n) {
+  ModelPrompt q{{p.ids.begin(), p.ids.begin() + std::min(n, p.ids.size())}, {}, {}};
+  const int64_t images = std::count(q.ids.begin(), q.ids.end(), kImage);
+  const auto embed = std::find_if(run.taps.begin(), run.taps.end(),
+                                  [](const ModelTap& t) { return t.name == "image.embed"; });
+  const int64_t d = embed == run.taps.end() ? 0 : embed->value.dim(1);
+  q.visual = Tensor<double>({images, d});
+  if (images) std::copy_n(embed->value.data.begin(), images * d, q.visual.data.begin());
+  return q;
+}
+
+// The end-to-end tiny model on the verification prompt (text around one image): the
+// optimized model against the reference tap by tap; a failure names the first diverging tap.
+VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
+  check_model_size(model, "model '" + model.name + "'");
+  const reference::TinyModelWeights w = reference::tiny_model_weights(model);
+  const ModelPrompt p = model_prompt(model, model.seed, true);
+  const int64_t images = std::count(p.ids.begin(), p.ids.end(), kImage);
+  VerifyRow row;
+  row.component = "model";
+  row.name = fmt::format("tiny/f32 {} tokens ({} image) blocks={}", p.ids.size(), images,
+                         model.shape.blocks);
+  row.backend = backend_name(opt.backend);
+  const ModelWeights ow = optimized_model_weights(w);
+  const ModelRun out = run_model(model, ow, p, opt);
+  row.launches = out.launches;
+  ModelReference ref = run_model_reference(model, w, p);
+  const std::vector<TensorCheck> checks = check_model(model, w, p, ref, out);
+  fold_checks(row, checks);
+  if (opt.backend != Backend::emu) return row;
+  // NOTE: the other schedules serialise every thread switch and take ~30 s each on the whole
+  // prompt, so they rerun its first kSchedulePrefix tokens (text, START and image rows).
+  constexpr size_t kSchedulePrefix = 16;
+  const ModelPrompt head = prompt_prefix(p, out, kSchedulePrefix);
+  const ModelRun want = run_model(model, ow, head, opt);
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_model(model, ow, head, o); },
+      [&](const ModelRun& other) { return same_taps(other, want); });
+  if (row.schedules.ends_with("identical"))
+    row.schedules += fmt::format(" ({} tokens)", head.ids.size());
+  row.bytes = fmt::format("{} launches", out.launches.size());
+  LaunchLog predicted = sim::predict_image_embedding(model, p.patches.dim(0), p.patches.dim(1));
+  const LaunchLog forward = sim::predict_model(model, p.ids);
+  predicted.insert(predicted.end(), forward.begin(), forward.end());
+  check_against_sim(row, out.launches, predicted);
+  return row;
+}
+
+}  // namespace
+
+Component model_component() {
+  Component c;
+  c.name = "model";
+  c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
+  return std::vector<VerifyJob>{{"end-to-end model", [&] { return verify_end_to_end(model, opt); }}};
+  };
+  c.golden_specs = [] {
+    return std::vector<GoldenSpec>{
+      {"model_tiny_text", 701,
+       [](uint64_t seed) { return build_model(builtin_model("tiny"), seed); }}};
+  };
+  c.check = check_model_case;
+  return c;
 }
 
 }  // namespace tandem

@@ -1,0 +1,100 @@
+#pragma once
+// What a component's cases are to the harness (in the spirit of ggml's test_case): a verify row
+// runs the reference and the kernels side by side on a model config and reports the comparison,
+// the schedule identity and the simulator's bytes; a golden case builds its blob from a seed and
+// checks a stored one. cases/registry lists every component once; `tandem verify`, `tandem golden`,
+// the fuzz targets and the benchmarks iterate it.
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cases/tensor_check.hpp"
+#include "core/model_config.hpp"
+#include "core/safetensors.hpp"
+#include "optimized/backend.hpp"
+#include "problem/traffic.hpp"
+
+namespace tandem {
+
+// ---------------------------------------------------------------- verify rows
+struct VerifyRow {
+  std::string component, name, backend;
+  bool pass = false;
+  std::string worst_tensor;  // the tensor with the smallest margin
+  double worst_err = 0, budget = 0, margin = 0;
+  std::string first_divergence;  // first failing tensor in execution order, or empty
+  std::string schedules;         // emu: "3 identical" or the differing schedule
+  std::string bytes;             // emu: counted vs designed activation bytes per site
+  std::string detail;            // the failure, if any
+  LaunchLog launches;            // the optimized run's launches (bytes counted under emu only)
+};
+
+// One row of `tandem verify`: its label for progress and faults, and how it runs.
+struct VerifyJob {
+  std::string label;
+  std::function<VerifyRow()> run;
+};
+
+// ---------------------------------------------------------------- golden cases
+// What a generator entry produces: the manifest's config, the blob, and each output's rule.
+struct BuiltCase {
+  nlohmann::json config;
+  Safetensors blob;
+  std::vector<std::pair<std::string, std::string>> outputs;  // name -> "exact" | "tolerance"
+};
+
+// One generator entry: `tandem golden regen` writes exactly these.
+struct GoldenSpec {
+  std::string name;
+  uint64_t seed;
+  std::function<BuiltCase(uint64_t seed)> build;
+};
+
+// A case as read from its manifest and blob (golden/ parses and validates the files).
+struct LoadedCase {
+  std::string name, component;
+  nlohmann::json manifest;
+  std::vector<std::pair<std::string, std::string>> outputs;
+  Safetensors blob;
+  std::string blob_source;
+};
+
+struct CheckedTensor {
+  std::string name;
+  std::string rule;  // "tolerance" (section 4) or "ref-1e-12" (double reference)
+  bool pass = false;
+  std::string detail;
+};
+
+struct CaseReport {
+  std::string name;
+  std::vector<CheckedTensor> tensors;
+  bool pass() const;
+};
+
+// A file the component's golden cases share (written once per directory by regen).
+struct SharedFile {
+  std::string name, bytes;
+};
+
+// ---------------------------------------------------------------- a component
+struct Component {
+  std::string name;  // as manifests, `--component` and the rows name it
+  // The rows of `tandem verify` for a model config.
+  std::function<std::vector<VerifyJob>(const ModelConfig&, const RunOptions&)> verify_rows;
+  std::function<std::vector<GoldenSpec>()> golden_specs;
+  // Checks a stored case: the double reference against its expectations, the kernels on `opt`
+  // against the tolerance policy. Corrupt or mismatched files are BadInput naming file and field.
+  std::function<CaseReport(const LoadedCase&, const RunOptions&)> check;
+  std::function<std::vector<SharedFile>()> shared_files = [] { return std::vector<SharedFile>{}; };
+};
+
+// Every component, in verify order (cases/registry.cpp).
+const std::vector<Component>& registry();
+// The component named `name`, or nullptr.
+const Component* find_component(const std::string& name);
+
+}  // namespace tandem

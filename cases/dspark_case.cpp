@@ -1,0 +1,392 @@
+#include "cases/dspark_case.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/philox.hpp"
+#include "reference/drafter.hpp"
+#include "reference/dspark.hpp"
+#include "cases/case_check.hpp"
+#include "core/json_fields.hpp"
+#include "sim/dspark_traffic.hpp"
+#include "optimized/dspark.hpp"
+#include "reference/model_util.hpp"
+
+namespace tandem {
+
+std::vector<float> seeded_distribution(int64_t V, uint64_t seed, uint32_t id) {
+  std::vector<float> p(V);
+  float sum = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const uint32_t w = philox_draw(seed, id, uint32_t(v)).v[0];
+    p[v] = (w % 7 == 0) ? 0.0f : philox_uniform(w) + 0.01f;
+    sum += p[v];
+  }
+  for (float& x : p) x = sum > 0 ? x / sum : 1.0f / V;
+  return p;
+}
+
+VerifyInputs make_verify_inputs(int64_t R, int K, int64_t V, uint64_t seed, bool greedy) {
+  VerifyInputs in;
+  in.requests = R, in.vocab = V, in.budget = K, in.seed = seed, in.greedy = greedy;
+  in.draft = Tensor<int32_t>({R, K});
+  in.p_draft = Tensor<float>({R, K, V});
+  in.p_target = Tensor<float>({R, K + 1, V});
+  for (int64_t r = 0; r < R; ++r) {
+    in.position.push_back(uint32_t(100 + 7 * r));
+    for (int k = 0; k <= K; ++k) {
+      const auto t = seeded_distribution(V, seed, uint32_t(1000 + r * 16 + k));
+      std::copy(t.begin(), t.end(), in.p_target.ptr() + (r * (K + 1) + k) * V);
+      if (k == K) continue;
+      // The drafter: often close to the target (mixing), so that acceptances happen.
+      const auto d = seeded_distribution(V, seed, uint32_t(2000 + r * 16 + k));
+      float* pd = in.p_draft.ptr() + (r * K + k) * V;
+      for (int64_t v = 0; v < V; ++v) pd[v] = 0.7f * t[v] + 0.3f * d[v];
+      // Drafted token: drawn from the draft distribution (greedy: its argmax, sometimes wrong).
+      in.draft.data[r * K + k] =
+          greedy ? (r % 3 ? reference::argmax(t) : reference::argmax({pd, size_t(V)}))
+                 : reference::inverse_cdf(
+                       {pd, size_t(V)},
+                       philox_uniform(philox_draw(seed, 9, uint32_t(r * 16 + k)).v[0]));
+    }
+  }
+  return in;
+}
+
+void schedule_batch(VerifyInputs& in, uint64_t seed) {
+  in.drafted.clear(), in.request.clear();
+  for (int64_t r = 0; r < in.requests; ++r) {
+    in.drafted.push_back(int32_t(r % (in.budget + 1)));
+    // Distinct: 7919 is odd, so equal ids would need 2^16 to divide the difference of slots.
+    const uint32_t w = philox_draw(seed, 11, uint32_t(r)).v[0];
+    in.request.push_back(uint32_t(r) * 7919u + (w & 0xffu) * 65536u);
+  }
+}
+
+std::vector<double> dspark_sps_profile(int max_tokens) {
+  std::vector<double> sps(max_tokens + 1);
+  for (int n = 0; n <= max_tokens; ++n) sps[n] = 1.0 / (1.0 + n / 16.0);
+  return sps;
+}
+
+bool pass_counts_hold(const reference::SpeculativeStats& s, int budget, bool reached_limit) {
+  for (size_t p = 0; p < s.accepted_per_step.size(); ++p) {
+    const bool last = p + 1 == s.accepted_per_step.size();
+    if (s.accepted_per_step[p] < 0 || s.accepted_per_step[p] > s.admitted_per_step[p] ||
+        s.admitted_per_step[p] > budget)
+      return false;
+    if (s.emitted_per_step[p] != s.accepted_per_step[p] + 1 && !(last && reached_limit))
+      return false;
+  }
+  return true;
+}
+
+DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, int requests, bool greedy,
+                           int steps, const reference::Verifier& verify) {
+  const reference::DsparkDrafter drafter(c, 3 * c.backbone_width, seed);
+  std::vector<reference::TinyBackbone> models;  // one cache per request, the same weights
+  for (int r = 0; r < requests; ++r)
+    models.emplace_back(c.vocab, c.backbone_width, seed, c.backbone_layers);
+  DsparkDecode d;
+  std::vector<reference::BatchRequest> batch;
+  for (int r = 0; r < requests; ++r) {
+    std::vector<int32_t> prompt;
+    for (uint32_t i = 0; i < 6; ++i)
+      prompt.push_back(
+          int32_t(philox_draw(seed, 7, uint32_t(r) * 16 + i).v[0] % uint32_t(c.vocab)));
+    d.prompt.push_back(prompt);
+    const reference::Backbone* model = &models[r];
+    batch.push_back({&models[r], prompt, [=, &drafter](const std::vector<int32_t>& text, int K) {
+                       const reference::DraftChoice choice{greedy, seed, uint32_t(r),
+                                                           uint32_t(text.size()), c.temperature};
+                       const reference::Draft draft =
+                           drafter.propose(model->target_features(), text.back(), K, choice);
+                       return reference::Proposal{draft.tokens, draft.p_draft, draft.confidence};
+                     }});
+  }
+  d.decode = reference::speculative_batch_decode(
+      batch, steps, [&](int) { return c.gamma; },
+      reference::scheduler_admission(dspark_sps_profile(requests * (1 + c.gamma))),
+      {seed, c.temperature, greedy}, verify);
+  return d;
+}
+
+// ================================================================ the dspark component
+namespace {
+
+// ---------------------------------------------------------------- dspark cases
+// Verification: seeded distributions and drafts; draws keyed by the manifest's seed.
+// Scheduled: per-request draft counts and request ids, as a scheduled batch passes them.
+BuiltCase build_dspark_verify(int64_t R, int K, int64_t V, bool greedy, uint64_t seed,
+                              bool scheduled = false) {
+  VerifyInputs in = make_verify_inputs(R, K, V, seed, greedy);
+  if (scheduled) schedule_batch(in, seed);
+  BuiltCase b;
+  b.config = {{"requests", R}, {"budget", K}, {"vocab", V}, {"greedy", greedy}};
+  b.blob.put("draft", in.draft);
+  b.blob.put("p_draft", in.p_draft);
+  b.blob.put("p_target", in.p_target);
+  b.blob.put("position", Tensor<int64_t>({R}, {in.position.begin(), in.position.end()}));
+  if (scheduled) {
+    b.config["scheduled"] = true;
+    b.blob.put("drafted", Tensor<int32_t>({R}, in.drafted));
+    b.blob.put("request", Tensor<int64_t>({R}, {in.request.begin(), in.request.end()}));
+  }
+  const VerifyOutputs out = reference::dspark_verify(in);
+  b.blob.put("expected.accepted", Tensor<int32_t>({R}, out.accepted));
+  b.blob.put("expected.emitted", out.emitted);
+  b.outputs = {{"accepted", "exact"}, {"emitted", "exact"}};
+  return b;
+}
+
+constexpr int kDecodeSteps = 16, kDecodeRequests = 3;
+
+Tensor<double> to_tensor(const Eigen::MatrixXd& m) {
+  Tensor<double> t({m.rows(), m.cols()});
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) t.data[i * m.cols() + j] = m(i, j);
+  return t;
+}
+Eigen::MatrixXd to_matrix(const Tensor<double>& t) {
+  Eigen::MatrixXd m(t.dim(0), t.dim(1));
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) m(i, j) = t.data[i * m.cols() + j];
+  return m;
+}
+
+// The drafter's one pass over a window of seeded features, and scheduled speculative decoding of
+// a batch through the small backbone with the drafter (reference and kernel verification must
+// give these texts).
+struct DrafterOutputs {
+  Tensor<int32_t> draft, text;
+  Tensor<double> logits, confidence;
+};
+DrafterOutputs run_drafter_case(const DsparkConfig& cfg, const Tensor<double>& features,
+                                int32_t last, uint64_t seed, const reference::Verifier& verify) {
+  const reference::DsparkDrafter drafter(cfg, features.dim(1), seed);
+  const reference::DraftChoice choice{false, seed, 0, uint32_t(features.dim(0)) + 1,
+                                      cfg.temperature};
+  const reference::Draft d = drafter.propose(to_matrix(features), last, cfg.gamma, choice);
+  const DsparkDecode decode =
+      dspark_decode(cfg, seed, kDecodeRequests, false, kDecodeSteps, verify);
+  Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
+  for (int r = 0; r < kDecodeRequests; ++r)  // every text has the prompt's 6 + kDecodeSteps
+    std::copy(decode.decode.text[r].begin(), decode.decode.text[r].end(),
+              text.ptr() + r * text.dim(1));
+  return {Tensor<int32_t>({cfg.gamma}, d.tokens), text, to_tensor(d.logits),
+          Tensor<double>({cfg.gamma}, d.confidence)};
+}
+
+BuiltCase build_dspark_drafter(const DsparkConfig& cfg, int64_t positions, uint64_t seed) {
+  BuiltCase b;
+  b.config = {{"dspark", to_json(cfg)}};
+  const Tensor<double> features =
+      to_tensor(reference::seeded_matrix(positions, 3 * cfg.backbone_width, seed, 1, 1.0));
+  const int32_t last = int32_t(seed % uint64_t(cfg.vocab));
+  b.blob.put("features", features);
+  b.blob.put("last", Tensor<int32_t>({1}, last));
+  const DrafterOutputs out = run_drafter_case(cfg, features, last, seed, reference::dspark_verify);
+  b.blob.put("expected.draft", out.draft);
+  b.blob.put("expected.logits", out.logits);
+  b.blob.put("expected.confidence", out.confidence);
+  b.blob.put("expected.text", out.text);
+  // The drafter has no optimized twin yet: its floating outputs are checked in double only.
+  b.outputs = {
+      {"draft", "exact"}, {"logits", "reference"}, {"confidence", "reference"}, {"text", "exact"}};
+  return b;
+}
+
+CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
+                               const RunOptions& opt) {
+  config.reject_unknown({"requests", "budget", "vocab", "greedy", "scheduled"});
+  VerifyInputs in;
+  in.requests = config.integer("requests", 1, 1 << 16);
+  in.budget = static_cast<int>(config.integer("budget", 1, kDsparkMaxDraft));
+  in.vocab = config.integer("vocab", 1, int64_t{1} << 31);
+  in.greedy = config.boolean("greedy");
+  in.seed = c.manifest.at("seed").get<uint64_t>();
+  const int64_t R = in.requests, K = in.budget, V = in.vocab;
+  in.draft = get_shaped<int32_t>(c, "draft", {R, K});
+  in.p_draft = get_shaped<float>(c, "p_draft", {R, K, V});
+  in.p_target = get_shaped<float>(c, "p_target", {R, K + 1, V});
+  for (int64_t p : get_shaped<int64_t>(c, "position", {R}).data) {
+    if (p < 0 || p > UINT32_MAX)
+      throw_bad_input("{}: tensor 'position' holds {}, outside [0, 2^32)", c.blob_source, p);
+    in.position.push_back(uint32_t(p));
+  }
+  if (config.has("scheduled") && config.boolean("scheduled")) {
+    for (int32_t k : get_shaped<int32_t>(c, "drafted", {R}).data) {
+      if (k < 0 || k > K)
+        throw_bad_input("{}: tensor 'drafted' holds {}, outside [0, budget {}]", c.blob_source, k,
+                        K);
+      in.drafted.push_back(k);
+    }
+    for (int64_t id : get_shaped<int64_t>(c, "request", {R}).data) {
+      if (id < 0 || id > UINT32_MAX)
+        throw_bad_input("{}: tensor 'request' holds {}, outside [0, 2^32)", c.blob_source, id);
+      in.request.push_back(uint32_t(id));
+    }
+  }
+  const Tensor<int32_t> accepted = get_shaped<int32_t>(c, "expected.accepted", {R});
+  const Tensor<int32_t> emitted = get_shaped<int32_t>(c, "expected.emitted", {R, K + 1});
+  const VerifyOutputs now = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(
+      exact_output("accepted", "reference", accepted, Tensor<int32_t>({R}, now.accepted)));
+  report.tensors.push_back(exact_output("emitted", "reference", emitted, now.emitted));
+  report.tensors.push_back(
+      exact_output("accepted", "optimized", accepted, Tensor<int32_t>({R}, got.accepted)));
+  report.tensors.push_back(exact_output("emitted", "optimized", emitted, got.emitted));
+  return report;
+}
+
+CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
+                                const RunOptions& opt) {
+  config.reject_unknown({"dspark"});
+  const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
+  const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
+  const Tensor<double> features = c.blob.get_as<double>("features", c.blob_source);
+  if (features.shape.size() != 2 || features.dim(0) < 1 ||
+      features.dim(1) != 3 * cfg.backbone_width)
+    throw_bad_input("{}: tensor 'features' must be [T >= 1, {}] (3 x backbone_width), got {}",
+                    c.blob_source, 3 * cfg.backbone_width, fmt::join(features.shape, "x"));
+  const int32_t last = get_shaped<int32_t>(c, "last", {1}).data[0];
+  if (last < 0 || last >= cfg.vocab)
+    throw_bad_input("{}: tensor 'last' holds token {}, outside [0, {})", c.blob_source, last,
+                    cfg.vocab);
+  const DrafterOutputs now = run_drafter_case(cfg, features, last, seed, reference::dspark_verify);
+  const DrafterOutputs got =
+      run_drafter_case(cfg, features, last, seed,
+                       [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
+  auto stored = [&](const char* name) {
+    return c.blob.get("expected." + std::string(name), c.blob_source);
+  };
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(reference_check("draft", doubles(now.draft), stored("draft")));
+  report.tensors.push_back(reference_check("logits", doubles(now.logits), stored("logits")));
+  report.tensors.push_back(
+      reference_check("confidence", doubles(now.confidence), stored("confidence")));
+  const Tensor<int32_t> text = get_shaped<int32_t>(c, "expected.text", now.text.shape);
+  report.tensors.push_back(exact_output("text", "reference verification", text, now.text));
+  report.tensors.push_back(exact_output("text", "optimized verification", text, got.text));
+  return report;
+}
+
+CaseReport check_dspark(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  return c.manifest.at("config").contains("dspark") ? check_dspark_drafter(c, config, opt)
+                                                    : check_dspark_verify(c, config, opt);
+}
+
+VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions& opt) {
+  const DsparkConfig& c = model.dspark;
+  const VerifyInputs in = make_verify_inputs(c.requests, c.gamma, c.vocab, model.seed, greedy);
+  VerifyRow row;
+  row.component = "dspark";
+  row.name = fmt::format("verify/{} R={} K={} V={}", greedy ? "greedy" : "sampling", c.requests,
+                         c.gamma, c.vocab);
+  row.backend = backend_name(opt.backend);
+  const VerifyOutputs want = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
+  reference::check_verifier_outputs(in, got);
+  row.launches = got.launches;
+  auto same = [&](const VerifyOutputs& o) {
+    return o.accepted == want.accepted && o.emitted.data == want.emitted.data;
+  };
+  row.pass = same(got);
+  row.margin = row.pass ? 1 : 0;
+  row.worst_tensor = "decisions";
+  int accepted = 0;
+  for (int32_t a : got.accepted) accepted += a;
+  row.bytes = fmt::format("{}/{} accepted", accepted, c.requests * c.gamma);
+  if (!row.pass)
+    row.first_divergence = "decisions",
+    row.detail = "accept/reject or tokens differ from the reference";
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
+  check_against_sim(row, got.launches, sim::predict_dspark_verify(in, want));
+  return row;
+}
+
+// Scheduled speculative decoding of a batch (the config's requests) through the small backbone
+// with the DSpark drafter: the kernel verifying each pass must give the reference's texts, pass
+// by pass.
+VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunOptions& opt) {
+  constexpr int kSteps = 24;
+  const DsparkConfig& c = model.dspark;
+  VerifyRow row;
+  row.component = "dspark";
+  row.name = fmt::format("decode/{} R={} {} tokens, window {}", greedy ? "greedy" : "sampling",
+                         c.requests, kSteps, c.window);
+  row.backend = backend_name(opt.backend);
+  LaunchLog predicted;  // the byte model of every pass, given its decisions (checked by `same`)
+  auto decode = [&](const RunOptions& o, LaunchLog* launches) {
+    return dspark_decode(c, model.seed, c.requests, greedy, kSteps, [&](const VerifyInputs& in) {
+      VerifyOutputs out = run_dspark_verify(in, o);
+      reference::check_verifier_outputs(in, out);  // before the byte model reads the decisions
+      if (launches) {
+        launches->insert(launches->end(), out.launches.begin(), out.launches.end());
+        const LaunchLog p = sim::predict_dspark_verify(in, out);
+        predicted.insert(predicted.end(), p.begin(), p.end());
+      }
+      return out;
+    });
+  };
+  const DsparkDecode want =
+      dspark_decode(c, model.seed, c.requests, greedy, kSteps, reference::dspark_verify);
+  auto same = [&](const DsparkDecode& d) {
+    if (d.decode.text != want.decode.text) return false;
+    for (size_t r = 0; r < d.decode.stats.size(); ++r)
+      if (d.decode.stats[r].accepted_per_step != want.decode.stats[r].accepted_per_step)
+        return false;
+    return true;
+  };
+  const DsparkDecode got = decode(opt, &row.launches);
+  row.pass = same(got);
+  row.margin = row.pass ? 1 : 0;
+  row.worst_tensor = "text";
+  int accepted = 0, admitted = 0;
+  for (const auto& s : got.decode.stats)
+    for (size_t p = 0; p < s.accepted_per_step.size(); ++p)
+      accepted += s.accepted_per_step[p], admitted += s.admitted_per_step[p];
+  row.bytes = fmt::format("{}/{} accepted, {} passes", accepted, admitted, got.decode.passes);
+  if (!row.pass)
+    row.first_divergence = "text", row.detail = "decoded texts differ from the reference's";
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return decode(o, nullptr); }, same);
+  check_against_sim(row, row.launches, predicted);
+  return row;
+}
+
+}  // namespace
+
+Component dspark_component() {
+  Component c;
+  c.name = "dspark";
+  c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
+  std::vector<VerifyJob> jobs;
+  for (bool greedy : {false, true}) {
+    jobs.push_back({"dspark", [=, &model, &opt] { return verify_dspark(model, greedy, opt); }});
+    jobs.push_back(
+        {"dspark decode", [=, &model, &opt] { return verify_dspark_decode(model, greedy, opt); }});
+  }
+  return jobs;
+  };
+  c.golden_specs = [] {
+    return std::vector<GoldenSpec>{
+      {"dspark_verify_sampling", 401,
+       [](uint64_t seed) { return build_dspark_verify(8, 5, 257, false, seed); }},
+      {"dspark_verify_greedy", 402,
+       [](uint64_t seed) { return build_dspark_verify(8, 4, 100, true, seed); }},
+      {"dspark_verify_scheduled", 403,
+       [](uint64_t seed) { return build_dspark_verify(16, 5, 257, false, seed, true); }},
+      {"dspark_drafter", 403,
+       [](uint64_t seed) { return build_dspark_drafter(builtin_model("tiny").dspark, 150, seed); }}};
+  };
+  c.check = check_dspark;
+  return c;
+}
+
+}  // namespace tandem

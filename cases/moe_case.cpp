@@ -1,0 +1,158 @@
+#include "cases/moe_case.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cases/case_util.hpp"
+#include "reference/moe.hpp"
+#include "reference/residual.hpp"  // store
+#include "cases/case_check.hpp"
+#include "core/json_fields.hpp"
+#include "sim/moe_traffic.hpp"
+#include "optimized/moe.hpp"
+
+namespace tandem {
+
+MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDType act,
+                                uint64_t seed) {
+  MoeExpertInputs in;
+  in.act = act;
+  in.y = seeded_tensor({T, d}, seed, 1, -2.0f, 2.0f);
+  for (float& v : in.y.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  const float a = 1.0f / std::sqrt(float(d)), b = 1.0f / std::sqrt(float(H));
+  in.w_in = seeded_tensor({E, H, d}, seed, 2, -a, a);
+  in.w_out = seeded_tensor({E, d, H}, seed, 3, -b, b);
+  in.weights = seeded_tensor({T, k}, seed, 4, 0.1f, 1.0f);
+  in.experts = Tensor<int32_t>({T, k});
+  for (int64_t t = 0; t < T; ++t) {  // k distinct experts: a seeded rotation of a stride walk
+    const int64_t first = philox_draw(seed, 5, uint32_t(t)).v[0] % E;
+    for (int64_t j = 0; j < k; ++j) in.experts.data[t * k + j] = int32_t((first + j) % E);
+  }
+  return in;
+}
+
+namespace {
+
+// The float baseline with d permuted by pd and H by ph (every sum in another order), outputs
+// mapped back: another draw of the same-precision error.
+Tensor<double> permuted_baseline(const MoeExpertInputs& in, const std::vector<int64_t>& pd,
+                                 const std::vector<int64_t>& ph) {
+  const int64_t T = in.y.dim(0), d = in.y.dim(1), E = in.w_in.dim(0), H = in.w_in.dim(1);
+  MoeExpertInputs q = in;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d; ++i) q.y.data[t * d + i] = in.y.data[t * d + pd[i]];
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < H; ++r)
+      for (int64_t i = 0; i < d; ++i) {
+        q.w_in.data[(e * H + r) * d + i] = in.w_in.data[(e * H + ph[r]) * d + pd[i]];
+        q.w_out.data[(e * d + i) * H + r] = in.w_out.data[(e * d + pd[i]) * H + ph[r]];
+      }
+  const Tensor<double> f = reference::moe_experts_baseline(q);
+  Tensor<double> back = f;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d; ++i) back.data[t * d + pd[i]] = f.data[t * d + i];
+  return back;
+}
+
+}  // namespace
+
+MoeReference run_moe_reference(const MoeExpertInputs& in) {
+  MoeReference r{reference::moe_experts_truth(in), reference::moe_experts_baseline(in)};
+  const int64_t d = in.y.dim(1), H = in.w_in.dim(1);
+  const auto orders_d = baseline_orders(d, d), orders_h = baseline_orders(H, d);  // row: d outputs
+  for (size_t k = 0; k < orders_d.size(); ++k)
+    keep_farthest(r.baseline, permuted_baseline(in, orders_d[k], orders_h[k]), r.truth);
+  return r;
+}
+
+std::vector<TensorCheck> compare_moe(const MoeReference& ref, const MoeExpertOutputs& out,
+                                     ActDType act) {
+  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  return {{"f", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.f), dt,
+                                 ref.truth.dim(1))}};
+}
+
+// ================================================================ the moe component
+namespace {
+
+BuiltCase build_moe(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDType act,
+                    uint64_t seed) {
+  const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, seed);
+  BuiltCase b;
+  b.config = {{"act", act_dtype_name(act)}};
+  b.blob.put("y", in.y);
+  b.blob.put("experts", in.experts);
+  b.blob.put("weights", in.weights);
+  b.blob.put("w_in", in.w_in);
+  b.blob.put("w_out", in.w_out);
+  b.blob.put("expected.f", run_moe_reference(in).truth);
+  b.outputs = {{"f", "tolerance"}};
+  return b;
+}
+
+CaseReport check_moe(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"act"});
+  MoeExpertInputs in;
+  in.act = parse_act(config);
+  in.y = c.blob.get_as<float>("y", c.blob_source);
+  in.experts = c.blob.get_as<int32_t>("experts", c.blob_source);
+  in.weights = c.blob.get_as<float>("weights", c.blob_source);
+  in.w_in = c.blob.get_as<float>("w_in", c.blob_source);
+  in.w_out = c.blob.get_as<float>("w_out", c.blob_source);
+  within_work(c, "y x experts x w_in",
+              double(in.y.shape.empty() ? 0 : in.y.dim(0)) *
+                  double(in.experts.shape.size() == 2 ? in.experts.dim(1) : 0) * 2 *
+                  double(in.w_in.size() /
+                         std::max<int64_t>(1, in.w_in.shape.empty() ? 1 : in.w_in.dim(0))));
+  const MoeExpertOutputs out = run_moe_experts(in, opt);  // validates the shapes first
+  return check_one_output(c, "f", run_moe_reference(in), out, in.act, compare_moe);
+}
+
+// The end-to-end model's FFN sublayer: residual.tokens tokens routed to vision.top_k of
+// vision.experts experts of hidden width model.ffn_hidden.
+VerifyRow verify_moe(const ModelConfig& model, ActDType act, const RunOptions& opt) {
+  const int64_t T = model.residual.tokens, d = model.residual.d, H = model.shape.ffn_hidden;
+  const int64_t E = model.vision.experts, k = model.vision.top_k;
+  const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, model.seed);
+  VerifyRow row;
+  row.component = "moe";
+  row.name = fmt::format("experts/{} T={} d={} H={} E={} k={}", act_dtype_name(act), T, d, H, E, k);
+  row.backend = backend_name(opt.backend);
+  const MoeExpertOutputs out = run_moe_experts(in, opt);
+  row.launches = out.launches;
+  fold_checks(row, compare_moe(run_moe_reference(in), out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_moe_experts(in, o); },
+      [&](const MoeExpertOutputs& other) { return other.f.data == out.f.data; });
+  row.bytes = fmt::format("{} expert rows", T * k);
+  check_against_sim(row, out.launches, sim::predict_moe_experts(T, d, H, k, act));
+  return row;
+}
+
+}  // namespace
+
+Component moe_component() {
+  Component c;
+  c.name = "moe";
+  c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
+  std::vector<VerifyJob> jobs;
+  for (ActDType a : {ActDType::f32, ActDType::bf16})
+    jobs.push_back({"moe", [=, &model, &opt] { return verify_moe(model, a, opt); }});
+  return jobs;
+  };
+  c.golden_specs = [] {
+    using A = ActDType;
+    return std::vector<GoldenSpec>{
+      {"moe_f32", 601,
+       [](uint64_t seed) { return build_moe(6, 64, 128, 16, 6, A::f32, seed); }},
+      {"moe_bf16", 602,
+       [](uint64_t seed) { return build_moe(5, 128, 64, 8, 2, A::bf16, seed); }}};
+  };
+  c.check = check_moe;
+  return c;
+}
+
+}  // namespace tandem

@@ -1,0 +1,223 @@
+#include "cases/vision_case.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/philox.hpp"
+#include "cases/case_util.hpp"
+#include "reference/residual.hpp"  // store<Act>
+#include "cases/case_check.hpp"
+#include "core/json_fields.hpp"
+#include "sim/vision_traffic.hpp"
+#include "optimized/vision.hpp"
+
+namespace tandem {
+namespace {
+
+float round_act(float v, ActDType act) {
+  return act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+}
+
+}  // namespace
+
+MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int experts, int top_k,
+                               uint64_t seed) {
+  MoeGateInputs in;
+  const int64_t T = image_tokens + text_tokens;
+  in.logits = Tensor<float>({T, experts});
+  for (int64_t i = 0; i < in.logits.size(); ++i)
+    in.logits.data[i] = seeded_uniform(seed, 4, uint32_t(i), -4.0f, 4.0f);
+  for (int64_t t = 0; t < T; ++t) in.is_image.push_back(t < image_tokens);
+  for (int e = 0; e < experts; ++e) {
+    in.bias_text.push_back(seeded_uniform(seed, 5, e, -0.5f, 0.5f));
+    in.bias_vl.push_back(seeded_uniform(seed, 6, e, -0.5f, 0.5f));
+  }
+  in.top_k = top_k;
+  return in;
+}
+
+VisionInputs make_vision_inputs(const VisionCase& c) {
+  VisionInputs in;
+  in.geometry = reference::vision_geometry(c.image_w, c.image_h, c.sizing);
+  const auto& g = in.geometry;
+  Tensor<uint8_t> rgb({c.image_h, c.image_w, 3});
+  for (int64_t i = 0; i < rgb.size(); ++i)
+    rgb.data[i] = static_cast<uint8_t>(philox_draw(c.seed, 1, uint32_t(i)).v[0]);
+  const Tensor<float> patches = reference::patchify(reference::preprocess(rgb, g));
+  const int64_t P = patches.dim(2), C = c.width, n = g.patches();
+  Tensor<float> w({C, P});
+  for (int64_t i = 0; i < C * P; ++i)
+    w.data[i] = seeded_uniform(c.seed, 2, uint32_t(i), -1.0f, 1.0f) / std::sqrt(float(P));
+  const Tensor<double> embedded = reference::patch_embedding(patches, w);
+  in.grid = Tensor<float>({g.grid_h, g.grid_w, C});
+  for (int64_t i = 0; i < in.grid.size(); ++i)
+    in.grid.data[i] = round_act(float(embedded.data[i]), c.act);
+  in.rope.x = Tensor<float>({n, c.heads, c.head_dim});
+  for (int64_t i = 0; i < in.rope.x.size(); ++i)
+    in.rope.x.data[i] = round_act(seeded_uniform(c.seed, 3, uint32_t(i), -2.0f, 2.0f), c.act);
+  for (int64_t p = 0; p < n; ++p)
+    in.rope.row.push_back(int32_t(p / g.grid_w)), in.rope.col.push_back(int32_t(p % g.grid_w));
+  in.gate = make_gate_inputs(g.visual_tokens(), c.text_tokens, c.experts, c.top_k, c.seed);
+  return in;
+}
+
+VisionResults run_vision(const VisionInputs& in, ActDType act, const RunOptions& opt) {
+  return {run_unshuffle(in.grid, act, opt), run_rope_2d(in.rope, act, opt),
+          run_moe_gate(in.gate, opt)};
+}
+
+std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out,
+                                        ActDType act) {
+  std::vector<TensorCheck> checks;
+  checks.push_back(exact_check("unshuffle", reference::unshuffle(in.grid), out.unshuffle.tokens));
+  checks.push_back(exact_check("unshuffle_inverse", in.grid, out.unshuffle.restored));
+  const Tensor<double> truth = reference::rope_2d<double>(in.rope);
+  Tensor<double> baseline = reference::rope_2d<float>(in.rope);
+  for (double& v : baseline.data) v = round_act(float(v), act);
+  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  checks.push_back({"rope", compare_to_truth(truth.span(), baseline.span(), as_doubles(out.rope.x),
+                                             dt, in.rope.x.dim(2))});
+  // The experts are discrete: the float gate (the kernels' precision, same formula) selects them.
+  const reference::MoeGateRef base = reference::moe_gate<float>(in.gate);
+  checks.push_back(exact_check("experts", base.experts, out.gate.experts));
+  const Tensor<double> truth_w = reference::moe_weights<double>(in.gate, base.experts);
+  checks.push_back({"gate_weights",
+                    compare_to_truth(truth_w.span(), base.weights.span(),
+                                     as_doubles(out.gate.weights), OutDType::F32, in.gate.top_k)});
+  return checks;
+}
+
+// ================================================================ the vision component
+namespace {
+
+// ---------------------------------------------------------------- vision cases
+
+VisionCase vision_case(int w, int h, ActDType act, uint64_t seed) {
+  VisionCase c;
+  c.image_w = w, c.image_h = h, c.act = act, c.seed = seed;
+  return c;
+}
+
+BuiltCase build_vision(const VisionCase& c) {
+  BuiltCase b;
+  b.config = {{"vision", to_json(static_cast<const VisionConfig&>(c))},
+              {"act", act_dtype_name(c.act)}};
+  const VisionInputs in = make_vision_inputs(c);
+  b.blob.put("grid", in.grid);
+  b.blob.put("rope.x", in.rope.x);
+  b.blob.put("rope.row", Tensor<int32_t>({int64_t(in.rope.row.size())}, in.rope.row));
+  b.blob.put("rope.col", Tensor<int32_t>({int64_t(in.rope.col.size())}, in.rope.col));
+  b.blob.put("gate.logits", in.gate.logits);
+  b.blob.put("gate.is_image",
+             Tensor<uint8_t>({int64_t(in.gate.is_image.size())}, in.gate.is_image));
+  b.blob.put("gate.bias_text", Tensor<float>({c.experts}, in.gate.bias_text));
+  b.blob.put("gate.bias_vl", Tensor<float>({c.experts}, in.gate.bias_vl));
+  const auto experts = reference::moe_gate<float>(in.gate).experts;
+  b.blob.put("expected.unshuffle", reference::unshuffle(in.grid));
+  b.blob.put("expected.rope", reference::rope_2d<double>(in.rope));
+  b.blob.put("expected.experts", experts);
+  b.blob.put("expected.gate_weights", reference::moe_weights<double>(in.gate, experts));
+  b.outputs = {{"unshuffle", "exact"},
+               {"rope", "tolerance"},
+               {"experts", "exact"},
+               {"gate_weights", "tolerance"}};
+  return b;
+}
+
+CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"vision", "act"});
+  const VisionConfig v = parse_vision_config(config.object("vision"));
+  const ActDType act = parse_act(config);
+  const std::string& src = c.blob_source;
+  // Every stored input has the shape the config implies (a config contradicting its blob is
+  // bad input, not a different case).
+  const reference::VisionGeometry g = reference::vision_geometry(v.image_w, v.image_h, v.sizing);
+  const int64_t n = g.patches(), T = g.visual_tokens() + v.text_tokens, E = v.experts;
+  VisionInputs in;
+  in.grid = get_shaped<float>(c, "grid", {g.grid_h, g.grid_w, v.width});
+  in.rope.x = get_shaped<float>(c, "rope.x", {n, v.heads, v.head_dim});
+  in.rope.row = get_shaped<int32_t>(c, "rope.row", {n}).data;
+  in.rope.col = get_shaped<int32_t>(c, "rope.col", {n}).data;
+  in.gate.logits = get_shaped<float>(c, "gate.logits", {T, E});
+  in.gate.is_image = get_shaped<uint8_t>(c, "gate.is_image", {T}).data;
+  for (size_t t = 0; t < in.gate.is_image.size(); ++t)
+    if (in.gate.is_image[t] > 1)
+      throw_bad_input("{}: tensor 'gate.is_image' holds {} at token {}, expected 0 or 1", src,
+                      in.gate.is_image[t], t);
+  in.gate.bias_text = get_shaped<float>(c, "gate.bias_text", {E}).data;
+  in.gate.bias_vl = get_shaped<float>(c, "gate.bias_vl", {E}).data;
+  in.gate.top_k = v.top_k;
+  const auto experts = reference::moe_gate<float>(in.gate).experts;
+  CaseReport report{c.name, {}};
+  const std::pair<std::string, Values> ref_now[] = {
+      {"unshuffle", doubles(reference::unshuffle(in.grid))},
+      {"rope", doubles(reference::rope_2d<double>(in.rope))},
+      {"experts", doubles(experts)},
+      {"gate_weights", doubles(reference::moe_weights<double>(in.gate, experts))}};
+  for (const auto& [name, now] : ref_now)
+    report.tensors.push_back(reference_check(name, now, c.blob.get("expected." + name, src)));
+  for (const auto& t : compare_vision(in, run_vision(in, act, opt), act))
+    report.tensors.push_back({t.name,
+                              t.name == "rope" || t.name == "gate_weights" ? "tolerance" : "exact",
+                              t.result.pass, t.result.summary()});
+  return report;
+}
+
+VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions& opt) {
+  VisionCase c;
+  static_cast<VisionConfig&>(c) = model.vision;
+  c.act = act;
+  c.seed = model.seed;
+  const VisionInputs in = make_vision_inputs(c);
+  VerifyRow row;
+  row.component = "vision";
+  row.name = fmt::format("{}x{}px/{} {} tokens, E={} k={}", c.image_w, c.image_h,
+                         act_dtype_name(act), in.geometry.visual_tokens(), c.experts, c.top_k);
+  row.backend = backend_name(opt.backend);
+  const VisionResults out = run_vision(in, act, opt);
+  for (const LaunchLog* l : {&out.unshuffle.launches, &out.rope.launches, &out.gate.launches})
+    row.launches.insert(row.launches.end(), l->begin(), l->end());
+  fold_checks(row, compare_vision(in, out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_vision(in, act, o); },
+      [&](const VisionResults& other) {
+        return other.unshuffle.tokens.data == out.unshuffle.tokens.data &&
+               other.rope.x.data == out.rope.x.data &&
+               other.gate.experts.data == out.gate.experts.data &&
+               other.gate.weights.data == out.gate.weights.data;
+      });
+  row.bytes = fmt::format("{} -> {} tokens", in.geometry.patches(), in.geometry.visual_tokens());
+  check_against_sim(
+      row, row.launches,
+      sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
+                          c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, act));
+  return row;
+}
+
+}  // namespace
+
+Component vision_component() {
+  Component c;
+  c.name = "vision";
+  c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
+  std::vector<VerifyJob> jobs;
+  for (ActDType a : {ActDType::f32, ActDType::bf16})
+    jobs.push_back({"vision", [=, &model, &opt] { return verify_vision(model, a, opt); }});
+  return jobs;
+  };
+  c.golden_specs = [] {
+    using A = ActDType;
+    return std::vector<GoldenSpec>{
+      {"vision_100x40_f32", 301,
+       [](uint64_t seed) { return build_vision(vision_case(100, 40, A::f32, seed)); }},
+      {"vision_700x300_bf16", 302,
+       [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }}};
+  };
+  c.check = check_vision;
+  return c;
+}
+
+}  // namespace tandem
