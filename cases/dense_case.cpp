@@ -1,20 +1,27 @@
 #include "cases/dense_case.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
+#include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
+#include "core/json_fields.hpp"
+#include "sim/dense_traffic.hpp"
 #include "reference/dense.hpp"
-#include "reference/residual.hpp"  // store
 
 namespace tandem {
 
-DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed) {
+DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed,
+                              bool bias, bool gelu) {
   DenseInputs in;
   in.act = act;
   in.x = seeded_tensor({T, n_in}, seed, 1, -2.0f, 2.0f);
-  for (float& v : in.x.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  round_all_to(act, in.x.data);
   const float a = 1.0f / std::sqrt(float(n_in));
   in.w = seeded_tensor({n_out, n_in}, seed, 2, -a, a);
+  if (bias) in.bias = seeded_tensor({n_out}, seed, 3, -1.0f, 1.0f);
+  in.gelu = gelu;
   return in;
 }
 
@@ -43,9 +50,88 @@ DenseReference run_dense_reference(const DenseInputs& in) {
 
 std::vector<TensorCheck> compare_dense(const DenseReference& ref, const DenseOutputs& out,
                                        ActDType act) {
-  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
-  return {{"y", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.y), dt,
-                                 ref.truth.dim(1))}};
+  return {{"y", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.y),
+                                 out_dtype(act), ref.truth.dim(1))}};
+}
+
+// ================================================================ the dense component
+namespace {
+
+BuiltCase build_dense(int64_t T, int64_t n_in, int64_t n_out, ActDType act, bool bias, bool gelu,
+                      uint64_t seed) {
+  const DenseInputs in = make_dense_inputs(T, n_in, n_out, act, seed, bias, gelu);
+  BuiltCase b;
+  b.config = {{"act", act_dtype_name(act)}, {"bias", bias}, {"gelu", gelu}};
+  for_each_tensor(in, [&](const char* name, const Tensor<float>& t) { b.blob.put(name, t); });
+  b.blob.put("expected.y", run_dense_reference(in).truth);
+  b.outputs = {{"y", "tolerance"}};
+  return b;
+}
+
+CaseReport check_dense(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"act", "bias", "gelu"});
+  DenseInputs in;
+  in.act = parse_act(config);
+  in.gelu = config.boolean("gelu");
+  if (config.boolean("bias")) in.bias = Tensor<float>({1});  // for_each_tensor then names it
+  for_each_tensor(in, [&](const char* name, Tensor<float>& t) {
+    t = c.blob.get_as<float>(name, c.blob_source);
+  });
+  within_work(c, "x x w", double(in.x.shape.empty() ? 0 : in.x.dim(0)) * double(in.w.size()));
+  const DenseOutputs out = run_dense_rows(in, opt);  // validates the shapes first
+  return check_one_output(c, "y", run_dense_reference(in), out, in.act, compare_dense);
+}
+
+// The end-to-end model's projections at its width: residual.tokens tokens of d inputs.
+VerifyRow verify_dense(const ModelConfig& model, int64_t n_out, ActDType act, bool bias, bool gelu,
+                       const RunOptions& opt) {
+  const int64_t T = model.residual.tokens, d = model.residual.d;
+  const DenseInputs in = make_dense_inputs(T, d, n_out, act, model.seed, bias, gelu);
+  VerifyRow row;
+  row.component = "dense";
+  row.name = fmt::format("rows/{}{} T={} {} -> {}", act_dtype_name(act),
+                         bias || gelu ? std::string(",") + dense_epilogue_name(bias, gelu) : "",
+                         T, d, n_out);
+  row.backend = backend_name(opt.backend);
+  const DenseOutputs out = run_dense_rows(in, opt);
+  row.launches = out.launches;
+  fold_checks(row, compare_dense(run_dense_reference(in), out, act));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(
+      row, opt, [&](const RunOptions& o) { return run_dense_rows(in, o); },
+      [&](const DenseOutputs& other) { return other.y.data == out.y.data; });
+  row.bytes = fmt::format("{} weight rows", n_out);
+  check_against_sim(row, out.launches,
+                    {sim::predict_dense_rows(T, d, n_out, act, bias, gelu)});
+  return row;
+}
+
+}  // namespace
+
+Component dense_component() {
+  Component c;
+  c.name = "dense";
+  // The attention block's q/k/v projection (f32, d -> 3d) and the FFN-shaped epilogue path
+  // (bf16, bias + GELU, d -> ffn_hidden).
+  c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
+    const int64_t d = model.residual.d, hidden = model.shape.ffn_hidden;
+    return std::vector<VerifyJob>{
+        {"dense qkv",
+         [=, &model, &opt] { return verify_dense(model, 3 * d, ActDType::f32, false, false, opt); }},
+        {"dense bias+gelu",
+         [=, &model, &opt] { return verify_dense(model, hidden, ActDType::bf16, true, true, opt); }}};
+  };
+  c.golden_specs = [] {
+    using A = ActDType;
+    return std::vector<GoldenSpec>{
+        {"dense_f32", 801,
+         [](uint64_t seed) { return build_dense(5, 64, 48, A::f32, false, false, seed); }},
+        {"dense_bf16_bias_gelu", 802,
+         [](uint64_t seed) { return build_dense(3, 40, 24, A::bf16, true, true, seed); }}};
+  };
+  c.check = check_dense;
+  return c;
 }
 
 }  // namespace tandem

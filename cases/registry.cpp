@@ -12,7 +12,8 @@
   X(attention)               \
   X(moe)                     \
   X(dspark)                  \
-  X(model)
+  X(model)                   \
+  X(dense)
 
 namespace tandem {
 

@@ -3,6 +3,7 @@
 // the end-to-end model's projections (q/k/v/o, router logits, unembedding), the image's patch
 // embedding and aligner, and the residual stack's sublayer stand-in.
 #include <cstdint>
+#include <type_traits>
 
 #include "core/tensor.hpp"
 #include "problem/dtype.hpp"
@@ -20,6 +21,15 @@ struct DenseInputs {
   Tensor<float> bias;  // [n_out] or empty
   bool gelu = false;   // exact GELU (erf) after the bias
 };
+
+// Every input tensor with its name (the golden blob's tensor names); the bias only when given.
+template <class Input, class F>
+  requires std::is_same_v<std::remove_const_t<Input>, DenseInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("x", in.x);
+  f("w", in.w);
+  if (!in.bias.data.empty()) f("bias", in.bias);
+}
 
 struct DenseOutputs {
   Tensor<float> y;  // [T, n_out] (values of act)
