@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model_config.hpp"
 #include "cases/case.hpp"
+#include "core/model_config.hpp"
 
 namespace tandem::app {
 

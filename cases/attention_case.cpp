@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
+#include "core/json_fields.hpp"
+#include "optimized/attention.hpp"
 #include "reference/attention.hpp"
 #include "reference/residual.hpp"  // store
-#include "cases/case_check.hpp"
-#include "core/json_fields.hpp"
 #include "sim/attention_traffic.hpp"
-#include "optimized/attention.hpp"
 
 namespace tandem {
 
@@ -119,20 +119,20 @@ VerifyRow verify_attention(const ModelConfig& model, ActDType act, const RunOpti
   const int64_t T = model.residual.tokens, P = model.engram.tokens, d = model.residual.d;
   const int heads = model.shape.heads;
   const AttentionInputs in = make_attention_inputs(T, P, d, heads, act, model.seed);
-  VerifyRow row;
-  row.component = "attention";
-  row.name = fmt::format("causal/{} T={} P={} d={} heads={}", act_dtype_name(act), T, P, d, heads);
-  row.backend = backend_name(opt.backend);
-  const AttentionOutputs out = run_attention_causal(in, opt);
-  row.launches = out.launches;
-  fold_checks(row, compare_attention(run_attention_reference(in), out, act));
-  if (opt.backend != Backend::emu) return row;
-  check_schedules(
-      row, opt, [&](const RunOptions& o) { return run_attention_causal(in, o); },
-      [&](const AttentionOutputs& other) { return other.o.data == out.o.data; });
-  row.bytes = fmt::format("{} positions", P + T);
-  check_against_sim(row, out.launches, sim::predict_attention(T, P, d, act));
-  return row;
+  return verify_kernel_row<AttentionOutputs>(
+      {.component = "attention",
+       .name =
+           fmt::format("causal/{} T={} P={} d={} heads={}", act_dtype_name(act), T, P, d, heads),
+       .run = [&](const RunOptions& o) { return run_attention_causal(in, o); },
+       .compare =
+           [&](const AttentionOutputs& out) {
+             return compare_attention(run_attention_reference(in), out, act);
+           },
+       .same = [](const AttentionOutputs& a,
+                  const AttentionOutputs& b) { return a.o.data == b.o.data; },
+       .predicted = [&] { return sim::predict_attention(T, P, d, act); },
+       .bytes = fmt::format("{} positions", P + T)},
+      opt);
 }
 
 }  // namespace
@@ -141,18 +141,18 @@ Component attention_component() {
   Component c;
   c.name = "attention";
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
-  std::vector<VerifyJob> jobs;
-  for (ActDType a : {ActDType::f32, ActDType::bf16})
-    jobs.push_back({"attention", [=, &model, &opt] { return verify_attention(model, a, opt); }});
-  return jobs;
+    std::vector<VerifyJob> jobs;
+    for (ActDType a : {ActDType::f32, ActDType::bf16})
+      jobs.push_back({"attention", [=, &model, &opt] { return verify_attention(model, a, opt); }});
+    return jobs;
   };
   c.golden_specs = [] {
     using A = ActDType;
     return std::vector<GoldenSpec>{
-      {"attention_f32_P24", 501,
-       [](uint64_t seed) { return build_attention(6, 24, 64, 2, A::f32, seed); }},
-      {"attention_bf16_P0", 502,
-       [](uint64_t seed) { return build_attention(9, 0, 128, 4, A::bf16, seed); }}};
+        {"attention_f32_P24", 501,
+         [](uint64_t seed) { return build_attention(6, 24, 64, 2, A::f32, seed); }},
+        {"attention_bf16_P0", 502,
+         [](uint64_t seed) { return build_attention(9, 0, 128, 4, A::bf16, seed); }}};
   };
   c.check = check_attention;
   return c;

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -104,5 +105,37 @@ void check_schedules(VerifyRow& row, const RunOptions& opt, Run run, Same same) 
 // Appends the simulator verdict to row.bytes: counted bytes that differ from the simulator's
 // fail the row.
 void check_against_sim(VerifyRow& row, const LaunchLog& counted, const LaunchLog& predicted);
+
+// A kernel's verify row as data: the optimized run on given options, its comparison with the
+// reference, when two runs are the same (schedule identity), what a run counted, the simulator's
+// predicted launches and the row's bytes label.
+template <class Outputs>
+struct KernelRow {
+  std::string component, name;
+  std::function<Outputs(const RunOptions&)> run;
+  std::function<std::vector<TensorCheck>(const Outputs&)> compare;
+  std::function<bool(const Outputs&, const Outputs&)> same;
+  std::function<LaunchLog(const Outputs&)> launches = [](const Outputs& o) { return o.launches; };
+  std::function<LaunchLog()> predicted;
+  std::string bytes;
+};
+
+// Runs a kernel row: the comparison, then under the emulator bit-identical outputs under every
+// schedule and counted bytes equal to the simulator's.
+template <class Outputs>
+VerifyRow verify_kernel_row(const KernelRow<Outputs>& k, const RunOptions& opt) {
+  VerifyRow row;
+  row.component = k.component;
+  row.name = k.name;
+  row.backend = backend_name(opt.backend);
+  const Outputs out = k.run(opt);
+  row.launches = k.launches(out);
+  fold_checks(row, k.compare(out));
+  if (opt.backend != Backend::emu) return row;
+  check_schedules(row, opt, k.run, [&](const Outputs& other) { return k.same(other, out); });
+  row.bytes = k.bytes;
+  check_against_sim(row, row.launches, k.predicted());
+  return row;
+}
 
 }  // namespace tandem

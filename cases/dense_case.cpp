@@ -7,8 +7,8 @@
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
 #include "core/json_fields.hpp"
-#include "sim/dense_traffic.hpp"
 #include "reference/dense.hpp"
+#include "sim/dense_traffic.hpp"
 
 namespace tandem {
 
@@ -88,23 +88,21 @@ VerifyRow verify_dense(const ModelConfig& model, int64_t n_out, ActDType act, bo
                        const RunOptions& opt) {
   const int64_t T = model.residual.tokens, d = model.residual.d;
   const DenseInputs in = make_dense_inputs(T, d, n_out, act, model.seed, bias, gelu);
-  VerifyRow row;
-  row.component = "dense";
-  row.name = fmt::format("rows/{}{} T={} {} -> {}", act_dtype_name(act),
-                         bias || gelu ? std::string(",") + dense_epilogue_name(bias, gelu) : "",
-                         T, d, n_out);
-  row.backend = backend_name(opt.backend);
-  const DenseOutputs out = run_dense_rows(in, opt);
-  row.launches = out.launches;
-  fold_checks(row, compare_dense(run_dense_reference(in), out, act));
-  if (opt.backend != Backend::emu) return row;
-  check_schedules(
-      row, opt, [&](const RunOptions& o) { return run_dense_rows(in, o); },
-      [&](const DenseOutputs& other) { return other.y.data == out.y.data; });
-  row.bytes = fmt::format("{} weight rows", n_out);
-  check_against_sim(row, out.launches,
-                    {sim::predict_dense_rows(T, d, n_out, act, bias, gelu)});
-  return row;
+  return verify_kernel_row<DenseOutputs>(
+      {.component = "dense",
+       .name = fmt::format("rows/{}{} T={} {} -> {}", act_dtype_name(act),
+                           bias || gelu ? std::string(",") + dense_epilogue_name(bias, gelu) : "",
+                           T, d, n_out),
+       .run = [&](const RunOptions& o) { return run_dense_rows(in, o); },
+       .compare =
+           [&](const DenseOutputs& out) {
+             return compare_dense(run_dense_reference(in), out, act);
+           },
+       .same = [](const DenseOutputs& a, const DenseOutputs& b) { return a.y.data == b.y.data; },
+       .predicted =
+           [&] { return LaunchLog{sim::predict_dense_rows(T, d, n_out, act, bias, gelu)}; },
+       .bytes = fmt::format("{} weight rows", n_out)},
+      opt);
 }
 
 }  // namespace
@@ -118,9 +116,12 @@ Component dense_component() {
     const int64_t d = model.residual.d, hidden = model.shape.ffn_hidden;
     return std::vector<VerifyJob>{
         {"dense qkv",
-         [=, &model, &opt] { return verify_dense(model, 3 * d, ActDType::f32, false, false, opt); }},
-        {"dense bias+gelu",
-         [=, &model, &opt] { return verify_dense(model, hidden, ActDType::bf16, true, true, opt); }}};
+         [=, &model, &opt] {
+           return verify_dense(model, 3 * d, ActDType::f32, false, false, opt);
+         }},
+        {"dense bias+gelu", [=, &model, &opt] {
+           return verify_dense(model, hidden, ActDType::bf16, true, true, opt);
+         }}};
   };
   c.golden_specs = [] {
     using A = ActDType;

@@ -11,8 +11,8 @@ namespace tandem {
 
 // T tokens of n_in inputs in [-2, 2] (rounded to act), weights in +-1/sqrt(n_in).
 // With `bias`: a bias in [-1, 1]; `gelu`: exact GELU after it.
-DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act,
-                              uint64_t seed, bool bias = false, bool gelu = false);
+DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed,
+                              bool bias = false, bool gelu = false);
 
 struct DenseReference {
   Tensor<double> truth, baseline;  // [T, n_out]

@@ -4,14 +4,14 @@
 
 #include <algorithm>
 
-#include "core/philox.hpp"
-#include "reference/drafter.hpp"
-#include "reference/dspark.hpp"
 #include "cases/case_check.hpp"
 #include "core/json_fields.hpp"
-#include "sim/dspark_traffic.hpp"
+#include "core/philox.hpp"
 #include "optimized/dspark.hpp"
+#include "reference/drafter.hpp"
+#include "reference/dspark.hpp"
 #include "reference/model_util.hpp"
+#include "sim/dspark_traffic.hpp"
 
 namespace tandem {
 
@@ -366,24 +366,25 @@ Component dspark_component() {
   Component c;
   c.name = "dspark";
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
-  std::vector<VerifyJob> jobs;
-  for (bool greedy : {false, true}) {
-    jobs.push_back({"dspark", [=, &model, &opt] { return verify_dspark(model, greedy, opt); }});
-    jobs.push_back(
-        {"dspark decode", [=, &model, &opt] { return verify_dspark_decode(model, greedy, opt); }});
-  }
-  return jobs;
+    std::vector<VerifyJob> jobs;
+    for (bool greedy : {false, true}) {
+      jobs.push_back({"dspark", [=, &model, &opt] { return verify_dspark(model, greedy, opt); }});
+      jobs.push_back({"dspark decode",
+                      [=, &model, &opt] { return verify_dspark_decode(model, greedy, opt); }});
+    }
+    return jobs;
   };
   c.golden_specs = [] {
     return std::vector<GoldenSpec>{
-      {"dspark_verify_sampling", 401,
-       [](uint64_t seed) { return build_dspark_verify(8, 5, 257, false, seed); }},
-      {"dspark_verify_greedy", 402,
-       [](uint64_t seed) { return build_dspark_verify(8, 4, 100, true, seed); }},
-      {"dspark_verify_scheduled", 403,
-       [](uint64_t seed) { return build_dspark_verify(16, 5, 257, false, seed, true); }},
-      {"dspark_drafter", 403,
-       [](uint64_t seed) { return build_dspark_drafter(builtin_model("tiny").dspark, 150, seed); }}};
+        {"dspark_verify_sampling", 401,
+         [](uint64_t seed) { return build_dspark_verify(8, 5, 257, false, seed); }},
+        {"dspark_verify_greedy", 402,
+         [](uint64_t seed) { return build_dspark_verify(8, 4, 100, true, seed); }},
+        {"dspark_verify_scheduled", 403,
+         [](uint64_t seed) { return build_dspark_verify(16, 5, 257, false, seed, true); }},
+        {"dspark_drafter", 403, [](uint64_t seed) {
+           return build_dspark_drafter(builtin_model("tiny").dspark, 150, seed);
+         }}};
   };
   c.check = check_dspark;
   return c;

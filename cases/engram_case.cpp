@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/philox.hpp"
-#include "cases/case_util.hpp"
 #include "cases/case_check.hpp"
+#include "cases/case_util.hpp"
 #include "core/json_fields.hpp"
-#include "sim/engram_traffic.hpp"
+#include "core/philox.hpp"
 #include "optimized/engram.hpp"
+#include "sim/engram_traffic.hpp"
 
 namespace tandem {
 namespace {}  // namespace
@@ -229,32 +229,31 @@ CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
 VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
                         const RunOptions& opt) {
   const EngramConfig& cfg = model.engram;
-  VerifyRow row;
-  row.component = "engram";
-  row.name = fmt::format("layer{}/{} T={} d={} lookups={} wkv={}", cfg.layer_ids.at(layer_index),
-                         act_dtype_name(act), cfg.tokens, cfg.d, cfg.lookups(),
-                         cfg.wkv_fp8_block ? fmt::format("fp8/{}", cfg.wkv_fp8_block) : "f32");
-  row.backend = backend_name(opt.backend);
   const auto map =
       reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, model.seed);
   const auto ids = synthetic_token_ids(cfg.tokens, cfg.vocab, model.seed);
   const EngramInputs in = make_engram_inputs(cfg, map, ids, layer_index, act, model.seed);
-  const EngramOutputs out = run_engram_layer(in, opt);
-  row.launches = out.launches;
-  fold_checks(row, compare_engram(run_engram_reference(in), out, act));
-  if (opt.backend != Backend::emu) return row;
-  check_schedules(
-      row, opt, [&](const RunOptions& o) { return run_engram_layer(in, o); },
-      [&](const EngramOutputs& other) {
-        return compare_exact<float>(other.h_out.span(), out.h_out.span()).pass &&
-               compare_exact<int64_t>(other.addresses.span(), out.addresses.span()).pass;
-      });
   const int64_t markers =
       std::count_if(in.compressed.begin(), in.compressed.end(), [](int64_t id) { return id < 0; });
   const int64_t fetching = cfg.skip_marker_lookups ? cfg.tokens - markers : cfg.tokens;
-  row.bytes = fmt::format("{} rows x {} B", fetching * cfg.lookups(), cfg.row_bytes());
-  check_against_sim(row, out.launches, sim::predict_engram_layer(cfg, cfg.tokens, markers, act));
-  return row;
+  return verify_kernel_row<EngramOutputs>(
+      {.component = "engram",
+       .name = fmt::format("layer{}/{} T={} d={} lookups={} wkv={}", cfg.layer_ids.at(layer_index),
+                           act_dtype_name(act), cfg.tokens, cfg.d, cfg.lookups(),
+                           cfg.wkv_fp8_block ? fmt::format("fp8/{}", cfg.wkv_fp8_block) : "f32"),
+       .run = [&](const RunOptions& o) { return run_engram_layer(in, o); },
+       .compare =
+           [&](const EngramOutputs& out) {
+             return compare_engram(run_engram_reference(in), out, act);
+           },
+       .same =
+           [](const EngramOutputs& a, const EngramOutputs& b) {
+             return compare_exact<float>(a.h_out.span(), b.h_out.span()).pass &&
+                    compare_exact<int64_t>(a.addresses.span(), b.addresses.span()).pass;
+           },
+       .predicted = [&] { return sim::predict_engram_layer(cfg, cfg.tokens, markers, act); },
+       .bytes = fmt::format("{} rows x {} B", fetching * cfg.lookups(), cfg.row_bytes())},
+      opt);
 }
 
 }  // namespace
@@ -263,29 +262,32 @@ Component engram_component() {
   Component c;
   c.name = "engram";
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
-  std::vector<VerifyJob> jobs;
-  for (size_t l = 0; l < model.engram.layer_ids.size(); ++l)
-    jobs.push_back({fmt::format("engram layer {}", l), [=, &model, &opt] {
-                      const ActDType act = l % 2 ? ActDType::bf16 : ActDType::f32;
-                      return verify_engram(model, static_cast<int>(l), act, opt);
-                    }});
-  return jobs;
+    std::vector<VerifyJob> jobs;
+    for (size_t l = 0; l < model.engram.layer_ids.size(); ++l)
+      jobs.push_back({fmt::format("engram layer {}", l), [=, &model, &opt] {
+                        const ActDType act = l % 2 ? ActDType::bf16 : ActDType::f32;
+                        return verify_engram(model, static_cast<int>(l), act, opt);
+                      }});
+    return jobs;
   };
   c.golden_specs = [] {
     using A = ActDType;
     return std::vector<GoldenSpec>{
-      {"engram_layer1_f32", 201,
-       [](uint64_t seed) { return build_engram(engram_cfg(16, 24, 2, 4, 300), A::f32, 0, seed); }},
-      {"engram_layer3_bf16", 202,
-       [](uint64_t seed) { return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed); }},
-      {"engram_layer1_fp8b128_f32", 203,
-       [](uint64_t seed) {
-         return build_engram(engram_cfg(16, 12, 2, 4, 300, 128), A::f32, 0, seed);
-       }},
-      {"engram_layer1_float_wkv_bf16", 204,
-       [](uint64_t seed) {
-         return build_engram(engram_cfg(16, 12, 2, 4, 300, 0), A::bf16, 0, seed);
-       }}};
+        {"engram_layer1_f32", 201,
+         [](uint64_t seed) {
+           return build_engram(engram_cfg(16, 24, 2, 4, 300), A::f32, 0, seed);
+         }},
+        {"engram_layer3_bf16", 202,
+         [](uint64_t seed) {
+           return build_engram(engram_cfg(32, 16, 1, 3, 200), A::bf16, 1, seed);
+         }},
+        {"engram_layer1_fp8b128_f32", 203,
+         [](uint64_t seed) {
+           return build_engram(engram_cfg(16, 12, 2, 4, 300, 128), A::f32, 0, seed);
+         }},
+        {"engram_layer1_float_wkv_bf16", 204, [](uint64_t seed) {
+           return build_engram(engram_cfg(16, 12, 2, 4, 300, 0), A::bf16, 0, seed);
+         }}};
   };
   c.check = check_engram;
   c.shared_files = [] {

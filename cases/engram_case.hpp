@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "cases/residual_case.hpp"  // TensorCheck
 #include "core/compare.hpp"
 #include "core/safetensors.hpp"
-#include "cases/residual_case.hpp"  // TensorCheck
 #include "optimized/engram.hpp"
 #include "reference/engram.hpp"
 

@@ -4,14 +4,14 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
-#include "cases/case_util.hpp"
-#include "reference/residual.hpp"  // ScopedSumOrder
 #include "cases/case_check.hpp"
+#include "cases/case_util.hpp"
+#include "core/error.hpp"
 #include "core/json_fields.hpp"
+#include "optimized/model.hpp"
+#include "reference/residual.hpp"  // ScopedSumOrder
 #include "sim/model_traffic.hpp"
 #include "sim/vision_traffic.hpp"
-#include "optimized/model.hpp"
 
 namespace tandem {
 namespace {
@@ -304,12 +304,13 @@ Component model_component() {
   Component c;
   c.name = "model";
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
-  return std::vector<VerifyJob>{{"end-to-end model", [&] { return verify_end_to_end(model, opt); }}};
+    return std::vector<VerifyJob>{
+        {"end-to-end model", [&] { return verify_end_to_end(model, opt); }}};
   };
   c.golden_specs = [] {
-    return std::vector<GoldenSpec>{
-      {"model_tiny_text", 701,
-       [](uint64_t seed) { return build_model(builtin_model("tiny"), seed); }}};
+    return std::vector<GoldenSpec>{{"model_tiny_text", 701, [](uint64_t seed) {
+                                      return build_model(builtin_model("tiny"), seed);
+                                    }}};
   };
   c.check = check_model_case;
   return c;

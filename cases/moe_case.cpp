@@ -4,13 +4,13 @@
 
 #include <algorithm>
 
+#include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
+#include "core/json_fields.hpp"
+#include "optimized/moe.hpp"
 #include "reference/moe.hpp"
 #include "reference/residual.hpp"  // store
-#include "cases/case_check.hpp"
-#include "core/json_fields.hpp"
 #include "sim/moe_traffic.hpp"
-#include "optimized/moe.hpp"
 
 namespace tandem {
 
@@ -116,20 +116,20 @@ VerifyRow verify_moe(const ModelConfig& model, ActDType act, const RunOptions& o
   const int64_t T = model.residual.tokens, d = model.residual.d, H = model.shape.ffn_hidden;
   const int64_t E = model.vision.experts, k = model.vision.top_k;
   const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, model.seed);
-  VerifyRow row;
-  row.component = "moe";
-  row.name = fmt::format("experts/{} T={} d={} H={} E={} k={}", act_dtype_name(act), T, d, H, E, k);
-  row.backend = backend_name(opt.backend);
-  const MoeExpertOutputs out = run_moe_experts(in, opt);
-  row.launches = out.launches;
-  fold_checks(row, compare_moe(run_moe_reference(in), out, act));
-  if (opt.backend != Backend::emu) return row;
-  check_schedules(
-      row, opt, [&](const RunOptions& o) { return run_moe_experts(in, o); },
-      [&](const MoeExpertOutputs& other) { return other.f.data == out.f.data; });
-  row.bytes = fmt::format("{} expert rows", T * k);
-  check_against_sim(row, out.launches, sim::predict_moe_experts(T, d, H, k, act));
-  return row;
+  return verify_kernel_row<MoeExpertOutputs>(
+      {.component = "moe",
+       .name =
+           fmt::format("experts/{} T={} d={} H={} E={} k={}", act_dtype_name(act), T, d, H, E, k),
+       .run = [&](const RunOptions& o) { return run_moe_experts(in, o); },
+       .compare =
+           [&](const MoeExpertOutputs& out) {
+             return compare_moe(run_moe_reference(in), out, act);
+           },
+       .same = [](const MoeExpertOutputs& a,
+                  const MoeExpertOutputs& b) { return a.f.data == b.f.data; },
+       .predicted = [&] { return sim::predict_moe_experts(T, d, H, k, act); },
+       .bytes = fmt::format("{} expert rows", T * k)},
+      opt);
 }
 
 }  // namespace
@@ -138,18 +138,17 @@ Component moe_component() {
   Component c;
   c.name = "moe";
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
-  std::vector<VerifyJob> jobs;
-  for (ActDType a : {ActDType::f32, ActDType::bf16})
-    jobs.push_back({"moe", [=, &model, &opt] { return verify_moe(model, a, opt); }});
-  return jobs;
+    std::vector<VerifyJob> jobs;
+    for (ActDType a : {ActDType::f32, ActDType::bf16})
+      jobs.push_back({"moe", [=, &model, &opt] { return verify_moe(model, a, opt); }});
+    return jobs;
   };
   c.golden_specs = [] {
     using A = ActDType;
     return std::vector<GoldenSpec>{
-      {"moe_f32", 601,
-       [](uint64_t seed) { return build_moe(6, 64, 128, 16, 6, A::f32, seed); }},
-      {"moe_bf16", 602,
-       [](uint64_t seed) { return build_moe(5, 128, 64, 8, 2, A::bf16, seed); }}};
+        {"moe_f32", 601, [](uint64_t seed) { return build_moe(6, 64, 128, 16, 6, A::f32, seed); }},
+        {"moe_bf16", 602,
+         [](uint64_t seed) { return build_moe(5, 128, 64, 8, 2, A::bf16, seed); }}};
   };
   c.check = check_moe;
   return c;

@@ -28,7 +28,8 @@ const std::vector<Component>& registry() {
 
 const Component* find_component(const std::string& name) {
   const auto& r = registry();
-  const auto it = std::find_if(r.begin(), r.end(), [&](const Component& c) { return c.name == name; });
+  const auto it =
+      std::find_if(r.begin(), r.end(), [&](const Component& c) { return c.name == name; });
   return it == r.end() ? nullptr : &*it;
 }
 

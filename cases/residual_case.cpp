@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cases/case_util.hpp"
 #include "cases/case_check.hpp"
+#include "cases/case_util.hpp"
 #include "core/json_fields.hpp"
-#include "sim/residual_traffic.hpp"
 #include "optimized/residual.hpp"
+#include "sim/residual_traffic.hpp"
 
 namespace tandem {
 namespace {
@@ -374,35 +374,34 @@ Component residual_component() {
   Component c;
   c.name = "residual";
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
-  std::vector<VerifyJob> jobs;
-  for (ResidualPath p : {ResidualPath::v4_unfused, ResidualPath::v41_single_pass})
-    for (ActDType a : {ActDType::f32, ActDType::bf16})
-      jobs.push_back({fmt::format("residual {}/{}", residual_path_name(p), act_dtype_name(a)),
-                      [=, &model, &opt] { return verify_residual(model, p, a, opt); }});
-  return jobs;
+    std::vector<VerifyJob> jobs;
+    for (ResidualPath p : {ResidualPath::v4_unfused, ResidualPath::v41_single_pass})
+      for (ActDType a : {ActDType::f32, ActDType::bf16})
+        jobs.push_back({fmt::format("residual {}/{}", residual_path_name(p), act_dtype_name(a)),
+                        [=, &model, &opt] { return verify_residual(model, p, a, opt); }});
+    return jobs;
   };
   c.golden_specs = [] {
     using P = ResidualPath;
     using A = ActDType;
     return std::vector<GoldenSpec>{
-      {"residual_v4_f32", 101,
-       [](uint64_t seed) {
-         return build_residual(residual_cfg(64, 3, 4), P::v4_unfused, A::f32, seed);
-       }},
-      {"residual_v41_f32", 102,
-       [](uint64_t seed) {
-         return build_residual(residual_cfg(64, 3, 4, kV41NormEps), P::v41_single_pass, A::f32,
-                               seed);
-       }},
-      {"residual_v41_bf16", 103,
-       [](uint64_t seed) {
-         return build_residual(residual_cfg(128, 4, 3, kV41NormEps), P::v41_single_pass, A::bf16,
-                               seed);
-       }},
-      {"residual_v4_bf16_d8", 104,
-       [](uint64_t seed) {
-         return build_residual(residual_cfg(8, 2, 2), P::v4_unfused, A::bf16, seed);
-       }}};
+        {"residual_v4_f32", 101,
+         [](uint64_t seed) {
+           return build_residual(residual_cfg(64, 3, 4), P::v4_unfused, A::f32, seed);
+         }},
+        {"residual_v41_f32", 102,
+         [](uint64_t seed) {
+           return build_residual(residual_cfg(64, 3, 4, kV41NormEps), P::v41_single_pass, A::f32,
+                                 seed);
+         }},
+        {"residual_v41_bf16", 103,
+         [](uint64_t seed) {
+           return build_residual(residual_cfg(128, 4, 3, kV41NormEps), P::v41_single_pass, A::bf16,
+                                 seed);
+         }},
+        {"residual_v4_bf16_d8", 104, [](uint64_t seed) {
+           return build_residual(residual_cfg(8, 2, 2), P::v4_unfused, A::bf16, seed);
+         }}};
   };
   c.check = check_residual;
   return c;

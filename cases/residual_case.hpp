@@ -3,9 +3,9 @@
 // golden files, `tandem verify`, the property tests and the benchmarks.
 #include <cstdint>
 
+#include "cases/tensor_check.hpp"
 #include "core/compare.hpp"
 #include "core/safetensors.hpp"
-#include "cases/tensor_check.hpp"
 #include "optimized/residual.hpp"
 #include "reference/residual.hpp"
 

@@ -4,13 +4,13 @@
 
 #include <cmath>
 
-#include "core/philox.hpp"
-#include "cases/case_util.hpp"
-#include "reference/residual.hpp"  // store<Act>
 #include "cases/case_check.hpp"
+#include "cases/case_util.hpp"
 #include "core/json_fields.hpp"
-#include "sim/vision_traffic.hpp"
+#include "core/philox.hpp"
 #include "optimized/vision.hpp"
+#include "reference/residual.hpp"  // store<Act>
+#include "sim/vision_traffic.hpp"
 
 namespace tandem {
 namespace {
@@ -171,30 +171,34 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
   c.act = act;
   c.seed = model.seed;
   const VisionInputs in = make_vision_inputs(c);
-  VerifyRow row;
-  row.component = "vision";
-  row.name = fmt::format("{}x{}px/{} {} tokens, E={} k={}", c.image_w, c.image_h,
-                         act_dtype_name(act), in.geometry.visual_tokens(), c.experts, c.top_k);
-  row.backend = backend_name(opt.backend);
-  const VisionResults out = run_vision(in, act, opt);
-  for (const LaunchLog* l : {&out.unshuffle.launches, &out.rope.launches, &out.gate.launches})
-    row.launches.insert(row.launches.end(), l->begin(), l->end());
-  fold_checks(row, compare_vision(in, out, act));
-  if (opt.backend != Backend::emu) return row;
-  check_schedules(
-      row, opt, [&](const RunOptions& o) { return run_vision(in, act, o); },
-      [&](const VisionResults& other) {
-        return other.unshuffle.tokens.data == out.unshuffle.tokens.data &&
-               other.rope.x.data == out.rope.x.data &&
-               other.gate.experts.data == out.gate.experts.data &&
-               other.gate.weights.data == out.gate.weights.data;
-      });
-  row.bytes = fmt::format("{} -> {} tokens", in.geometry.patches(), in.geometry.visual_tokens());
-  check_against_sim(
-      row, row.launches,
-      sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
-                          c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, act));
-  return row;
+  return verify_kernel_row<VisionResults>(
+      {.component = "vision",
+       .name = fmt::format("{}x{}px/{} {} tokens, E={} k={}", c.image_w, c.image_h,
+                           act_dtype_name(act), in.geometry.visual_tokens(), c.experts, c.top_k),
+       .run = [&](const RunOptions& o) { return run_vision(in, act, o); },
+       .compare = [&](const VisionResults& out) { return compare_vision(in, out, act); },
+       .same =
+           [](const VisionResults& a, const VisionResults& b) {
+             return a.unshuffle.tokens.data == b.unshuffle.tokens.data &&
+                    a.rope.x.data == b.rope.x.data && a.gate.experts.data == b.gate.experts.data &&
+                    a.gate.weights.data == b.gate.weights.data;
+           },
+       .launches =
+           [](const VisionResults& out) {
+             LaunchLog all;
+             for (const LaunchLog* l :
+                  {&out.unshuffle.launches, &out.rope.launches, &out.gate.launches})
+               all.insert(all.end(), l->begin(), l->end());
+             return all;
+           },
+       .predicted =
+           [&] {
+             return sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0),
+                                        c.heads, c.head_dim, in.gate.logits.dim(0), c.experts,
+                                        c.top_k, act);
+           },
+       .bytes = fmt::format("{} -> {} tokens", in.geometry.patches(), in.geometry.visual_tokens())},
+      opt);
 }
 
 }  // namespace
@@ -203,18 +207,18 @@ Component vision_component() {
   Component c;
   c.name = "vision";
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
-  std::vector<VerifyJob> jobs;
-  for (ActDType a : {ActDType::f32, ActDType::bf16})
-    jobs.push_back({"vision", [=, &model, &opt] { return verify_vision(model, a, opt); }});
-  return jobs;
+    std::vector<VerifyJob> jobs;
+    for (ActDType a : {ActDType::f32, ActDType::bf16})
+      jobs.push_back({"vision", [=, &model, &opt] { return verify_vision(model, a, opt); }});
+    return jobs;
   };
   c.golden_specs = [] {
     using A = ActDType;
     return std::vector<GoldenSpec>{
-      {"vision_100x40_f32", 301,
-       [](uint64_t seed) { return build_vision(vision_case(100, 40, A::f32, seed)); }},
-      {"vision_700x300_bf16", 302,
-       [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }}};
+        {"vision_100x40_f32", 301,
+         [](uint64_t seed) { return build_vision(vision_case(100, 40, A::f32, seed)); }},
+        {"vision_700x300_bf16", 302,
+         [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }}};
   };
   c.check = check_vision;
   return c;

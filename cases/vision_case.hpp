@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/vision_config.hpp"
 #include "cases/residual_case.hpp"  // TensorCheck
+#include "core/vision_config.hpp"
 #include "optimized/vision.hpp"
 #include "reference/vision.hpp"
 

@@ -8,18 +8,6 @@
 
 namespace tandem {
 
-std::string_view out_dtype_name(OutDType d) {
-  switch (d) {
-    case OutDType::F64:
-      return "f64";
-    case OutDType::F32:
-      return "f32";
-    case OutDType::BF16:
-      return "bf16";
-  }
-  return "?";
-}
-
 double ulp_out(OutDType d, double x) {
   x = std::fabs(x);
   switch (d) {

@@ -3,8 +3,8 @@
 //  * discrete outputs: bit-exact (compare_exact);
 //  * floating outputs: err(opt, truth) <= 2 * err(baseline, truth) + 2 * ulp_out(|truth|) per
 //    element (with row scales, below), and NMSE(opt) <= 4 * NMSE(baseline) + the same 2-ulp
-//    term (squared) globally (the factor 2 on errors, squared), where truth is the double reference and baseline the naive same-precision
-//    reference;
+//    term (squared) globally (the factor 2 on errors, squared), where truth is the double reference
+//    and baseline the naive same-precision reference;
 //  * NaN and +-Inf positions and signs must match truth exactly.
 #include <algorithm>
 #include <cstdint>
@@ -15,7 +15,6 @@
 namespace tandem {
 
 enum class OutDType { F64, F32, BF16 };
-std::string_view out_dtype_name(OutDType d);
 
 // Spacing of the output dtype's representable numbers at |x| (the "ulp_out" of DESIGN 4).
 double ulp_out(OutDType d, double x);

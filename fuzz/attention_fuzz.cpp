@@ -4,8 +4,8 @@
 // draws its baseline in enough orders per head for that, see run_attention_reference).
 #include <fmt/format.h>
 
-#include "fuzz/fuzz_util.hpp"
 #include "cases/attention_case.hpp"
+#include "fuzz/fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

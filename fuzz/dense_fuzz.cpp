@@ -2,9 +2,9 @@
 // (values and scales), bias and GELU, seeds, schedules and block sizes.
 #include <fmt/format.h>
 
-#include "fuzz/fuzz_util.hpp"
 #include "cases/case_util.hpp"
 #include "cases/dense_case.hpp"
+#include "fuzz/fuzz_util.hpp"
 #include "reference/residual.hpp"  // store
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -26,7 +26,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   fuzz::require_pass(compare_dense(run_dense_reference(inputs), run_dense_rows(inputs, opt), act),
                      fmt::format("dense T={} n_in={} n_out={} scale={} seed={} {} block={}", T,
-                                 n_in, n_out, scale, seed, opt.schedule.name(),
-                                 opt.block_threads));
+                                 n_in, n_out, scale, seed, opt.schedule.name(), opt.block_threads));
   return 0;
 }

@@ -8,10 +8,10 @@
 
 #include <memory>
 
+#include "cases/dspark_case.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "fuzz/fuzz_util.hpp"
-#include "cases/dspark_case.hpp"
 #include "reference/backbone.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model_util.hpp"

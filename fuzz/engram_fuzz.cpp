@@ -3,9 +3,9 @@
 // bit-exact, gates and outputs under the section 4 policy. Out-of-range ids are BadInput.
 #include <fmt/format.h>
 
+#include "cases/engram_case.hpp"
 #include "core/error.hpp"
 #include "fuzz/fuzz_util.hpp"
-#include "cases/engram_case.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

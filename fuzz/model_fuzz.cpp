@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cases/model_case.hpp"
 #include "core/error.hpp"
 #include "core/vision_config.hpp"
 #include "fuzz/fuzz_util.hpp"
-#include "cases/model_case.hpp"
 
 namespace {
 

@@ -2,8 +2,8 @@
 // shapes, routing (repeated experts included), gate weights, seeds, schedules and block sizes.
 #include <fmt/format.h>
 
-#include "fuzz/fuzz_util.hpp"
 #include "cases/moe_case.hpp"
+#include "fuzz/fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

@@ -2,8 +2,8 @@
 // the double reference, for fuzzed shapes, seeds, schedules and block sizes (section 4 policy).
 #include <fmt/format.h>
 
-#include "fuzz/fuzz_util.hpp"
 #include "cases/residual_case.hpp"
+#include "fuzz/fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

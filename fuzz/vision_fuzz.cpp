@@ -2,8 +2,8 @@
 // the emulator against the reference for fuzzed image sizes, seeds and schedules.
 #include <fmt/format.h>
 
-#include "fuzz/fuzz_util.hpp"
 #include "cases/vision_case.hpp"
+#include "fuzz/fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;

@@ -103,7 +103,6 @@ bool same_as_on_disk(const std::filesystem::path& manifest_path, const BuiltCase
   }
 }
 
-
 // Regenerates one generator case into `dir` (only if named in `only`, when given).
 void regen_one(const std::filesystem::path& dir, const std::string& component,
                const GoldenSpec& spec, bool accept, const std::vector<std::string>& only,

@@ -16,8 +16,8 @@ Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   DeviceArray<float> w(in.w.data.size()), bias(std::max<size_t>(1, in.bias.data.size()));
   x.upload(to_storage<Act>(in.x)), w.upload(in.w.data);
   if (kBias) bias.upload(in.bias.data);
-  const std::string name = launch_name("dense_rows", act_dtype_of<Act>(),
-                                       dense_epilogue_name(kBias, kGelu));
+  const std::string name =
+      launch_name("dense_rows", act_dtype_of<Act>(), dense_epilogue_name(kBias, kGelu));
   auto kernel = dense_rows<Act, kBias, kGelu>;
   TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads),
                 sizeof(float) * n_in, x.data(), w.data(), bias.data(), int(n_in), int(n_out),

@@ -45,8 +45,8 @@ void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<flo
   }
   const EngramWkv wkv{wkv_values.data(), wkv_codes.data(), wkv_scales.data(), B};
   const size_t smem = sizeof(float) * (size_t(E) + size_t(E) / kFp8MinBlock + 9 * size_t(d));
-  TANDEM_LAUNCH(launch_name("engram_gate", act_dtype_of<Act>()).c_str(),
-                engram_gate<Act>, dim3(unsigned(T)), dim3(opt.block_threads), smem, h.data(),
+  TANDEM_LAUNCH(launch_name("engram_gate", act_dtype_of<Act>()).c_str(), engram_gate<Act>,
+                dim3(unsigned(T)), dim3(opt.block_threads), smem, h.data(),
                 ids.data() + kEngramHistory, rows.data(), wkv, gate_w.data(), d, E,
                 static_cast<float>(in.cfg.norm_eps), gates.data(), h_out.data());
   out.gates = Tensor<float>({T, 4}, gates.download());

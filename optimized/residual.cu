@@ -67,23 +67,22 @@ class StackRunner {
  private:
   void sublayer(const SiteOnDevice& s) {
     auto kernel = dense_rows<Act, false, false>;
-    TANDEM_LAUNCH(name("dense_rows").c_str(), kernel, grid_, block_,
-                  smem_, y_.data(), s.w_sub.data(), nullptr, d_, d_, f_.data());
+    TANDEM_LAUNCH(name("dense_rows").c_str(), kernel, grid_, block_, smem_, y_.data(),
+                  s.w_sub.data(), nullptr, d_, d_, f_.data());
   }
   void mixes(const SiteOnDevice& s) {
-    TANDEM_LAUNCH(name("residual_mixes").c_str(), residual_mixes<Act>,
-                  grid_, block_, 0, x_.data(), s.fn.data(), s.base.data(), s.scale.data(), p_, d_,
-                  coef_.data());
+    TANDEM_LAUNCH(name("residual_mixes").c_str(), residual_mixes<Act>, grid_, block_, 0, x_.data(),
+                  s.fn.data(), s.base.data(), s.scale.data(), p_, d_, coef_.data());
   }
   void collapse_and_norm(const SiteOnDevice& s) {
-    TANDEM_LAUNCH(name("residual_collapse").c_str(),
-                  residual_collapse<Act>, grid_, block_, 0, x_.data(), coef_.data(), d_, u_.data());
-    TANDEM_LAUNCH(name("residual_rmsnorm").c_str(), residual_rmsnorm<Act>,
-                  grid_, block_, smem_, u_.data(), s.norm_w.data(), p_.norm_eps, d_, y_.data());
+    TANDEM_LAUNCH(name("residual_collapse").c_str(), residual_collapse<Act>, grid_, block_, 0,
+                  x_.data(), coef_.data(), d_, u_.data());
+    TANDEM_LAUNCH(name("residual_rmsnorm").c_str(), residual_rmsnorm<Act>, grid_, block_, smem_,
+                  u_.data(), s.norm_w.data(), p_.norm_eps, d_, y_.data());
   }
   void post() {
-    TANDEM_LAUNCH(name("residual_post").c_str(), residual_post<Act>, grid_,
-                  block_, 0, x_.data(), f_.data(), coef_.data(), d_, x_next_.data());
+    TANDEM_LAUNCH(name("residual_post").c_str(), residual_post<Act>, grid_, block_, 0, x_.data(),
+                  f_.data(), coef_.data(), d_, x_next_.data());
     swap(x_, x_next_);
   }
 
@@ -105,10 +104,10 @@ class StackRunner {
   void run_v41() {
     const auto& first = *sites_.front();
     auto first_kernel = residual_single_pass<Act, false, true>;
-    TANDEM_LAUNCH(name("residual_single_pass", "first").c_str(), first_kernel,
-                  grid_, block_, smem_, x_.data(), nullptr, nullptr, first.fn.data(),
-                  first.base.data(), first.scale.data(), p_, first.norm_w.data(), d_, nullptr,
-                  y_.data(), coef_.data());
+    TANDEM_LAUNCH(name("residual_single_pass", "first").c_str(), first_kernel, grid_, block_, smem_,
+                  x_.data(), nullptr, nullptr, first.fn.data(), first.base.data(),
+                  first.scale.data(), p_, first.norm_w.data(), d_, nullptr, y_.data(),
+                  coef_.data());
     for (size_t l = 0; l < sites_.size(); ++l) {
       tap_y();
       sublayer(*sites_[l]);
@@ -116,11 +115,10 @@ class StackRunner {
       const SiteOnDevice& next = last ? head_ : *sites_[l + 1];
       auto kernel =
           last ? residual_single_pass<Act, true, false> : residual_single_pass<Act, true, true>;
-      TANDEM_LAUNCH(
-          name("residual_single_pass", last ? "last" : "boundary").c_str(),
-          kernel, grid_, block_, smem_, x_.data(), f_.data(), coef_.data(), next.fn.data(),
-          next.base.data(), next.scale.data(), p_, next.norm_w.data(), d_, x_next_.data(),
-          y_.data(), coef_next_.data());
+      TANDEM_LAUNCH(name("residual_single_pass", last ? "last" : "boundary").c_str(), kernel, grid_,
+                    block_, smem_, x_.data(), f_.data(), coef_.data(), next.fn.data(),
+                    next.base.data(), next.scale.data(), p_, next.norm_w.data(), d_, x_next_.data(),
+                    y_.data(), coef_next_.data());
       swap(x_, x_next_);
       swap(coef_, coef_next_);
       tap_x();
@@ -166,8 +164,8 @@ class BoundaryRunner {
     const bool close = !in_.f.data.empty(), open = !in_.next.norm_w.data.empty();
     DeviceArray<Act> x_next(x_.bytes() / sizeof(Act));
     if (!open) {
-      TANDEM_LAUNCH(name("residual_post").c_str(), residual_post<Act>,
-                    dim3(T_), dim3(opt_.block_threads), 0, x_.data(), f_.data(), coef_.data(), d_,
+      TANDEM_LAUNCH(name("residual_post").c_str(), residual_post<Act>, dim3(T_),
+                    dim3(opt_.block_threads), 0, x_.data(), f_.data(), coef_.data(), d_,
                     x_next.data());
       out.x = download_floats(x_next, {T_, kHc, d_});
       return out;
@@ -178,11 +176,10 @@ class BoundaryRunner {
     DeviceArray<float> coef_next(size_t(T_) * kMixes);
     const SinkhornParams p{in_.cfg.sinkhorn_iters, float(in_.cfg.hc_eps), float(in_.cfg.norm_eps)};
     const char* variant = close ? (mixes ? "boundary" : "last") : "open";
-    TANDEM_LAUNCH(name("residual_single_pass", variant).c_str(),
-                  kernel(close, mixes), dim3(T_), dim3(opt_.block_threads), sizeof(float) * d_,
-                  x_.data(), close ? f_.data() : nullptr,
-                  in_.coef.data.empty() ? nullptr : coef_.data(), next.fn.data(),
-                  next.base.data(), next.scale.data(), p, next.norm_w.data(), d_,
+    TANDEM_LAUNCH(name("residual_single_pass", variant).c_str(), kernel(close, mixes), dim3(T_),
+                  dim3(opt_.block_threads), sizeof(float) * d_, x_.data(),
+                  close ? f_.data() : nullptr, in_.coef.data.empty() ? nullptr : coef_.data(),
+                  next.fn.data(), next.base.data(), next.scale.data(), p, next.norm_w.data(), d_,
                   close ? x_next.data() : nullptr, y.data(), mixes ? coef_next.data() : nullptr);
     out.x = close ? download_floats(x_next, {T_, kHc, d_}) : in_.x;
     out.y = download_floats(y, {T_, d_});
@@ -196,8 +193,7 @@ class BoundaryRunner {
   static Kernel kernel(bool close, bool mixes) {
     if (close)
       return mixes ? residual_single_pass<Act, true, true> : residual_single_pass<Act, true, false>;
-    return mixes ? residual_single_pass<Act, false, true>
-                 : residual_single_pass<Act, false, false>;
+    return mixes ? residual_single_pass<Act, false, true> : residual_single_pass<Act, false, false>;
   }
   static std::string name(const char* kernel, const char* variant = "") {
     return launch_name(kernel, act_dtype_of<Act>(), variant);

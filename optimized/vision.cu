@@ -21,8 +21,9 @@ UnshuffleOutputs unshuffle(const Tensor<float>& grid) {
   d_grid.upload(to_storage<Act>(grid));
   TANDEM_LAUNCH(launch_name("vision_unshuffle", act_dtype_of<Act>()).c_str(), vision_unshuffle<Act>,
                 dim3(unsigned(tokens)), dim3(kThreads), 0, d_grid.data(), h, w, C, d_tokens.data());
-  TANDEM_LAUNCH(launch_name("vision_unshuffle_inverse", act_dtype_of<Act>()).c_str(), vision_unshuffle_inverse<Act>,
-                dim3(unsigned(h * w)), dim3(kThreads), 0, d_tokens.data(), w, C, d_back.data());
+  TANDEM_LAUNCH(launch_name("vision_unshuffle_inverse", act_dtype_of<Act>()).c_str(),
+                vision_unshuffle_inverse<Act>, dim3(unsigned(h * w)), dim3(kThreads), 0,
+                d_tokens.data(), w, C, d_back.data());
   UnshuffleOutputs out;
   out.tokens = download_floats(d_tokens, {tokens, 9 * int64_t{C}});
   out.restored = download_floats(d_back, grid.shape);
@@ -47,9 +48,9 @@ Tensor<float> rope(const RopeInputs& in) {
   DeviceArray<float2> freq(rotation.size());
   x.upload(to_storage<Act>(in.x));
   row.upload(in.row), col.upload(in.col), freq.upload(rotation);
-  TANDEM_LAUNCH(launch_name("vision_rope_2d", act_dtype_of<Act>()).c_str(),
-                vision_rope_2d<Act>, dim3(unsigned(N)), dim3(kThreads), 0, x.data(), row.data(),
-                col.data(), freq.data(), heads, hd, out.data());
+  TANDEM_LAUNCH(launch_name("vision_rope_2d", act_dtype_of<Act>()).c_str(), vision_rope_2d<Act>,
+                dim3(unsigned(N)), dim3(kThreads), 0, x.data(), row.data(), col.data(), freq.data(),
+                heads, hd, out.data());
   return download_floats(out, in.x.shape);
 }
 

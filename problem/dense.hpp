@@ -24,7 +24,7 @@ struct DenseInputs {
 
 // Every input tensor with its name (the golden blob's tensor names); the bias only when given.
 template <class Input, class F>
-  requires std::is_same_v<std::remove_const_t<Input>, DenseInputs>
+requires std::is_same_v<std::remove_const_t<Input>, DenseInputs>
 void for_each_tensor(Input& in, F&& f) {
   f("x", in.x);
   f("w", in.w);

@@ -21,7 +21,9 @@ constexpr ActDType act_dtype_of() {
   return sizeof(Act) == 4 ? ActDType::f32 : ActDType::bf16;
 }
 // The dtype the tolerance policy's ulp_out is taken in for outputs stored as `a`.
-constexpr OutDType out_dtype(ActDType a) { return a == ActDType::f32 ? OutDType::F32 : OutDType::BF16; }
+constexpr OutDType out_dtype(ActDType a) {
+  return a == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+}
 
 // A float rounded to `a`, as a kernel's store does.
 inline float round_to(ActDType a, float v) {

@@ -13,7 +13,7 @@
 
 namespace tandem {
 
-inline constexpr int kEngramHistory = 3;  // ids before a chunk that its 4-grams can reach
+inline constexpr int kEngramHistory = 3;    // ids before a chunk that its 4-grams can reach
 inline constexpr int64_t kEngramDead = -1;  // the DEAD marker (also "before the sequence")
 
 struct EngramInputs {

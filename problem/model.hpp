@@ -37,7 +37,7 @@ struct ModelWeights {
   Image image;
   std::vector<Block> blocks;
   std::vector<EngramLayer> engram;
-  Tensor<float> head_norm_w;            // [d]
+  Tensor<float> head_norm_w;             // [d]
   std::vector<int32_t> compression_map;  // [V] Engram's compressed ids
 };
 

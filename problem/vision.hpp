@@ -46,7 +46,7 @@ struct UnshuffleOutputs {
 void validate_unshuffle_grid(const Tensor<float>& grid);
 
 struct RopeInputs {
-  Tensor<float> x;          // [N, heads, hd] (values of act)
+  Tensor<float> x;                // [N, heads, hd] (values of act)
   std::vector<int32_t> row, col;  // [N] patch positions
   double theta = 10000;
 };
@@ -57,8 +57,8 @@ struct RopeOutputs {
 void validate_rope_inputs(const RopeInputs& in);
 
 struct MoeGateInputs {
-  Tensor<float> logits;            // [T, E]
-  std::vector<uint8_t> is_image;   // [T]
+  Tensor<float> logits;                   // [T, E]
+  std::vector<uint8_t> is_image;          // [T]
   std::vector<float> bias_text, bias_vl;  // [E] each
   int top_k = 8;
   float route_scale = 1.5f;

@@ -5,8 +5,8 @@
 #include <rapidcheck/gtest.h>
 
 #include "bad_input.hpp"
-#include "core/error.hpp"
 #include "cases/attention_case.hpp"
+#include "core/error.hpp"
 #include "sim/attention_traffic.hpp"
 
 namespace tandem {
@@ -17,8 +17,7 @@ RC_GTEST_PROP(AttentionEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
   const int heads = *rc::gen::inRange(1, 4);
   const int64_t d = heads * *rc::gen::element<int64_t>(4, 8, 16, 40);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
-  AttentionInputs in =
-      make_attention_inputs(T, P, d, heads, act, *rc::gen::arbitrary<uint64_t>());
+  AttentionInputs in = make_attention_inputs(T, P, d, heads, act, *rc::gen::arbitrary<uint64_t>());
   // Queries up to 64x sharpen the softmax toward one-hot (exact: powers of two).
   const float sharpness = *rc::gen::element(1.0f, 4.0f, 64.0f);
   for (float& q : in.q.data) q *= sharpness;

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <random>
 
-#include "core/philox.hpp"
 #include "cases/dspark_case.hpp"
+#include "core/philox.hpp"
 #include "reference/dspark.hpp"
 #include "sim/dspark_traffic.hpp"
 

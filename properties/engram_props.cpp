@@ -8,8 +8,8 @@
 #include <cmath>
 #include <set>
 
-#include "core/philox.hpp"
 #include "cases/engram_case.hpp"
+#include "core/philox.hpp"
 #include "optimized/engram_prefetch.hpp"
 #include "sim/engram_traffic.hpp"
 

@@ -8,10 +8,10 @@
 #include <memory>
 
 #include "bad_input.hpp"
-#include "core/error.hpp"
-#include "core/philox.hpp"
 #include "cases/dspark_case.hpp"
 #include "cases/model_case.hpp"
+#include "core/error.hpp"
+#include "core/philox.hpp"
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model.hpp"

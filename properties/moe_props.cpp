@@ -5,8 +5,8 @@
 #include <rapidcheck/gtest.h>
 
 #include "bad_input.hpp"
-#include "core/error.hpp"
 #include "cases/moe_case.hpp"
+#include "core/error.hpp"
 #include "sim/moe_traffic.hpp"
 
 namespace tandem {

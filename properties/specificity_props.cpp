@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/verify.hpp"
-#include "core/model_config.hpp"
 #include "cases/model_case.hpp"
+#include "core/model_config.hpp"
 #include "reference/vision.hpp"
 
 namespace tandem {

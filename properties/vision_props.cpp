@@ -7,9 +7,9 @@
 #include <numeric>
 
 #include "bad_input.hpp"
+#include "cases/vision_case.hpp"
 #include "core/dtype.hpp"
 #include "core/philox.hpp"
-#include "cases/vision_case.hpp"
 #include "sim/vision_traffic.hpp"
 
 namespace tandem {

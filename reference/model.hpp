@@ -40,17 +40,17 @@ struct Prompt {
 struct TinyModelWeights {
   struct Block {
     Site<double> attn_site, ffn_site;
-    Mat<double> wq, wk, wv, wo;              // [d, d] each
-    Mat<double> router;                      // [E, d]
-    std::vector<float> bias_text, bias_vl;   // [E]
-    std::vector<Mat<double>> w_in, w_out;    // E x [hidden, d], E x [d, hidden]
+    Mat<double> wq, wk, wv, wo;             // [d, d] each
+    Mat<double> router;                     // [E, d]
+    std::vector<float> bias_text, bias_vl;  // [E]
+    std::vector<Mat<double>> w_in, w_out;   // E x [hidden, d], E x [d, hidden]
   };
   using EngramLayer = ModelWeights::EngramLayer;  // float already: shared with the kernels
   struct Vision {
-    Tensor<float> patch_w;                   // [C, 588]
-    Tensor<double> w1, b1, w2, b2;           // the aligner
+    Tensor<float> patch_w;          // [C, 588]
+    Tensor<double> w1, b1, w2, b2;  // the aligner
   };
-  Mat<double> embed, special, unembed;       // [V, d], [4, d] for START..END, [V, d]
+  Mat<double> embed, special, unembed;  // [V, d], [4, d] for START..END, [V, d]
   Vision vision;
   std::vector<Block> blocks;
   std::vector<EngramLayer> engram;

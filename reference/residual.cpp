@@ -92,7 +92,8 @@ ResidualBoundaryRef residual_boundary(const ResidualBoundaryInputs& in) {
   Site<S> next;
   if (mixes) next = to_site<S>(in.next, d);
   if (open) next.norm_w = Eigen::Map<const Eigen::VectorXf>(in.next.norm_w.ptr(), d).cast<S>();
-  ResidualBoundaryRef out{Tensor<double>({T, 4, d}), open ? Tensor<double>({T, d}) : Tensor<double>(),
+  ResidualBoundaryRef out{Tensor<double>({T, 4, d}),
+                          open ? Tensor<double>({T, d}) : Tensor<double>(),
                           mixes ? Tensor<double>({T, 24}) : Tensor<double>()};
   for (int64_t t = 0; t < T; ++t) {
     Mat<S> X = token_state<S>(in.x, t, d);
@@ -108,7 +109,8 @@ ResidualBoundaryRef residual_boundary(const ResidualBoundaryInputs& in) {
     }
     put_token<S>(out.x, t, X);
     if (open)
-      put_token<S>(out.y, t, store_all<Act>(rms_norm(collapse(X, c.pre), next.norm_w, S(cfg.norm_eps))));
+      put_token<S>(out.y, t,
+                   store_all<Act>(rms_norm(collapse(X, c.pre), next.norm_w, S(cfg.norm_eps))));
     if (mixes) {
       const Coefficients<S> m = hc_mixes(X, next, cfg);
       Eigen::Matrix<S, 24, 1> k;

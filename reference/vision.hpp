@@ -13,8 +13,8 @@
 namespace tandem::reference {
 
 // The geometry lives with the problem (problem/vision.hpp); the reference names it here too.
-using ::tandem::kCell, ::tandem::kPatch, ::tandem::kUnshuffle, ::tandem::VisionGeometry;
 using ::tandem::image_token_layout, ::tandem::vision_geometry;
+using ::tandem::kCell, ::tandem::kPatch, ::tandem::kUnshuffle, ::tandem::VisionGeometry;
 using ::tandem::kEnd, ::tandem::kImage, ::tandem::kNewline, ::tandem::kStart;
 
 // PIL's BICUBIC resampling along one axis (Resample.c precompute_coeffs): output i has centre

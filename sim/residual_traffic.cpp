@@ -33,8 +33,8 @@ LaunchCounts post_launch(uint64_t T, uint64_t d, ActDType act) {
 
 // residual_single_pass: reads X (and f when it updates), writes X' (when it updates) and y; reads
 // the coefficients when it updates or carries a pre, writes the next ones with mixes.
-LaunchCounts single_pass_launch(const char* kind, uint64_t T, uint64_t d, ActDType act,
-                                bool update, bool coef_in, bool with_mixes) {
+LaunchCounts single_pass_launch(const char* kind, uint64_t T, uint64_t d, ActDType act, bool update,
+                                bool coef_in, bool with_mixes) {
   const uint64_t row = d * act_bytes(act), state = kStreams * row;
   Launch l(launch_name("residual_single_pass", act, kind));
   l.read(Traffic::activation, T * (state + (update ? row : 0)))

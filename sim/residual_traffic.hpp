@@ -19,6 +19,7 @@ LaunchCounts predict_residual_boundary(int64_t tokens, int64_t d, ActDType act, 
                                        bool carried_pre, bool open, bool mixes);
 
 // Activation elements per token per site of each schedule (in units of d).
-inline constexpr int kResidualV4Unfused = 20, kResidualV4NormFolded = 14, kResidualV41SinglePass = 10;
+inline constexpr int kResidualV4Unfused = 20, kResidualV4NormFolded = 14,
+                     kResidualV41SinglePass = 10;
 
 }  // namespace tandem::sim

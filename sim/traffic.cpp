@@ -49,8 +49,7 @@ double expected_emitted(const Workload& w, int budget) {
 // Visual tokens of one image with the reference preprocessing geometry (DESIGN 5.3), sized by
 // the released image processor's rules (the presets are released models).
 VisionImage vision_tokens(const Image& img) {
-  const VisionGeometry g =
-      vision_geometry(img.width, img.height, ImageSizing{});
+  const VisionGeometry g = vision_geometry(img.width, img.height, ImageSizing{});
   VisionImage v{img};
   v.grid_w = g.grid_w, v.grid_h = g.grid_h;
   v.tokens_without = g.patches();

@@ -89,7 +89,9 @@ inline unsigned lane_id() { return builtins().thread_idx.x % 32; }
 
 inline void __syncthreads() { ::tandem::emu::syncthreads(); }
 // A full-warp barrier (memory ordering comes free: fibers share one address space).
-inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)::tandem::emu::warp_exchange(0, 0, mask); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  (void)::tandem::emu::warp_exchange(0, 0, mask);
+}
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   const unsigned lane = ::tandem::emu::lane_id();
@@ -115,4 +117,3 @@ T atomicAdd(T* p, T v) {
   return old;
 }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-
