@@ -90,9 +90,7 @@ BuiltCase build_attention(int64_t T, int64_t P, int64_t d, int heads, ActDType a
   const AttentionInputs in = make_attention_inputs(T, P, d, heads, act, seed);
   BuiltCase b;
   b.config = {{"heads", heads}, {"act", act_dtype_name(act)}};
-  b.blob.put("q", in.q);
-  b.blob.put("keys", in.keys);
-  b.blob.put("values", in.values);
+  for_each_tensor(in, [&](const char* name, const auto& t) { b.blob.put(name, t); });
   b.blob.put("expected.o", run_attention_reference(in).truth);
   b.outputs = {{"o", "tolerance"}};
   return b;
@@ -104,9 +102,7 @@ CaseReport check_attention(const LoadedCase& c, const RunOptions& opt) {
   AttentionInputs in;
   in.heads = static_cast<int>(config.integer("heads", 1, 1024));
   in.act = parse_act(config);
-  in.q = c.blob.get_as<float>("q", c.blob_source);
-  in.keys = c.blob.get_as<float>("keys", c.blob_source);
-  in.values = c.blob.get_as<float>("values", c.blob_source);
+  for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
   within_work(c, "q x keys",
               double(in.q.size()) * double(in.keys.shape.empty() ? 0 : in.keys.dim(0)) * 2);
   const AttentionOutputs out = run_attention_causal(in, opt);  // validates the shapes first

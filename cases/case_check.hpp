@@ -54,6 +54,12 @@ Tensor<T> get_shaped(const LoadedCase& c, const std::string& name, const Shape& 
   return t;
 }
 
+// A stored tensor by name into `t`, in t's element type (the reader of for_each_tensor).
+template <class T>
+void load_tensor(const LoadedCase& c, const char* name, Tensor<T>& t) {
+  t = c.blob.get_as<T>(name, c.blob_source);
+}
+
 // A discrete output of a golden case: bit-exact, with `who` (reference or kernel) in the detail.
 CheckedTensor exact_output(const std::string& name, const std::string& who,
                            const Tensor<int32_t>& want, const Tensor<int32_t>& got);

@@ -75,9 +75,7 @@ CaseReport check_dense(const LoadedCase& c, const RunOptions& opt) {
   in.act = parse_act(config);
   in.gelu = config.boolean("gelu");
   if (config.boolean("bias")) in.bias = Tensor<float>({1});  // for_each_tensor then names it
-  for_each_tensor(in, [&](const char* name, Tensor<float>& t) {
-    t = c.blob.get_as<float>(name, c.blob_source);
-  });
+  for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
   within_work(c, "x x w", double(in.x.shape.empty() ? 0 : in.x.dim(0)) * double(in.w.size()));
   const DenseOutputs out = run_dense_rows(in, opt);  // validates the shapes first
   return check_one_output(c, "y", run_dense_reference(in), out, in.act, compare_dense);

@@ -81,11 +81,7 @@ BuiltCase build_moe(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDT
   const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, seed);
   BuiltCase b;
   b.config = {{"act", act_dtype_name(act)}};
-  b.blob.put("y", in.y);
-  b.blob.put("experts", in.experts);
-  b.blob.put("weights", in.weights);
-  b.blob.put("w_in", in.w_in);
-  b.blob.put("w_out", in.w_out);
+  for_each_tensor(in, [&](const char* name, const auto& t) { b.blob.put(name, t); });
   b.blob.put("expected.f", run_moe_reference(in).truth);
   b.outputs = {{"f", "tolerance"}};
   return b;
@@ -96,11 +92,7 @@ CaseReport check_moe(const LoadedCase& c, const RunOptions& opt) {
   config.reject_unknown({"act"});
   MoeExpertInputs in;
   in.act = parse_act(config);
-  in.y = c.blob.get_as<float>("y", c.blob_source);
-  in.experts = c.blob.get_as<int32_t>("experts", c.blob_source);
-  in.weights = c.blob.get_as<float>("weights", c.blob_source);
-  in.w_in = c.blob.get_as<float>("w_in", c.blob_source);
-  in.w_out = c.blob.get_as<float>("w_out", c.blob_source);
+  for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
   within_work(c, "y x experts x w_in",
               double(in.y.shape.empty() ? 0 : in.y.dim(0)) *
                   double(in.experts.shape.size() == 2 ? in.experts.dim(1) : 0) * 2 *

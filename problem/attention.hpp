@@ -3,6 +3,7 @@
 // attention sublayer, after its q/k/v projections): new token t sits at position P + t and
 // attends to cached positions 0..P+t, o = softmax(q k^T / sqrt(hd)) v per head.
 #include <cstdint>
+#include <type_traits>
 
 #include "core/tensor.hpp"
 #include "problem/dtype.hpp"
@@ -20,6 +21,15 @@ struct AttentionInputs {
   Tensor<float> keys;    // [P + T, d] the cache, the new tokens' keys last
   Tensor<float> values;  // [P + T, d]
 };
+
+// Every input tensor with its name (the golden blob's tensor names).
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, AttentionInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("q", in.q);
+  f("keys", in.keys);
+  f("values", in.values);
+}
 
 struct AttentionOutputs {
   Tensor<float> o;  // [T, d] (values of act)

@@ -4,6 +4,7 @@
 // W_out[e] silu(W_in[e] y[t]) with e = experts[t,j], in selection order. The router itself is
 // the vision component's moe_gate_biased_topk.
 #include <cstdint>
+#include <type_traits>
 
 #include "core/tensor.hpp"
 #include "problem/dtype.hpp"
@@ -19,6 +20,17 @@ struct MoeExpertInputs {
   Tensor<float> w_in;       // [E, H, d]
   Tensor<float> w_out;      // [E, d, H]
 };
+
+// Every input tensor with its name (the golden blob's tensor names).
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, MoeExpertInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("y", in.y);
+  f("experts", in.experts);
+  f("weights", in.weights);
+  f("w_in", in.w_in);
+  f("w_out", in.w_out);
+}
 
 struct MoeExpertOutputs {
   Tensor<float> f;  // [T, d] (values of act)

@@ -1,0 +1,13 @@
+// The host entry of the dspark kernels: validation (problem/dspark.hpp), then the backend.
+#include "optimized/dspark.hpp"
+
+#include "optimized/dispatch.hpp"
+
+namespace tandem {
+
+VerifyOutputs run_dspark_verify(const VerifyInputs& in, const RunOptions& opt) {
+  validate_verify_inputs(in);
+  return TANDEM_DISPATCH(opt, run_dspark_verify, in, opt);
+}
+
+}  // namespace tandem
