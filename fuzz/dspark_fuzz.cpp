@@ -4,6 +4,7 @@
 // probabilities outside [0, 1] are BadInput.
 #include "core/error.hpp"
 #include "fuzz/fuzz_util.hpp"
+#include "optimized/dspark.hpp"
 #include "reference/dspark.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
