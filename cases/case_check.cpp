@@ -78,13 +78,6 @@ CheckedTensor reference_check(const std::string& name, const Values& now, const 
                       1e-12 * dl.scale)};
 }
 
-CheckedTensor exact_output(const std::string& name, const std::string& who,
-                           const Tensor<int32_t>& want, const Tensor<int32_t>& got) {
-  const TensorCheck t = exact_check(name, want, got);
-  return {name, "exact", t.result.pass,
-          who + ": " + (t.result.pass ? "bit-exact" : t.result.summary())};
-}
-
 // The optimized result against the stored truth under the tolerance policy (baseline recomputed).
 void add_checks(CaseReport& report, const std::vector<TensorCheck>& checks,
                 const std::vector<std::pair<std::string, std::string>>& rules) {

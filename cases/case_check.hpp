@@ -61,8 +61,13 @@ void load_tensor(const LoadedCase& c, const char* name, Tensor<T>& t) {
 }
 
 // A discrete output of a golden case: bit-exact, with `who` (reference or kernel) in the detail.
-CheckedTensor exact_output(const std::string& name, const std::string& who,
-                           const Tensor<int32_t>& want, const Tensor<int32_t>& got);
+template <class T>
+CheckedTensor exact_output(const std::string& name, const std::string& who, const Tensor<T>& want,
+                           const Tensor<T>& got) {
+  const TensorCheck t = exact_check(name, want, got);
+  return {name, "exact", t.result.pass,
+          who + ": " + (t.result.pass ? "bit-exact" : t.result.summary())};
+}
 
 // The optimized result against the stored truth under the tolerance policy (baseline recomputed).
 void add_checks(CaseReport& report, const std::vector<TensorCheck>& checks,

@@ -13,7 +13,8 @@
   X(moe)                     \
   X(dspark)                  \
   X(model)                   \
-  X(dense)
+  X(dense)                   \
+  X(kvcache)
 
 namespace tandem {
 

@@ -15,9 +15,10 @@ namespace tandem {
 enum class Traffic : int {
   activation = 0,   // per-token tensors: residual streams, branch outputs, normalised inputs
   weight = 1,       // parameters (read by every block that needs them)
-  coefficient = 2,  // small per-token mixing coefficients (pre/post/comb)
+  coefficient = 2,  // small per-token mixing coefficients (pre/post/comb), RoPE tables
+  kv_cache = 3,     // KV cache records, compressor states and their scratch (DESIGN 5.5)
 };
-inline constexpr int kTrafficClasses = 3;
+inline constexpr int kTrafficClasses = 4;
 
 struct LaunchCounts {
   std::string kernel;

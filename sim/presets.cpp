@@ -6,12 +6,15 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/release_config.hpp"
+#include "problem/kv_record.hpp"
 #include "sim/traffic.hpp"
 
 namespace tandem::sim {
 namespace {
 
-constexpr double kV32PerLayer = 656;  // V3.2 dense MLA FP8 record, cached by every layer
+// V3.2 DSA caches a 656-byte main record and a 132-byte FP8 index key in every layer (DESIGN 6).
+constexpr double kV32PerLayer = kv_format_info(KvFormat::v32_fp8).record_bytes() +
+                                kv_format_info(KvFormat::idx_fp8).record_bytes();
 
 // A release's preset: its shapes from core/release_config (DESIGN 5.6); the weights one decode
 // step reads and the machine are assumptions, stated in "source".

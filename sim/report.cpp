@@ -94,7 +94,7 @@ nlohmann::json to_json(const Report& r) {
                       {"kv_bytes_without", v.tokens_without * r.preset.kv_bytes_per_token},
                       {"kv_bytes_with", v.tokens_with * r.preset.kv_bytes_per_token},
                       {"engram_marker_bytes", v.engram_marker_bytes}});
-  return {
+  nlohmann::json j = {
       {"preset", r.preset.name},
       {"preset_source", r.preset.source},
       {"workload",
@@ -112,6 +112,14 @@ nlohmann::json to_json(const Report& r) {
         {"host_link_GBps", r.preset.host_link_GBps},
         {"hides", r.engram_prefetch_hides}}},
       {"vision", vision}};
+  if (r.kv_sequence) {
+    const KvSequenceBytes& k = *r.kv_sequence;
+    j["kv_per_sequence"] = {{"compressed", k.compressed}, {"index_keys", k.index_keys},
+                            {"window", k.window},         {"states", k.states},
+                            {"padding", k.padding},       {"total", k.total()},
+                            {"page_size", kKvReportPage}};
+  }
+  return j;
 }
 
 std::string to_table(const Report& r) {
@@ -127,6 +135,15 @@ std::string to_table(const Report& r) {
         "host link {:.3g} GB/s: {}\n",
         r.engram_prefetch_needed_GBps, r.first_block_ms, r.preset.host_link_GBps,
         r.engram_prefetch_hides ? "hidden" : "NOT hidden");
+  if (r.kv_sequence) {
+    const KvSequenceBytes& k = *r.kv_sequence;
+    s += fmt::format(
+        "kv cache per sequence of {} tokens: {} (compressed {}, index keys {}, windows {}, "
+        "compressor states {}; page padding {} of it, pages of {})\n",
+        r.workload.context, human(double(k.total())), human(double(k.compressed)),
+        human(double(k.index_keys)), human(double(k.window)), human(double(k.states)),
+        human(double(k.padding)), kKvReportPage);
+  }
   for (const auto& v : r.vision) {
     s += fmt::format(
         "image {}x{} px: {}x{} patches, {} visual tokens without unshuffle, {} with "

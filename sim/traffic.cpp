@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "problem/kv_record.hpp"
 #include "problem/vision.hpp"
 #include "sim/residual_traffic.hpp"
 
@@ -13,6 +14,7 @@ namespace tandem::sim {
 namespace {
 
 constexpr double kSector = 32;  // bytes per DRAM sector
+constexpr int64_t kDsaTopK = 2048;  // V3.2 DSA: entries each decode step selects per layer
 
 double round_up(double bytes, double unit) { return std::ceil(bytes / unit) * unit; }
 
@@ -71,6 +73,12 @@ Report simulate(const Preset& p, const Workload& w) {
   const double engram_dense =
       double(p.engram_layers) * p.engram_rows_per_layer * p.engram_row_bytes;
   const double window = double(p.window_tokens) * p.window_entry_bytes * p.layers;
+  // The V3.2 DSA baseline's decode step per layer: the top-2048 selected main records and the
+  // indexer's scan of every index key (DESIGN 6).
+  const double dsa_read =
+      p.layers * (double(std::min<int64_t>(w.context, kDsaTopK)) *
+                      kv_format_info(KvFormat::v32_fp8).record_bytes() +
+                  double(w.context) * kv_format_info(KvFormat::idx_fp8).record_bytes());
   const double weights = p.active_param_bytes / w.batch;
   const double residual_base = residual_bytes(p, kResidualV4Unfused);
   const double residual_opt = residual_bytes(p, kResidualV41SinglePass);
@@ -85,13 +93,16 @@ Report simulate(const Preset& p, const Workload& w) {
                    "not in totals",
                    p.engram_layers, p.engram_lookups, p.engram_row_bytes, sector_row),
        false},
-      {"kv write", p.kv_v32_bytes_per_token, p.kv_bytes_per_token, "V3.2 dense MLA vs design"},
+      {"kv write", p.kv_v32_bytes_per_token, p.kv_bytes_per_token,
+       "V3.2 DSA (656 + 132 B a layer) vs design"},
   };
   r.decode = {
       {"weights", weights, weights / E, fmt::format("active params / batch, / E = {:.3f}", E)},
-      {"kv read", w.context * p.kv_v32_bytes_per_token,
+      {"kv read", dsa_read,
        (w.context * p.kv_bytes_per_token + window) / E,
-       fmt::format("context {} x KV/token (+ {}-token window), / E", w.context, p.window_tokens)},
+       fmt::format("DSA: top-{} of 656 B + every 132 B key; design: context {} x KV/token "
+                   "(+ {}-token window), / E",
+                   kDsaTopK, w.context, p.window_tokens)},
       {"residual", residual_base, residual_opt * positions,
        fmt::format("{}; x (K+1)/E = {:.3f} positions", residual_note, positions)},
       {"engram", engram_dense / w.batch, engram_rows * positions,
@@ -111,6 +122,9 @@ Report simulate(const Preset& p, const Workload& w) {
   r.engram_prefetch_needed_GBps =
       r.first_block_ms > 0 ? step_rows / (r.first_block_ms * 1e-3) / 1e9 : 0;
   r.engram_prefetch_hides = r.engram_prefetch_needed_GBps <= p.host_link_GBps;
+  const std::vector<std::string> releases = builtin_release_names();
+  if (std::find(releases.begin(), releases.end(), p.name) != releases.end())
+    r.kv_sequence = release_sequence_bytes(builtin_release(p.name), w.context, kKvReportPage);
   return r;
 }
 

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/json_fields.hpp"
+#include "sim/kvcache_traffic.hpp"
 
 namespace tandem::sim {
 
@@ -18,7 +20,7 @@ struct Preset {
   int act_bytes = 2;                  // residual storage element (bf16)
   double active_param_bytes = 0;      // weights one decode step reads (shared by the batch)
   double kv_bytes_per_token = 0;      // the design's global KV cache, all layers (DESIGN 5.5)
-  double kv_v32_bytes_per_token = 0;  // baseline: V3.2 dense MLA FP8, 656 B x layers
+  double kv_v32_bytes_per_token = 0;  // baseline: V3.2 DSA, (656 + 132) B x layers
   double window_entry_bytes = 0;      // sliding-window KV entry
   int window_tokens = 128;
   int engram_layers = 0;       // layers with Engram (DESIGN 5.2)
@@ -71,7 +73,11 @@ struct Report {
   double engram_prefetch_needed_GBps = 0, first_block_ms = 0;
   bool engram_prefetch_hides = true;
   std::vector<VisionImage> vision;
+  // One sequence of `context` tokens in the cache, for presets that are a built-in release
+  // (sim/kvcache_traffic.hpp; pages of kKvReportPage records).
+  std::optional<KvSequenceBytes> kv_sequence;
 };
+inline constexpr int64_t kKvReportPage = 64;
 
 Preset builtin_preset(const std::string& name);  // tiny, v4-flash, v4-pro, v4.1-flash
 std::vector<std::string> builtin_preset_names();

@@ -27,7 +27,8 @@ TEST(Presets, KvBytesPerTokenFromTheDesign) {
   EXPECT_EQ(builtin_preset("v4-flash").kv_bytes_per_token, 3514.25);  // 21 CSA + 20 HCA
   EXPECT_EQ(builtin_preset("v4-pro").kv_bytes_per_token, 30 * 652.0 / 4 + 31 * 584.0 / 128);
   EXPECT_EQ(builtin_preset("v4.1-flash").kv_bytes_per_token, 890);
-  EXPECT_EQ(builtin_preset("v4-flash").kv_v32_bytes_per_token, 656.0 * 43);  // every layer
+  // V3.2 DSA: 656 + 132 B in every layer (48,068 B a token at V3.2's 61 layers).
+  EXPECT_EQ(builtin_preset("v4-flash").kv_v32_bytes_per_token, (656.0 + 132) * 43);
   EXPECT_EQ(builtin_preset("v4-flash").d, 4096);
   EXPECT_EQ(builtin_preset("v4-pro").layers, 61);
   const Preset v41 = builtin_preset("v4.1-flash");
@@ -96,7 +97,11 @@ TEST(Traffic, DecodeKvGrowsWithContextAndDivisionByE) {
   const double window = 128.0 * 528 * p.layers;
   EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized,
                    (1000 * 890.0 + window) / r.expected_emitted);
-  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").baseline, 1000 * 656.0 * 40);
+  // DSA: every entry selected below 2048 tokens, every index key scanned.
+  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").baseline, 40 * (1000 * 656.0 + 1000 * 132.0));
+  w.context = 100000;
+  EXPECT_DOUBLE_EQ(row(simulate(p, w).decode, "kv read").baseline,
+                   40 * (2048 * 656.0 + 100000 * 132.0));
 }
 
 RC_GTEST_PROP(Vision, UnshuffleCutsTokensByNineAndCaps, ()) {
