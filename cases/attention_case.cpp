@@ -75,8 +75,7 @@ AttentionReference run_attention_reference(const AttentionInputs& in) {
 
 std::vector<TensorCheck> compare_attention(const AttentionReference& ref,
                                            const AttentionOutputs& out, ActDType act) {
-  return {{"o", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.o),
-                                 out_dtype(act), ref.truth.dim(1))}};
+  return compare_output("o", ref, out.o, act);
 }
 
 // ================================================================ the attention component
