@@ -7,7 +7,6 @@
 #include "core/json_fields.hpp"
 #include "optimized/attention.hpp"
 #include "reference/attention.hpp"
-#include "reference/residual.hpp"  // store
 #include "sim/attention_traffic.hpp"
 
 namespace tandem {
@@ -20,9 +19,7 @@ AttentionInputs make_attention_inputs(int64_t T, int64_t P, int64_t d, int heads
   in.q = seeded_tensor({T, d}, seed, 1, -2.0f, 2.0f);
   in.keys = seeded_tensor({P + T, d}, seed, 2, -2.0f, 2.0f);
   in.values = seeded_tensor({P + T, d}, seed, 3, -2.0f, 2.0f);
-  if (act == ActDType::bf16)
-    for (Tensor<float>* t : {&in.q, &in.keys, &in.values})
-      for (float& v : t->data) v = reference::store<bf16>(v);
+  for (Tensor<float>* t : {&in.q, &in.keys, &in.values}) round_all_to(act, t->data);
   return in;
 }
 
@@ -78,9 +75,7 @@ AttentionReference run_attention_reference(const AttentionInputs& in) {
 
 std::vector<TensorCheck> compare_attention(const AttentionReference& ref,
                                            const AttentionOutputs& out, ActDType act) {
-  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
-  return {{"o", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.o), dt,
-                                 ref.truth.dim(1))}};
+  return compare_output("o", ref, out.o, act);
 }
 
 // ================================================================ the attention component

@@ -14,9 +14,7 @@ namespace tandem {
 AttentionInputs make_attention_inputs(int64_t T, int64_t P, int64_t d, int heads, ActDType act,
                                       uint64_t seed);
 
-struct AttentionReference {
-  Tensor<double> truth, baseline;  // [T, d]
-};
+using AttentionReference = KernelReference<AttentionOutputs>;  // [T, d]
 AttentionReference run_attention_reference(const AttentionInputs& in);
 std::vector<TensorCheck> compare_attention(const AttentionReference& ref,
                                            const AttentionOutputs& out, ActDType act);

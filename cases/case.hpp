@@ -2,8 +2,10 @@
 // What a component's cases are to the harness (in the spirit of ggml's test_case): a verify row
 // runs the reference and the kernels side by side on a model config and reports the comparison,
 // the schedule identity and the simulator's bytes; a golden case builds its blob from a seed and
-// checks a stored one. cases/registry lists every component once; `tandem verify`, `tandem golden`,
-// the fuzz targets and the benchmarks iterate it.
+// checks a stored one. cases/registry lists every component once; `tandem verify` and
+// `tandem golden` (so also the golden fuzz target) iterate it. Each component's property tests,
+// benchmark and fuzz target are built per stem of CMakeLists.txt's tandem_component() calls,
+// which name the same components (cases/registry.cpp does not compile otherwise).
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,7 @@
 #include "cases/case_check.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -52,6 +53,25 @@ std::vector<double> as_doubles(const StTensor& t) {
       default:
         v[i] = static_cast<uint8_t>(*p);
     }
+  }
+  return v;
+}
+
+void check_shape(const LoadedCase& c, const std::string& name, const Shape& stored,
+                 const Shape& expected) {
+  if (stored != expected)
+    throw_bad_input("{}: tensor '{}' has shape {}, expected {}", c.blob_source, name,
+                    fmt::join(stored, "x"), fmt::join(expected, "x"));
+}
+
+std::vector<uint32_t> uint32_values(const LoadedCase& c, const std::string& name,
+                                    const std::vector<int64_t>& stored) {
+  std::vector<uint32_t> v;
+  v.reserve(stored.size());
+  for (int64_t x : stored) {
+    if (x < 0 || x > UINT32_MAX)
+      throw_bad_input("{}: tensor '{}' holds {}, outside [0, 2^32)", c.blob_source, name, x);
+    v.push_back(uint32_t(x));
   }
   return v;
 }

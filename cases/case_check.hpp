@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cases/case.hpp"
@@ -44,20 +45,72 @@ Values doubles(const Tensor<T>& t) {
 // The reference recomputed now against the stored expectation, which must have its shape.
 CheckedTensor reference_check(const std::string& name, const Values& now, const StTensor& stored);
 
+// BadInput naming the file and tensor unless a stored tensor's shape is the expected one.
+void check_shape(const LoadedCase& c, const std::string& name, const Shape& stored,
+                 const Shape& expected);
+
 // A stored tensor of the expected shape (BadInput naming the file and tensor otherwise).
 template <class T>
 Tensor<T> get_shaped(const LoadedCase& c, const std::string& name, const Shape& shape) {
   Tensor<T> t = c.blob.get_as<T>(name, c.blob_source);
-  if (t.shape != shape)
-    throw_bad_input("{}: tensor '{}' has shape {}, expected {}", c.blob_source, name,
-                    fmt::join(t.shape, "x"), fmt::join(shape, "x"));
+  check_shape(c, name, t.shape, shape);
   return t;
 }
 
-// A stored tensor by name into `t`, in t's element type (the reader of for_each_tensor).
+// ---------------------------------------------------------------- blobs through for_each_tensor
+// Each component's for_each_tensor (problem/<stem>.hpp) names the input tensors its golden blob
+// stores; these write and read them. A std::vector is stored as a [n] tensor, a uint32 one
+// (sequence positions, request ids) as I64, this safetensors layer having no U32.
 template <class T>
-void load_tensor(const LoadedCase& c, const char* name, Tensor<T>& t) {
+void put_tensor(Safetensors& blob, const std::string& name, const Tensor<T>& t) {
+  blob.put(name, t);
+}
+template <class T>
+void put_tensor(Safetensors& blob, const std::string& name, const std::vector<T>& v) {
+  using Stored = std::conditional_t<std::is_same_v<T, uint32_t>, int64_t, T>;
+  blob.put(name, Tensor<Stored>({int64_t(v.size())}, std::vector<Stored>(v.begin(), v.end())));
+}
+
+// Stored I64 values as uint32 (BadInput naming the file and tensor outside [0, 2^32)).
+std::vector<uint32_t> uint32_values(const LoadedCase& c, const std::string& name,
+                                    const std::vector<int64_t>& stored);
+
+// A stored tensor by name into `t`, in t's element type, whatever its shape (the caller then
+// validates); into a vector, its values.
+template <class T>
+void load_tensor(const LoadedCase& c, const std::string& name, Tensor<T>& t) {
   t = c.blob.get_as<T>(name, c.blob_source);
+}
+template <class T>
+void load_tensor(const LoadedCase& c, const std::string& name, std::vector<T>& v) {
+  if constexpr (std::is_same_v<T, uint32_t>)
+    v = uint32_values(c, name, c.blob.get_as<int64_t>(name, c.blob_source).data);
+  else
+    v = c.blob.get_as<T>(name, c.blob_source).data;
+}
+
+// A tensor's shape alone, for load_shaped: nothing is allocated from a config's sizes before the
+// blob shows them.
+template <class T>
+Tensor<T> shaped(Shape shape) {
+  Tensor<T> t;
+  t.shape = std::move(shape);
+  return t;
+}
+
+// A stored tensor by name into `t`, requiring the shape `t` already has (the caller sizes it
+// from the config: a tensor through shaped(), a vector of n values stored as [n]); BadInput
+// naming the file and tensor otherwise.
+template <class T>
+void load_shaped(const LoadedCase& c, const std::string& name, Tensor<T>& t) {
+  t = get_shaped<T>(c, name, t.shape);
+}
+template <class T>
+void load_shaped(const LoadedCase& c, const std::string& name, std::vector<T>& v) {
+  if constexpr (std::is_same_v<T, uint32_t>)
+    v = uint32_values(c, name, get_shaped<int64_t>(c, name, {int64_t(v.size())}).data);
+  else
+    v = get_shaped<T>(c, name, {int64_t(v.size())}).data;
 }
 
 // A discrete output of a golden case: bit-exact, with `who` (reference or kernel) in the detail.

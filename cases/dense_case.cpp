@@ -50,8 +50,7 @@ DenseReference run_dense_reference(const DenseInputs& in) {
 
 std::vector<TensorCheck> compare_dense(const DenseReference& ref, const DenseOutputs& out,
                                        ActDType act) {
-  return {{"y", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.y),
-                                 out_dtype(act), ref.truth.dim(1))}};
+  return compare_output("y", ref, out.y, act);
 }
 
 // ================================================================ the dense component

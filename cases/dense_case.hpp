@@ -14,9 +14,7 @@ namespace tandem {
 DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed,
                               bool bias = false, bool gelu = false);
 
-struct DenseReference {
-  Tensor<double> truth, baseline;  // [T, n_out]
-};
+using DenseReference = KernelReference<DenseOutputs>;  // [T, n_out]
 DenseReference run_dense_reference(const DenseInputs& in);
 std::vector<TensorCheck> compare_dense(const DenseReference& ref, const DenseOutputs& out,
                                        ActDType act);

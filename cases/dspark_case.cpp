@@ -124,15 +124,8 @@ BuiltCase build_dspark_verify(int64_t R, int K, int64_t V, bool greedy, uint64_t
   if (scheduled) schedule_batch(in, seed);
   BuiltCase b;
   b.config = {{"requests", R}, {"budget", K}, {"vocab", V}, {"greedy", greedy}};
-  b.blob.put("draft", in.draft);
-  b.blob.put("p_draft", in.p_draft);
-  b.blob.put("p_target", in.p_target);
-  b.blob.put("position", Tensor<int64_t>({R}, {in.position.begin(), in.position.end()}));
-  if (scheduled) {
-    b.config["scheduled"] = true;
-    b.blob.put("drafted", Tensor<int32_t>({R}, in.drafted));
-    b.blob.put("request", Tensor<int64_t>({R}, {in.request.begin(), in.request.end()}));
-  }
+  if (scheduled) b.config["scheduled"] = true;
+  for_each_tensor(in, [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
   const VerifyOutputs out = reference::dspark_verify(in);
   b.blob.put("expected.accepted", Tensor<int32_t>({R}, out.accepted));
   b.blob.put("expected.emitted", out.emitted);
@@ -181,12 +174,12 @@ DrafterOutputs run_drafter_case(const DsparkConfig& cfg, const Tensor<double>& f
 BuiltCase build_dspark_drafter(const DsparkConfig& cfg, int64_t positions, uint64_t seed) {
   BuiltCase b;
   b.config = {{"dspark", to_json(cfg)}};
-  const Tensor<double> features =
-      to_tensor(reference::seeded_matrix(positions, 3 * cfg.backbone_width, seed, 1, 1.0));
-  const int32_t last = int32_t(seed % uint64_t(cfg.vocab));
-  b.blob.put("features", features);
-  b.blob.put("last", Tensor<int32_t>({1}, last));
-  const DrafterOutputs out = run_drafter_case(cfg, features, last, seed, reference::dspark_verify);
+  const DrafterInputs in{
+      to_tensor(reference::seeded_matrix(positions, 3 * cfg.backbone_width, seed, 1, 1.0)),
+      Tensor<int32_t>({1}, int32_t(seed % uint64_t(cfg.vocab)))};
+  for_each_tensor(in, [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
+  const DrafterOutputs out =
+      run_drafter_case(cfg, in.features, in.last.data[0], seed, reference::dspark_verify);
   b.blob.put("expected.draft", out.draft);
   b.blob.put("expected.logits", out.logits);
   b.blob.put("expected.confidence", out.confidence);
@@ -207,27 +200,17 @@ CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
   in.greedy = config.boolean("greedy");
   in.seed = c.manifest.at("seed").get<uint64_t>();
   const int64_t R = in.requests, K = in.budget, V = in.vocab;
-  in.draft = get_shaped<int32_t>(c, "draft", {R, K});
-  in.p_draft = get_shaped<float>(c, "p_draft", {R, K, V});
-  in.p_target = get_shaped<float>(c, "p_target", {R, K + 1, V});
-  for (int64_t p : get_shaped<int64_t>(c, "position", {R}).data) {
-    if (p < 0 || p > UINT32_MAX)
-      throw_bad_input("{}: tensor 'position' holds {}, outside [0, 2^32)", c.blob_source, p);
-    in.position.push_back(uint32_t(p));
-  }
-  if (config.has("scheduled") && config.boolean("scheduled")) {
-    for (int32_t k : get_shaped<int32_t>(c, "drafted", {R}).data) {
-      if (k < 0 || k > K)
-        throw_bad_input("{}: tensor 'drafted' holds {}, outside [0, budget {}]", c.blob_source, k,
-                        K);
-      in.drafted.push_back(k);
-    }
-    for (int64_t id : get_shaped<int64_t>(c, "request", {R}).data) {
-      if (id < 0 || id > UINT32_MAX)
-        throw_bad_input("{}: tensor 'request' holds {}, outside [0, 2^32)", c.blob_source, id);
-      in.request.push_back(uint32_t(id));
-    }
-  }
+  // Every stored input has the shape the config implies.
+  in.draft = shaped<int32_t>({R, K});
+  in.p_draft = shaped<float>({R, K, V});
+  in.p_target = shaped<float>({R, K + 1, V});
+  in.position.resize(R);
+  if (config.has("scheduled") && config.boolean("scheduled"))
+    in.drafted.resize(R), in.request.resize(R);
+  for_each_tensor(in, [&](const std::string& name, auto& t) { load_shaped(c, name, t); });
+  for (int32_t k : in.drafted)
+    if (k < 0 || k > K)
+      throw_bad_input("{}: tensor 'drafted' holds {}, outside [0, budget {}]", c.blob_source, k, K);
   const Tensor<int32_t> accepted = get_shaped<int32_t>(c, "expected.accepted", {R});
   const Tensor<int32_t> emitted = get_shaped<int32_t>(c, "expected.emitted", {R, K + 1});
   const VerifyOutputs now = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
@@ -246,12 +229,15 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
   config.reject_unknown({"dspark"});
   const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
   const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
-  const Tensor<double> features = c.blob.get_as<double>("features", c.blob_source);
+  DrafterInputs in;
+  for_each_tensor(in, [&](const std::string& name, auto& t) { load_tensor(c, name, t); });
+  const Tensor<double>& features = in.features;
   if (features.shape.size() != 2 || features.dim(0) < 1 ||
       features.dim(1) != 3 * cfg.backbone_width)
     throw_bad_input("{}: tensor 'features' must be [T >= 1, {}] (3 x backbone_width), got {}",
                     c.blob_source, 3 * cfg.backbone_width, fmt::join(features.shape, "x"));
-  const int32_t last = get_shaped<int32_t>(c, "last", {1}).data[0];
+  check_shape(c, "last", in.last.shape, {1});
+  const int32_t last = in.last.data[0];
   if (last < 0 || last >= cfg.vocab)
     throw_bad_input("{}: tensor 'last' holds token {}, outside [0, {})", c.blob_source, last,
                     cfg.vocab);

@@ -13,7 +13,6 @@
 #include "sim/engram_traffic.hpp"
 
 namespace tandem {
-namespace {}  // namespace
 
 std::vector<int64_t> synthetic_token_ids(int64_t tokens, int64_t vocab, uint64_t seed,
                                          bool with_markers) {
@@ -42,7 +41,7 @@ EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::Compre
   const int64_t T = static_cast<int64_t>(ids.size()), d = cfg.d;
   const int64_t E = int64_t{cfg.lookups()} * cfg.head_dim;
   in.h = seeded_tensor({T, 4, d}, seed, 2, -2.0f, 2.0f);
-  for (float& v : in.h.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  round_all_to(act, in.h.data);
   const float w = 1.0f / std::sqrt(float(E));
   in.wkv = seeded_tensor({5 * d, E}, seed, 3, -w, w);
   in.gate_w = seeded_tensor({4, d}, seed, 4, 0.75f, 1.25f);
@@ -104,7 +103,7 @@ EngramReference run_engram_reference(const EngramInputs& in) {
 
 std::vector<TensorCheck> compare_engram(const EngramReference& ref, const EngramOutputs& out,
                                         ActDType act) {
-  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  const OutDType dt = out_dtype(act);
   std::vector<TensorCheck> checks;
   checks.push_back(exact_check("addresses", ref.addresses, out.addresses));
   checks.push_back(exact_check("rows", ref.rows, out.rows));
@@ -143,28 +142,27 @@ reference::CompressionMap engram_case_map() {
   return reference::synthetic_compression_map(4096, 3001, 11);
 }
 
-// Engram inputs from a blob: the raw ids and map are stored, everything derived is recomputed.
-EngramInputs engram_inputs_from(const Safetensors& st, const EngramConfig& cfg, ActDType act,
-                                int layer_index, const std::string& src) {
-  const reference::CompressionMap map = reference::compression_map_from(st, cfg, src);
-  EngramInputs in;
+// Engram inputs from a stored case (for_each_tensor names what the blob holds): the raw ids and
+// map are stored, the compressed ids are derived here.
+EngramInputs engram_inputs_from(const LoadedCase& c, const EngramConfig& cfg, ActDType act,
+                                int layer_index) {
+  const std::string& src = c.blob_source;
+  EngramStoredInputs stored;
+  for_each_tensor(stored, [&](const std::string& name, auto& t) { load_tensor(c, name, t); });
+  const reference::CompressionMap map = reference::compression_map_from(stored.map, cfg, src);
+  EngramInputs in = std::move(stored.layer);
   in.cfg = cfg;
   in.act = act;
   const auto layers = engram_tables(cfg);
   if (layer_index < 0 || layer_index >= static_cast<int>(layers.size()))
     throw_bad_input("{}: layer_index {} outside engram.layer_ids", src, layer_index);
   in.tables = layers[layer_index];
-  const Tensor<int64_t> ids = st.get_as<int64_t>("ids", src);
-  if (ids.shape != Shape{cfg.tokens})
+  if (stored.ids.shape != Shape{cfg.tokens})
     throw_bad_input("{}: tensor 'ids' has shape {}, config.engram.tokens is {}", src,
-                    fmt::join(ids.shape, "x"), cfg.tokens);
-  in.compressed = reference::compress(ids.data, map);
-  in.history = reference::compress(st.get_as<int64_t>("history", src).data, map);
+                    fmt::join(stored.ids.shape, "x"), cfg.tokens);
+  in.compressed = reference::compress(stored.ids.data, map);
+  in.history = reference::compress(stored.history.data, map);
   in.compressed_pad = map.map.at(cfg.pad_id);
-  in.table = st.get_as<uint8_t>("table", src).data;
-  in.h = st.get_as<float>("h", src);
-  in.wkv = st.get_as<float>("wkv", src);
-  in.gate_w = st.get_as<float>("gate_w", src);
   try {
     validate_engram_inputs(in);
   } catch (const BadInput& e) {
@@ -179,16 +177,13 @@ BuiltCase build_engram(const EngramConfig& cfg, ActDType act, int layer_index, u
   const auto map = engram_case_map();
   const std::vector<int64_t> ids = synthetic_token_ids(cfg.tokens, cfg.vocab, seed);
   const std::vector<int64_t> history{17, 4095, 2};
-  EngramInputs in = make_engram_inputs(cfg, map, ids, layer_index, act, seed);
-  in.history = reference::compress(history, map);
-  const EngramReference ref = run_engram_reference(in);
-  b.blob.put("map", Tensor<int32_t>({cfg.vocab}, map.map));
-  b.blob.put("ids", Tensor<int64_t>({cfg.tokens}, ids));
-  b.blob.put("history", Tensor<int64_t>({3}, history));
-  b.blob.put("table", Tensor<uint8_t>({static_cast<int64_t>(in.table.size())}, in.table));
-  b.blob.put("h", in.h);
-  b.blob.put("wkv", in.wkv);
-  b.blob.put("gate_w", in.gate_w);
+  EngramStoredInputs stored{Tensor<int32_t>({cfg.vocab}, map.map),
+                            Tensor<int64_t>({cfg.tokens}, ids), Tensor<int64_t>({3}, history),
+                            make_engram_inputs(cfg, map, ids, layer_index, act, seed)};
+  stored.layer.history = reference::compress(history, map);
+  const EngramReference ref = run_engram_reference(stored.layer);
+  for_each_tensor(stored,
+                  [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
   b.blob.put("expected.addresses", ref.addresses);
   b.blob.put("expected.rows", ref.rows);
   b.blob.put("expected.gates", ref.truth.gates);
@@ -203,8 +198,8 @@ CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
   config.reject_unknown({"engram", "act", "layer_index"});
   const EngramConfig cfg = parse_engram_config(config.object("engram"));
   const ActDType act = parse_act(config);
-  const EngramInputs in = engram_inputs_from(
-      c.blob, cfg, act, static_cast<int>(config.integer("layer_index", 0, 1000)), c.blob_source);
+  const EngramInputs in =
+      engram_inputs_from(c, cfg, act, static_cast<int>(config.integer("layer_index", 0, 1000)));
   const EngramReference now = run_engram_reference(in);
   EngramReference expected = now;
   expected.addresses = c.blob.get_as<int64_t>("expected.addresses", c.blob_source);

@@ -11,7 +11,6 @@
 #include "optimized/model.hpp"
 #include "reference/residual.hpp"  // ScopedSumOrder
 #include "sim/model_traffic.hpp"
-#include "sim/vision_traffic.hpp"
 
 namespace tandem {
 namespace {
@@ -203,14 +202,14 @@ std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun
 namespace {
 
 // ---------------------------------------------------------------- end-to-end model case
-// The model's weights come from its config's seed; the blob holds the prompt and every tap.
+// The model's weights come from its config's seed; the blob holds the prompt (for_each_tensor)
+// and every tap.
 BuiltCase build_model(const ModelConfig& m, uint64_t seed) {
   const reference::TinyModelWeights w = reference::tiny_model_weights(m);
   const ModelPrompt p = model_prompt(m, seed, false);
   BuiltCase b;
   b.config = {{"model", to_json(m)}};
-  b.blob.put("ids", Tensor<int32_t>({int64_t(p.ids.size())}, p.ids));
-  b.blob.put("visual", p.visual);
+  for_each_tensor(p, [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
   for (const reference::Tap& t : run_model_reference(m, w, p).truth) {
     b.blob.put("expected." + t.name, t.value);
     b.outputs.emplace_back(t.name, t.name.ends_with(".experts") ? "exact" : "tolerance");
@@ -223,9 +222,8 @@ CaseReport check_model_case(const LoadedCase& c, const RunOptions& opt) {
   config.reject_unknown({"model"});
   const ModelConfig m = parse_model_config(config.object("model").json(), c.name + ".json");
   check_model_size(m, c.name + ".json");
-  ModelPrompt p;
-  p.ids = c.blob.get_as<int32_t>("ids", c.blob_source).data;
-  p.visual = c.blob.get_as<double>("visual", c.blob_source);
+  ModelPrompt p;  // text and given visual embeddings (for_each_tensor reads no patches)
+  for_each_tensor(p, [&](const std::string& name, auto& t) { load_tensor(c, name, t); });
   if (p.ids.size() > 4096)
     throw_bad_input("{}: tensor 'ids' holds {} tokens, at most 4096", c.blob_source, p.ids.size());
   const reference::TinyModelWeights w = reference::tiny_model_weights(m);

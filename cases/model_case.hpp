@@ -21,15 +21,6 @@ void check_model_size(const ModelConfig& m, const std::string& source);
 // float value).
 ModelWeights optimized_model_weights(const reference::TinyModelWeights& w);
 
-// A prompt as the case runs it: ids (text and the image's layout) and either the image as
-// preprocessed patches, embedded by each model on its own (taps image.*), or the IMAGE positions'
-// embeddings given directly (float values; none for text).
-struct ModelPrompt {
-  std::vector<int32_t> ids;
-  Tensor<double> visual;  // [IMAGE positions, d] when there are no patches
-  Tensor<float> patches;  // [grid_h, grid_w, 588] or empty
-};
-
 // The verification prompt (reference::make_prompt_image) as patches; image = false keeps only
 // the text ids.
 ModelPrompt model_prompt(const ModelConfig& m, uint64_t seed, bool image);

@@ -9,7 +9,6 @@
 #include "core/json_fields.hpp"
 #include "optimized/moe.hpp"
 #include "reference/moe.hpp"
-#include "reference/residual.hpp"  // store
 #include "sim/moe_traffic.hpp"
 
 namespace tandem {
@@ -19,7 +18,7 @@ MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int6
   MoeExpertInputs in;
   in.act = act;
   in.y = seeded_tensor({T, d}, seed, 1, -2.0f, 2.0f);
-  for (float& v : in.y.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  round_all_to(act, in.y.data);
   const float a = 1.0f / std::sqrt(float(d)), b = 1.0f / std::sqrt(float(H));
   in.w_in = seeded_tensor({E, H, d}, seed, 2, -a, a);
   in.w_out = seeded_tensor({E, d, H}, seed, 3, -b, b);
@@ -68,9 +67,7 @@ MoeReference run_moe_reference(const MoeExpertInputs& in) {
 
 std::vector<TensorCheck> compare_moe(const MoeReference& ref, const MoeExpertOutputs& out,
                                      ActDType act) {
-  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
-  return {{"f", compare_to_truth(ref.truth.span(), ref.baseline.span(), as_doubles(out.f), dt,
-                                 ref.truth.dim(1))}};
+  return compare_output("f", ref, out.f, act);
 }
 
 // ================================================================ the moe component

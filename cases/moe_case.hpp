@@ -15,9 +15,7 @@ namespace tandem {
 MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDType act,
                                 uint64_t seed);
 
-struct MoeReference {
-  Tensor<double> truth, baseline;  // [T, d]
-};
+using MoeReference = KernelReference<MoeExpertOutputs>;  // [T, d]
 MoeReference run_moe_reference(const MoeExpertInputs& in);
 std::vector<TensorCheck> compare_moe(const MoeReference& ref, const MoeExpertOutputs& out,
                                      ActDType act);

@@ -25,12 +25,6 @@ ResidualSiteWeights make_site(const ResidualConfig& c, uint64_t seed, uint32_t i
   return w;
 }
 
-const char* kSiteFields[] = {"fn", "base", "scale", "norm_w", "w_sub"};
-Tensor<float>* site_field(ResidualSiteWeights& w, int i) {
-  Tensor<float>* f[] = {&w.fn, &w.base, &w.scale, &w.norm_w, &w.w_sub};
-  return f[i];
-}
-
 }  // namespace
 
 ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t tokens, ActDType act,
@@ -39,7 +33,7 @@ ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t toke
   in.cfg = cfg;
   in.act = act;
   in.x0 = seeded_tensor({tokens, 4, cfg.d}, seed, 0, -2.0f, 2.0f);
-  for (float& v : in.x0.data) v = act == ActDType::bf16 ? reference::store<bf16>(v) : v;
+  round_all_to(act, in.x0.data);
   for (int l = 0; l < cfg.sites; ++l)
     in.sites.push_back(make_site(cfg, seed, 16 + 8 * l, sublayer_gain));
   in.head = make_site(cfg, seed, 8, 0.0f);
@@ -48,39 +42,9 @@ ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t toke
 }
 
 void put_residual_inputs(Safetensors& st, const ResidualStackInputs& in) {
-  st.put("x0", in.x0);
-  auto put_site = [&](ResidualSiteWeights w, const std::string& prefix, int fields) {
-    for (int i = 0; i < fields; ++i) st.put(prefix + "." + kSiteFields[i], *site_field(w, i));
-  };
-  for (size_t l = 0; l < in.sites.size(); ++l) put_site(in.sites[l], fmt::format("site{}", l), 5);
-  put_site(in.head, "head", 4);
+  for_each_tensor(in, [&](const std::string& name, const auto& t) { put_tensor(st, name, t); });
 }
 
-ResidualStackInputs get_residual_inputs(const Safetensors& st, const ResidualConfig& cfg,
-                                        ActDType act, const std::string& source) {
-  ResidualStackInputs in;
-  in.cfg = cfg;
-  in.act = act;
-  in.x0 = st.get_as<float>("x0", source);
-  auto get_site = [&](const std::string& prefix, int fields) {
-    ResidualSiteWeights w;
-    for (int i = 0; i < fields; ++i)
-      *site_field(w, i) = st.get_as<float>(prefix + "." + kSiteFields[i], source);
-    return w;
-  };
-  for (int l = 0; l < cfg.sites; ++l) in.sites.push_back(get_site(fmt::format("site{}", l), 5));
-  in.head = get_site("head", 4);
-  try {
-    validate_residual_inputs(in);
-  } catch (const BadInput& e) {
-    throw_bad_input("{}: {}", source, e.what());
-  }
-  return in;
-}
-
-}  // namespace tandem
-
-namespace tandem {
 namespace {
 
 // perm[i]: the original hidden index at position i.
@@ -149,7 +113,7 @@ reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in
 std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& truth,
                                           const reference::ResidualRefOutputs& baseline,
                                           const ResidualStackOutputs& optimized, ActDType act) {
-  const OutDType out = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  const OutDType out = out_dtype(act);
   std::vector<TensorCheck> checks;
   auto check = [&](std::string name, const Tensor<double>& t, const Tensor<double>& b,
                    const Tensor<float>& o) {
@@ -207,7 +171,7 @@ ResidualBoundaryReference run_residual_boundary_reference(const ResidualBoundary
 std::vector<TensorCheck> compare_residual_boundary(const ResidualBoundaryReference& ref,
                                                    const ResidualBoundaryOutputs& out,
                                                    ActDType act) {
-  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  const OutDType dt = out_dtype(act);
   std::vector<TensorCheck> checks;
   auto check = [&](std::string name, const Tensor<double>& t, const Tensor<double>& b,
                    const Tensor<float>& o, OutDType type) {
@@ -287,6 +251,22 @@ std::vector<Tensor<double>*> residual_tensors(reference::ResidualRefOutputs& o) 
   return t;
 }
 
+// The inputs from a stored case, validated (BadInput naming the blob).
+ResidualStackInputs get_residual_inputs(const LoadedCase& c, const ResidualConfig& cfg,
+                                        ActDType act) {
+  ResidualStackInputs in;
+  in.cfg = cfg;
+  in.act = act;
+  in.sites.resize(cfg.sites);  // for_each_tensor then names each site's tensors
+  for_each_tensor(in, [&](const std::string& name, auto& t) { load_tensor(c, name, t); });
+  try {
+    validate_residual_inputs(in);
+  } catch (const BadInput& e) {
+    throw_bad_input("{}: {}", c.blob_source, e.what());
+  }
+  return in;
+}
+
 BuiltCase build_residual(const ResidualConfig& cfg, ResidualPath path, ActDType act,
                          uint64_t seed) {
   BuiltCase b;
@@ -310,7 +290,7 @@ CaseReport check_residual(const LoadedCase& c, const RunOptions& opt) {
   const ResidualConfig cfg = parse_residual_config(config.object("residual"));
   const ResidualPath path = parse_path(config);
   const ActDType act = parse_act(config);
-  const ResidualStackInputs in = get_residual_inputs(c.blob, cfg, act, c.blob_source);
+  const ResidualStackInputs in = get_residual_inputs(c, cfg, act);
   reference::ResidualRefOutputs expected;
   expected.taps_y.resize(cfg.sites), expected.taps_x.resize(cfg.sites);
   const auto names = residual_outputs(cfg.sites);

@@ -1,5 +1,5 @@
 #pragma once
-// Residual cases: seeded input generation and (de)serialisation to safetensors, shared by the
+// Residual cases: seeded input generation and serialisation to safetensors, shared by the
 // golden files, `tandem verify`, the property tests and the benchmarks.
 #include <cstdint>
 
@@ -16,9 +16,9 @@ namespace tandem {
 ResidualStackInputs make_residual_inputs(const ResidualConfig& cfg, int64_t tokens, ActDType act,
                                          uint64_t seed, float sublayer_gain = 1.0f);
 
+// The inputs into a blob, through for_each_tensor (problem/residual.hpp): the golden cases' and
+// the property tests' failure dumps.
 void put_residual_inputs(Safetensors& st, const ResidualStackInputs& in);
-ResidualStackInputs get_residual_inputs(const Safetensors& st, const ResidualConfig& cfg,
-                                        ActDType act, const std::string& source);
 
 }  // namespace tandem
 

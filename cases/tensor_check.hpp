@@ -2,9 +2,11 @@
 // One compared tensor: its name and the comparison result (tolerance policy or bit-exact).
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/compare.hpp"
 #include "core/tensor.hpp"
+#include "problem/dtype.hpp"
 
 namespace tandem {
 
@@ -29,6 +31,24 @@ TensorCheck exact_check(std::string name, const Tensor<T>& want, const Tensor<T>
   }
   if (!r.pass) r.failure = want.shape == got.shape ? e.summary() : "shape mismatch";
   return {std::move(name), r};
+}
+
+// The reference side of a kernel with one floating output (dense, attention, MoE experts): the
+// truth in double and the float baseline (its farthest error draws), [rows, row] each. Outputs is
+// the kernel's outputs type, so each kernel's reference is a type of its own.
+template <class Outputs>
+struct KernelReference {
+  Tensor<double> truth, baseline;
+};
+
+// That output (stored as act) against the reference under the tolerance policy (DESIGN 4), a row
+// of the truth per comparison row.
+template <class Outputs>
+std::vector<TensorCheck> compare_output(std::string name, const KernelReference<Outputs>& ref,
+                                        const Tensor<float>& out, ActDType act) {
+  const std::vector<double> optimized(out.data.begin(), out.data.end());
+  return {{std::move(name), compare_to_truth(ref.truth.span(), ref.baseline.span(), optimized,
+                                             out_dtype(act), ref.truth.dim(1))}};
 }
 
 }  // namespace tandem

@@ -9,17 +9,9 @@
 #include "core/json_fields.hpp"
 #include "core/philox.hpp"
 #include "optimized/vision.hpp"
-#include "reference/residual.hpp"  // store<Act>
 #include "sim/vision_traffic.hpp"
 
 namespace tandem {
-namespace {
-
-float round_act(float v, ActDType act) {
-  return act == ActDType::bf16 ? reference::store<bf16>(v) : v;
-}
-
-}  // namespace
 
 MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int experts, int top_k,
                                uint64_t seed) {
@@ -52,10 +44,10 @@ VisionInputs make_vision_inputs(const VisionCase& c) {
   const Tensor<double> embedded = reference::patch_embedding(patches, w);
   in.grid = Tensor<float>({g.grid_h, g.grid_w, C});
   for (int64_t i = 0; i < in.grid.size(); ++i)
-    in.grid.data[i] = round_act(float(embedded.data[i]), c.act);
+    in.grid.data[i] = round_to(c.act, float(embedded.data[i]));
   in.rope.x = Tensor<float>({n, c.heads, c.head_dim});
   for (int64_t i = 0; i < in.rope.x.size(); ++i)
-    in.rope.x.data[i] = round_act(seeded_uniform(c.seed, 3, uint32_t(i), -2.0f, 2.0f), c.act);
+    in.rope.x.data[i] = round_to(c.act, seeded_uniform(c.seed, 3, uint32_t(i), -2.0f, 2.0f));
   for (int64_t p = 0; p < n; ++p)
     in.rope.row.push_back(int32_t(p / g.grid_w)), in.rope.col.push_back(int32_t(p % g.grid_w));
   in.gate = make_gate_inputs(g.visual_tokens(), c.text_tokens, c.experts, c.top_k, c.seed);
@@ -74,10 +66,9 @@ std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResu
   checks.push_back(exact_check("unshuffle_inverse", in.grid, out.unshuffle.restored));
   const Tensor<double> truth = reference::rope_2d<double>(in.rope);
   Tensor<double> baseline = reference::rope_2d<float>(in.rope);
-  for (double& v : baseline.data) v = round_act(float(v), act);
-  const OutDType dt = act == ActDType::f32 ? OutDType::F32 : OutDType::BF16;
+  for (double& v : baseline.data) v = round_to(act, float(v));
   checks.push_back({"rope", compare_to_truth(truth.span(), baseline.span(), as_doubles(out.rope.x),
-                                             dt, in.rope.x.dim(2))});
+                                             out_dtype(act), in.rope.x.dim(2))});
   // The experts are discrete: the float gate (the kernels' precision, same formula) selects them.
   const reference::MoeGateRef base = reference::moe_gate<float>(in.gate);
   checks.push_back(exact_check("experts", base.experts, out.gate.experts));
@@ -104,15 +95,7 @@ BuiltCase build_vision(const VisionCase& c) {
   b.config = {{"vision", to_json(static_cast<const VisionConfig&>(c))},
               {"act", act_dtype_name(c.act)}};
   const VisionInputs in = make_vision_inputs(c);
-  b.blob.put("grid", in.grid);
-  b.blob.put("rope.x", in.rope.x);
-  b.blob.put("rope.row", Tensor<int32_t>({int64_t(in.rope.row.size())}, in.rope.row));
-  b.blob.put("rope.col", Tensor<int32_t>({int64_t(in.rope.col.size())}, in.rope.col));
-  b.blob.put("gate.logits", in.gate.logits);
-  b.blob.put("gate.is_image",
-             Tensor<uint8_t>({int64_t(in.gate.is_image.size())}, in.gate.is_image));
-  b.blob.put("gate.bias_text", Tensor<float>({c.experts}, in.gate.bias_text));
-  b.blob.put("gate.bias_vl", Tensor<float>({c.experts}, in.gate.bias_vl));
+  for_each_tensor(in, [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
   const auto experts = reference::moe_gate<float>(in.gate).experts;
   b.blob.put("expected.unshuffle", reference::unshuffle(in.grid));
   b.blob.put("expected.rope", reference::rope_2d<double>(in.rope));
@@ -131,23 +114,22 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
   const VisionConfig v = parse_vision_config(config.object("vision"));
   const ActDType act = parse_act(config);
   const std::string& src = c.blob_source;
-  // Every stored input has the shape the config implies (a config contradicting its blob is
-  // bad input, not a different case).
   const reference::VisionGeometry g = reference::vision_geometry(v.image_w, v.image_h, v.sizing);
   const int64_t n = g.patches(), T = g.visual_tokens() + v.text_tokens, E = v.experts;
+  // Every stored input has the shape the config implies (a config contradicting its blob is
+  // bad input, not a different case).
   VisionInputs in;
-  in.grid = get_shaped<float>(c, "grid", {g.grid_h, g.grid_w, v.width});
-  in.rope.x = get_shaped<float>(c, "rope.x", {n, v.heads, v.head_dim});
-  in.rope.row = get_shaped<int32_t>(c, "rope.row", {n}).data;
-  in.rope.col = get_shaped<int32_t>(c, "rope.col", {n}).data;
-  in.gate.logits = get_shaped<float>(c, "gate.logits", {T, E});
-  in.gate.is_image = get_shaped<uint8_t>(c, "gate.is_image", {T}).data;
+  in.grid = shaped<float>({g.grid_h, g.grid_w, v.width});
+  in.rope.x = shaped<float>({n, v.heads, v.head_dim});
+  in.rope.row.resize(n), in.rope.col.resize(n);
+  in.gate.logits = shaped<float>({T, E});
+  in.gate.is_image.resize(T);
+  in.gate.bias_text.resize(E), in.gate.bias_vl.resize(E);
+  for_each_tensor(in, [&](const std::string& name, auto& t) { load_shaped(c, name, t); });
   for (size_t t = 0; t < in.gate.is_image.size(); ++t)
     if (in.gate.is_image[t] > 1)
       throw_bad_input("{}: tensor 'gate.is_image' holds {} at token {}, expected 0 or 1", src,
                       in.gate.is_image[t], t);
-  in.gate.bias_text = get_shaped<float>(c, "gate.bias_text", {E}).data;
-  in.gate.bias_vl = get_shaped<float>(c, "gate.bias_vl", {E}).data;
   in.gate.top_k = v.top_k;
   const auto experts = reference::moe_gate<float>(in.gate).experts;
   CaseReport report{c.name, {}};

@@ -16,13 +16,6 @@ struct VisionCase : VisionConfig {
   uint64_t seed = 0;
 };
 
-struct VisionInputs {
-  reference::VisionGeometry geometry;
-  Tensor<float> grid;  // [grid_h, grid_w, C] patch embeddings (patchified pixels x W_patch)
-  RopeInputs rope;     // one row per patch: its (row, col)
-  MoeGateInputs gate;  // image tokens (the unshuffled ones), then text tokens
-};
-
 // Seeded gate inputs: `image_tokens` image positions, then `text_tokens` text positions.
 MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int experts, int top_k,
                                uint64_t seed);

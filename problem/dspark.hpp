@@ -3,6 +3,7 @@
 // checked against the backbone's distributions in one pass; the step emits the accepted prefix
 // plus one token (the residual resample at the first rejection, or the bonus).
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/dspark_config.hpp"  // kDsparkMaxDraft
@@ -27,6 +28,19 @@ struct VerifyInputs {
   std::vector<uint32_t> request;
 };
 
+// Every input tensor with its name (the golden blob's tensor names); the scheduled batch's drafted
+// and request only when given. The sizes, seed and greedy come from the config.
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, VerifyInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("draft", in.draft);
+  f("p_draft", in.p_draft);
+  f("p_target", in.p_target);
+  f("position", in.position);
+  if (!in.drafted.empty()) f("drafted", in.drafted);
+  if (!in.request.empty()) f("request", in.request);
+}
+
 struct VerifyOutputs {
   std::vector<int32_t> accepted;  // [R] in [0, k_r]
   Tensor<int32_t> emitted;        // [R, K + 1]: accepted prefix, then the extra token; -1 after
@@ -35,5 +49,20 @@ struct VerifyOutputs {
 
 // BadInput naming the tensor: shapes the kernel supports, valid values.
 void validate_verify_inputs(const VerifyInputs& in);
+
+// The DSpark drafter's inputs for one pass (its weights come from the config's seed): the
+// backbone's target features over the window, and the last token.
+struct DrafterInputs {
+  Tensor<double> features;  // [T >= 1, 3 * backbone_width]
+  Tensor<int32_t> last;     // [1]
+};
+
+// Every input tensor with its name (the golden blob's tensor names).
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, DrafterInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("features", in.features);
+  f("last", in.last);
+}
 
 }  // namespace tandem

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "core/engram_config.hpp"
@@ -28,6 +29,29 @@ struct EngramInputs {
   Tensor<float> wkv;                // [5d, lookups * head_dim]: 4 keys, then the value
   Tensor<float> gate_w;             // [4, d]
 };
+
+// An Engram layer's inputs as a golden case stores them: the raw token ids and the compression
+// map they go through (the layer's compressed ids and pad id are derived from these), then the
+// layer's stored inputs.
+struct EngramStoredInputs {
+  Tensor<int32_t> map;      // [vocab] compressed id of each raw id
+  Tensor<int64_t> ids;      // [T] raw ids; negative: image / DEAD positions
+  Tensor<int64_t> history;  // [<= 3] raw ids before the chunk, oldest first
+  EngramInputs layer;       // its table, h, wkv and gate_w stored; the rest derived or config
+};
+
+// Every stored tensor with its name (the golden blob's tensor names).
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, EngramStoredInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("map", in.map);
+  f("ids", in.ids);
+  f("history", in.history);
+  f("table", in.layer.table);
+  f("h", in.layer.h);
+  f("wkv", in.layer.wkv);
+  f("gate_w", in.layer.gate_w);
+}
 
 struct EngramOutputs {
   Tensor<int64_t> addresses;  // [T, lookups]; -1 where no lookup (markers, when skipped)

@@ -4,6 +4,7 @@
 // order) with its launches.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/engram_config.hpp"
@@ -40,6 +41,25 @@ struct ModelWeights {
   Tensor<float> head_norm_w;             // [d]
   std::vector<int32_t> compression_map;  // [V] Engram's compressed ids
 };
+
+// A prompt as a case runs it: ids (text and the image's layout) and either the image as
+// preprocessed patches, embedded by each model on its own (taps image.*), or the IMAGE positions'
+// embeddings given directly (float values; none for text).
+struct ModelPrompt {
+  std::vector<int32_t> ids;
+  Tensor<double> visual;  // [IMAGE positions, d] when there are no patches
+  Tensor<float> patches;  // [grid_h, grid_w, 588] or empty
+};
+
+// Every prompt tensor with its name (the golden blob's tensor names); the patches only when
+// given. The weights are not among them: a case regenerates them from its config's seed.
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, ModelPrompt>
+void for_each_tensor(Input& p, F&& f) {
+  f("ids", p.ids);
+  f("visual", p.visual);
+  if (!p.patches.data.empty()) f("patches", p.patches);
+}
 
 struct ModelTap {
   std::string name;  // as the reference names it: embed, block{b}.attn.y, ..., logits

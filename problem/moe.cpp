@@ -1,10 +1,8 @@
 #include "problem/moe.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <cmath>
-#include <tuple>
 
 #include "core/error.hpp"
 

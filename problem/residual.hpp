@@ -1,6 +1,8 @@
 #pragma once
 // The residual stack (V4 unfused / V4.1 single pass, DESIGN 5.1) as data: its inputs, weights and
 // outputs, and their validation. Float tensors hold values of the activation dtype.
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/residual_config.hpp"
@@ -29,6 +31,24 @@ struct ResidualStackInputs {
   ResidualSiteWeights head;                // final collapse: V4 uses its fn/base/scale for pre;
                                            // both use its norm_w
 };
+
+// Every input tensor with its name (the golden blob's tensor names): x0, then each site's
+// site{l}.fn, .base, .scale, .norm_w and .w_sub, then head.fn, .base, .scale and .norm_w (the
+// head has no sublayer). Reading, size `sites` to cfg.sites first.
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, ResidualStackInputs>
+void for_each_tensor(Input& in, F&& f) {
+  auto site = [&](auto& w, const std::string& prefix, bool sublayer) {
+    f(prefix + ".fn", w.fn);
+    f(prefix + ".base", w.base);
+    f(prefix + ".scale", w.scale);
+    f(prefix + ".norm_w", w.norm_w);
+    if (sublayer) f(prefix + ".w_sub", w.w_sub);
+  };
+  f(std::string("x0"), in.x0);
+  for (size_t l = 0; l < in.sites.size(); ++l) site(in.sites[l], "site" + std::to_string(l), true);
+  site(in.head, "head", false);
+}
 
 struct ResidualStackOutputs {
   Tensor<float> x_out;                // [T, 4, d] after the last site

@@ -1,7 +1,6 @@
 #include "problem/vision.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>

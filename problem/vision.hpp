@@ -2,6 +2,7 @@
 // The vision tower's parts as data (DESIGN 5.3): the image geometry, the zero-padded 3x3
 // pixel-unshuffle (and its inverse), 2D RoPE, and the MoE gate with per-modality biases.
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -69,5 +70,28 @@ struct MoeGateOutputs {
   LaunchLog launches;
 };
 void validate_moe_gate_inputs(const MoeGateInputs& in);
+
+// The three kernels' inputs for one image and its text (the vision cases').
+struct VisionInputs {
+  VisionGeometry geometry;
+  Tensor<float> grid;  // [grid_h, grid_w, C] patch embeddings (patchified pixels x W_patch)
+  RopeInputs rope;     // one row per patch: its (row, col)
+  MoeGateInputs gate;  // image tokens (the unshuffled ones), then text tokens
+};
+
+// Every input tensor with its name (the golden blob's tensor names); the geometry, RoPE's theta
+// and the gate's top_k and route_scale come from the config.
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, VisionInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("grid", in.grid);
+  f("rope.x", in.rope.x);
+  f("rope.row", in.rope.row);
+  f("rope.col", in.rope.col);
+  f("gate.logits", in.gate.logits);
+  f("gate.is_image", in.gate.is_image);
+  f("gate.bias_text", in.gate.bias_text);
+  f("gate.bias_vl", in.gate.bias_vl);
+}
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
-// golden/: the shipped cases pass; regen is atomic, reports deltas and refuses changed
-// expectations without --accept; corrupt files are BadInput naming the file and field.
+// golden/: the registry's components are CMake's; the shipped cases pass; regen is atomic, reports
+// deltas and refuses changed expectations without --accept; corrupt files are BadInput naming the
+// file and field.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,10 +11,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "cases/case.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
 #include "golden/golden.hpp"
+#include "tandem_components.hpp"  // TANDEM_CMAKE_COMPONENTS, generated from CMakeLists.txt
 #include "test_dir.hpp"
 
 namespace tandem {
@@ -50,6 +53,22 @@ void expect_bad_input(const fs::path& manifest, std::initializer_list<const char
     for (const char* p : parts)
       EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
+}
+
+// The registry (cases/registry.cpp) and CMakeLists.txt's tandem_component() calls name the same
+// components: registry.cpp does not compile otherwise, and here each component's name (what
+// manifests, `--component` and verify rows use) is its stem, once.
+TEST(Registry, ComponentsAreCMakesComponentsByStem) {
+#define TANDEM_STEM_NAME(stem) #stem,
+  std::vector<std::string> stems{TANDEM_CMAKE_COMPONENTS(TANDEM_STEM_NAME)};
+#undef TANDEM_STEM_NAME
+  std::vector<std::string> names;
+  for (const Component& c : registry()) names.push_back(c.name);
+  std::sort(stems.begin(), stems.end());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a name twice";
+  EXPECT_EQ(names, stems) << "registry() names vs CMakeLists.txt's tandem_component() stems";
+  for (const std::string& stem : stems) EXPECT_NE(find_component(stem), nullptr) << stem;
 }
 
 TEST(Golden, ShippedCasesPassOnTheEmulator) {

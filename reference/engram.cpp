@@ -19,7 +19,11 @@ CompressionMap load_compression_map(const std::string& path, const EngramConfig&
 
 CompressionMap compression_map_from(const Safetensors& st, const EngramConfig& cfg,
                                     const std::string& path) {
-  const Tensor<int32_t> t = st.get_as<int32_t>("map", path);
+  return compression_map_from(st.get_as<int32_t>("map", path), cfg, path);
+}
+
+CompressionMap compression_map_from(const Tensor<int32_t>& t, const EngramConfig& cfg,
+                                    const std::string& path) {
   if (t.shape != Shape{cfg.vocab})
     throw_bad_input("{}: tensor 'map' has {} entries, engram.vocab is {}", path, t.size(),
                     cfg.vocab);

@@ -24,6 +24,9 @@ CompressionMap load_compression_map(const std::string& path, const EngramConfig&
 // `path` otherwise.
 CompressionMap compression_map_from(const Safetensors& st, const EngramConfig& cfg,
                                     const std::string& path);
+// The same for the tensor as read from `path`.
+CompressionMap compression_map_from(const Tensor<int32_t>& map, const EngramConfig& cfg,
+                                    const std::string& path);
 // A deterministic synthetic map (the real one comes from the tokenizer): ids below the
 // compressed vocab map to themselves, the rest to seeded ids, so every compressed id is used.
 CompressionMap synthetic_compression_map(int64_t vocab, int64_t compressed_vocab, uint64_t seed);
