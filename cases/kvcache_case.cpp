@@ -50,10 +50,17 @@ void fill_tile(const KvFormatInfo& f, std::span<float> tile, uint64_t seed, uint
   const float mag = std::ldexp(1.0f, int(draw(seed, 12, key) % 61) - 30);
   for (size_t e = 0; e < tile.size(); ++e) {
     switch (kind) {
-      case 5: tile[e] = e % 3 ? 0.0f : -0.0f; break;
-      case 6: tile[e] = uniform(e, std::ldexp(1.0f, -128)); break;
-      case 7: tile[e] = e % 5 ? -0.0f : uniform(e, mag); break;
-      default: tile[e] = uniform(e, mag);
+      case 5:
+        tile[e] = e % 3 ? 0.0f : -0.0f;
+        break;
+      case 6:
+        tile[e] = uniform(e, std::ldexp(1.0f, -128));
+        break;
+      case 7:
+        tile[e] = e % 5 ? -0.0f : uniform(e, mag);
+        break;
+      default:
+        tile[e] = uniform(e, mag);
     }
   }
   if (kind == 4) {  // the tile's amax at top 2^k or one bf16 step either side
@@ -179,8 +186,8 @@ struct IndexKeyRun {
 };
 
 TensorCheck tolerance_check(const char* name, const Tensor<double>& truth,
-                            const Tensor<double>& baseline, const Tensor<float>& got,
-                            OutDType out, int64_t row) {
+                            const Tensor<double>& baseline, const Tensor<float>& got, OutDType out,
+                            int64_t row) {
   if (got.shape != truth.shape) {
     CompareResult r;
     r.pass = false;
@@ -217,10 +224,9 @@ std::vector<TensorCheck> compare_kv(const KvReference& ref, const KvStoreOutputs
   }
   // The records must be the exact encoding of what the kernel stored (when it stored the rows
   // the reference did; a wrong count already failed above).
-  const Tensor<uint8_t> want =
-      out.stored.shape == ref.stored.shape
-          ? reference::encode_pool(store, out.stored, ref.slots)
-          : Tensor<uint8_t>({kv_pool_bytes(store)}, kKvPoison);
+  const Tensor<uint8_t> want = out.stored.shape == ref.stored.shape
+                                   ? reference::encode_pool(store, out.stored, ref.slots)
+                                   : Tensor<uint8_t>({kv_pool_bytes(store)}, kKvPoison);
   checks.push_back(exact_check("pool", want, out.pool));
   return checks;
 }
@@ -246,8 +252,8 @@ KvStoreOutputs run_kv_decode_chain(const KvCompressInputs& prefill, const RunOpt
   chain.state.b = Tensor<float>({c.state_rows(), c.width()}, -INFINITY);
   for (int64_t t = 0; t < T; ++t) {
     KvCompressInputs step = prefill;
-    step.x = Tensor<float>({1, d}, std::vector<float>(prefill.x.ptr() + t * d,
-                                                        prefill.x.ptr() + (t + 1) * d));
+    step.x = Tensor<float>(
+        {1, d}, std::vector<float>(prefill.x.ptr() + t * d, prefill.x.ptr() + (t + 1) * d));
     step.decode = true;
     step.pos = t;
     step.state = chain.state;
@@ -294,8 +300,7 @@ TensorCheck decode_bytes_check(const KvCompressInputs& in, const LaunchLog& coun
 
 bool same_outputs(const KvStoreOutputs& a, const KvStoreOutputs& b) {
   auto bits = [](const Tensor<float>& x, const Tensor<float>& y) {
-    return x.shape == y.shape &&
-           std::memcmp(x.ptr(), y.ptr(), x.data.size() * sizeof(float)) == 0;
+    return x.shape == y.shape && std::memcmp(x.ptr(), y.ptr(), x.data.size() * sizeof(float)) == 0;
   };
   return a.pool.data == b.pool.data && bits(a.stored, b.stored) && bits(a.latent, b.latent) &&
          bits(a.state.a, b.state.a) && bits(a.state.b, b.state.b);
@@ -385,9 +390,12 @@ constexpr KvFormat kWindowFormats[] = {KvFormat::v32_fp8, KvFormat::model1, KvFo
 constexpr KvFormat kIndexFormats[] = {KvFormat::idx_mxfp4, KvFormat::idx_fp8};
 
 nlohmann::json store_json(const KvStoreOptions& o) {
-  return {{"format", kv_format_name(o.format)}, {"page_size", o.page_size},
-          {"pool_slots", o.pool_slots},         {"canonical_zero", o.canonical_zero},
-          {"norm_eps", o.norm_eps},             {"rope_theta", o.rope_theta}};
+  return {{"format", kv_format_name(o.format)},
+          {"page_size", o.page_size},
+          {"pool_slots", o.pool_slots},
+          {"canonical_zero", o.canonical_zero},
+          {"norm_eps", o.norm_eps},
+          {"rope_theta", o.rope_theta}};
 }
 
 KvFormat parse_format(const JsonFields& f) {
@@ -434,10 +442,12 @@ CaseReport check_against(const LoadedCase& c, KvReference ref, const KvStoreOutp
                          const KvStoreOptions& store, bool compressor) {
   CaseReport report{c.name, {}};
   std::vector<std::pair<const char*, Tensor<double>*>> expected{{"stored", &ref.stored}};
-  if (compressor) expected.insert(expected.end(), {{"latent", &ref.latent}, {"state.a", &ref.state_a}});
+  if (compressor)
+    expected.insert(expected.end(), {{"latent", &ref.latent}, {"state.a", &ref.state_a}});
   for (auto& [name, tensor] : expected) {
     const std::string key = std::string("expected.") + name;
-    report.tensors.push_back(reference_check(name, doubles(*tensor), c.blob.get(key, c.blob_source)));
+    report.tensors.push_back(
+        reference_check(name, doubles(*tensor), c.blob.get(key, c.blob_source)));
     *tensor = c.blob.get_as<double>(key, c.blob_source);
   }
   add_checks(report, compare_kv(ref, out, store), c.outputs);
@@ -457,7 +467,9 @@ BuiltCase build_quantize(KvFormat f, uint64_t seed) {
 BuiltCase build_window(KvFormat f, uint64_t seed) {
   const KvWindowInputs in = make_kv_window_inputs(f, 12, 32, 16, 10, 8, 1e-6, seed);
   BuiltCase b;
-  b.config = {{"kind", "window"}, {"store", store_json(in.store)}, {"window", in.window},
+  b.config = {{"kind", "window"},
+              {"store", store_json(in.store)},
+              {"window", in.window},
               {"start", in.start}};
   put_inputs(b, in);
   put_expected(b, run_kv_reference(in), false);
@@ -465,10 +477,12 @@ BuiltCase build_window(KvFormat f, uint64_t seed) {
 }
 
 BuiltCase build_compress(const KvCompressor& c, uint64_t seed) {
-  const KvCompressInputs in =
-      make_kv_compress_inputs(c, 2 * c.ratio + 3, 32, 8, c.format == KvFormat::v41_fp4 ? 1e-20 : 1e-6, seed);
+  const KvCompressInputs in = make_kv_compress_inputs(
+      c, 2 * c.ratio + 3, 32, 8, c.format == KvFormat::v41_fp4 ? 1e-20 : 1e-6, seed);
   BuiltCase b;
-  b.config = {{"kind", "compress"}, {"store", store_json(in.store)}, {"compressor", c.name},
+  b.config = {{"kind", "compress"},
+              {"store", store_json(in.store)},
+              {"compressor", c.name},
               {"ratio", c.ratio}};
   put_inputs(b, in);
   put_expected(b, run_kv_reference(in), true);

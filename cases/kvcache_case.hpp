@@ -18,8 +18,8 @@ KvStoreOptions kv_store_options(KvFormat f, int64_t slots, int64_t page_size, do
 // N rows of bf16 values: per tile a magnitude 2^u (u in [-30, 30]), with edge tiles mixed in
 // when `edges` (amax at 448 2^k or 6 2^k and one bf16 step either side, all-zero and -0 tiles,
 // subnormal-range values); slots a seeded permutation of the pool.
-KvQuantizeInputs make_kv_quantize_inputs(KvFormat f, int64_t rows, int64_t page_size,
-                                         uint64_t seed, bool edges = true);
+KvQuantizeInputs make_kv_quantize_inputs(KvFormat f, int64_t rows, int64_t page_size, uint64_t seed,
+                                         bool edges = true);
 // T tokens of width d at positions start.. into a ring of `window`.
 KvWindowInputs make_kv_window_inputs(KvFormat f, int64_t T, int64_t d, int window, int64_t start,
                                      int64_t page_size, double norm_eps, uint64_t seed);
@@ -31,8 +31,8 @@ IndexKeyInputs make_index_key_inputs(KvFormat f, int64_t N, int ratio, int64_t p
                                      double norm_eps, uint64_t seed);
 
 struct KvReference {
-  Tensor<double> stored, stored_baseline;  // [N, dims]
-  Tensor<double> latent, latent_baseline;  // compressors: [entries, D]
+  Tensor<double> stored, stored_baseline;                               // [N, dims]
+  Tensor<double> latent, latent_baseline;                               // compressors: [entries, D]
   Tensor<double> state_a, state_a_baseline, state_b, state_b_baseline;  // compressors
   std::vector<int64_t> slots;  // the cache slot of each row of stored
 };

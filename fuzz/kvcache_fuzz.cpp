@@ -48,7 +48,8 @@ void fuzz_store(FuzzedDataProvider& in, const RunOptions& opt) {
                                        page, scale, eps, opt.schedule.name(), opt.block_threads);
   switch (in.ConsumeIntegralInRange(0, 2)) {
     case 0: {
-      const KvFormat f = in.PickValueInArray({KvFormat::v32_fp8, KvFormat::model1, KvFormat::v41_window});
+      const KvFormat f =
+          in.PickValueInArray({KvFormat::v32_fp8, KvFormat::model1, KvFormat::v41_window});
       const int window = in.ConsumeIntegralInRange(1, 24);
       const int64_t T = in.ConsumeIntegralInRange(1, window);
       KvWindowInputs w = make_kv_window_inputs(f, T, d, window, in.ConsumeIntegralInRange(0, 1000),

@@ -87,8 +87,7 @@ __device__ void store_record_warp(const float* values, uint8_t* __restrict__ poo
     }
   }
   if (lane < R::kScaleWords)
-    st(reinterpret_cast<uint32_t*>(pool + at.scale_at(slot)) + lane, scale_word,
-       Traffic::kv_cache);
+    st(reinterpret_cast<uint32_t*>(pool + at.scale_at(slot)) + lane, scale_word, Traffic::kv_cache);
 
   if constexpr (f.rope > 0) {
     const uint32_t pair = uint32_t(bf16_encode(values[f.quant + 2 * lane])) |

@@ -5,9 +5,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "optimized/device_array.cuh"
 #include "optimized/kvcache.cuh"
 #include "optimized/kvcache.hpp"  // host headers first: the emulator's macros come after
-#include "optimized/device_array.cuh"
 
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
@@ -19,18 +19,35 @@ using FormatTag = std::integral_constant<KvFormat, F>;
 template <class Fn>
 void with_format(KvFormat f, Fn&& fn) {
   switch (f) {
-    case KvFormat::v32_fp8: return fn(FormatTag<KvFormat::v32_fp8>{});
-    case KvFormat::idx_fp8: return fn(FormatTag<KvFormat::idx_fp8>{});
-    case KvFormat::model1: return fn(FormatTag<KvFormat::model1>{});
-    case KvFormat::v41_window: return fn(FormatTag<KvFormat::v41_window>{});
-    case KvFormat::v41_fp4: return fn(FormatTag<KvFormat::v41_fp4>{});
-    case KvFormat::idx_mxfp4: return fn(FormatTag<KvFormat::idx_mxfp4>{});
+    case KvFormat::v32_fp8:
+      return fn(FormatTag<KvFormat::v32_fp8>{});
+    case KvFormat::idx_fp8:
+      return fn(FormatTag<KvFormat::idx_fp8>{});
+    case KvFormat::model1:
+      return fn(FormatTag<KvFormat::model1>{});
+    case KvFormat::v41_window:
+      return fn(FormatTag<KvFormat::v41_window>{});
+    case KvFormat::v41_fp4:
+      return fn(FormatTag<KvFormat::v41_fp4>{});
+    case KvFormat::idx_mxfp4:
+      return fn(FormatTag<KvFormat::idx_mxfp4>{});
   }
 }
 
 // The pool's bytes: kKvPoison wherever the launch writes no record (problem/kvcache.hpp).
 void poison_pool(DeviceArray<uint8_t>& pool) {
   pool.upload(std::vector<uint8_t>(pool.bytes(), kKvPoison));
+}
+
+// A projection's weights [out, in] as the kernels read them: k-major [in, out], so a thread's
+// four output channels are one 16-byte load per input (optimized/kvcache.cuh dot4_kmajor).
+std::vector<float> k_major(const Tensor<float>& w) {
+  if (w.data.empty()) return {};
+  const int64_t out = w.dim(0), in = w.dim(1);
+  std::vector<float> t(w.data.size());
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t k = 0; k < in; ++k) t[size_t(k * out + o)] = w.data[size_t(o * in + k)];
+  return t;
 }
 
 std::string kv_launch(const char* kernel, const std::string& variant) {
@@ -72,7 +89,7 @@ KvStoreOutputs run_kv_window_store(const KvWindowInputs& in, const RunOptions& o
   DeviceArray<bf16> x(in.x.data.size()), stored(size_t(T * f.dims()));
   DeviceArray<float> wkv(in.wkv.data.size()), norm_w(in.norm_w.data.size()),
       rope(size_t(T * kKvRopeDims));
-  x.upload(to_storage<bf16>(in.x)), wkv.upload(in.wkv.data), norm_w.upload(in.norm_w.data);
+  x.upload(to_storage<bf16>(in.x)), wkv.upload(k_major(in.wkv)), norm_w.upload(in.norm_w.data);
   rope.upload(kv_rope_table(positions, in.store.rope_theta).data);
   DeviceArray<uint8_t> pool(size_t(kv_pool_bytes(in.store)));
   poison_pool(pool);
@@ -102,8 +119,8 @@ template <KvFormat F, bool kOverlap, bool kGated, bool kApe, bool kRotate>
 void launch_compress(const KvCompressInputs& in, const RunOptions& opt, KvStoreOutputs& out) {
   const KvCompressor& c = in.comp;
   const int64_t T = in.x.dim(0), d = in.x.dim(1), W = c.width(), D = c.dims(), R = c.state_rows();
-  const int64_t entries = in.decode ? (kv_decode_emits(in.pos, c.ratio) ? 1 : 0)
-                                    : kv_entries(T, c.ratio);
+  const int64_t entries =
+      in.decode ? (kv_decode_emits(in.pos, c.ratio) ? 1 : 0) : kv_entries(T, c.ratio);
   std::vector<int64_t> positions;
   for (int64_t j = 0; j < entries; ++j)
     positions.push_back(in.decode ? in.pos / c.ratio * c.ratio : j * c.ratio);
@@ -111,7 +128,7 @@ void launch_compress(const KvCompressInputs& in, const RunOptions& opt, KvStoreO
   DeviceArray<float> wkv(in.wkv.data.size()), wgate(in.wgate.data.size()), ape(in.ape.data.size()),
       norm_w(in.norm_w.data.size()), rope(size_t(std::max<int64_t>(entries, 1) * kKvRopeDims));
   DeviceArray<float> state_a(size_t(R * W)), state_b(size_t(kGated ? R * W : 0));
-  x.upload(to_storage<bf16>(in.x)), wkv.upload(in.wkv.data), wgate.upload(in.wgate.data);
+  x.upload(to_storage<bf16>(in.x)), wkv.upload(k_major(in.wkv)), wgate.upload(k_major(in.wgate));
   ape.upload(in.ape.data), norm_w.upload(in.norm_w.data);
   if (entries) rope.upload(kv_rope_table(positions, in.store.rope_theta).data);
   DeviceArray<uint8_t> pool(size_t(kv_pool_bytes(in.store)));
@@ -124,9 +141,9 @@ void launch_compress(const KvCompressInputs& in, const RunOptions& opt, KvStoreO
     const std::string name = kv_launch("kv_compress_decode", variant);
     TANDEM_LAUNCH(name.c_str(), (kv_compress_decode<F, kOverlap, kGated, kApe, kRotate>), dim3(1),
                   dim3(opt.block_threads), sizeof(float) * (d + D), x.data(), wkv.data(),
-                  wgate.data(), ape.data(), norm_w.data(), rope.data(), int(d), in.pos,
-                  c.ratio, eps, in.store.page_size, in.store.canonical_zero, pool.data(),
-                  latent.data(), stored.data(), state_a.data(), state_b.data());
+                  wgate.data(), ape.data(), norm_w.data(), rope.data(), int(d), in.pos, c.ratio,
+                  eps, in.store.page_size, in.store.canonical_zero, pool.data(), latent.data(),
+                  stored.data(), state_a.data(), state_b.data());
   } else {
     DeviceArray<float> a(size_t(T * W)), b(size_t(kGated ? T * W : 0));
     const std::string project = kv_launch("kv_compress_project", variant);
@@ -135,17 +152,18 @@ void launch_compress(const KvCompressInputs& in, const RunOptions& opt, KvStoreO
                   ape.data(), int(d), int(W), c.ratio, a.data(), b.data());
     const std::string pooled = kv_launch("kv_compress_pool", variant);
     TANDEM_LAUNCH(pooled.c_str(), (kv_compress_pool<F, kOverlap, kGated, kRotate>),
-                  dim3(unsigned(entries + 1)), dim3(opt.block_threads), sizeof(float) * D,
-                  a.data(), b.data(), norm_w.data(), rope.data(), int(T), c.ratio, eps,
-                  in.store.page_size, in.store.canonical_zero, pool.data(), latent.data(),
-                  stored.data(), state_a.data(), state_b.data());
+                  dim3(unsigned(entries + 1)), dim3(opt.block_threads), sizeof(float) * D, a.data(),
+                  b.data(), norm_w.data(), rope.data(), int(T), c.ratio, eps, in.store.page_size,
+                  in.store.canonical_zero, pool.data(), latent.data(), stored.data(),
+                  state_a.data(), state_b.data());
   }
   out.pool = Tensor<uint8_t>({kv_pool_bytes(in.store)}, pool.download());
   out.latent = download_floats(latent, {entries, D});
   out.stored = download_floats(stored, {entries, D});
   out.state.a = Tensor<float>({R, W}, state_a.download());
   // r = 1 keeps no gate: its state's b is -inf throughout, as the reference's.
-  out.state.b = kGated ? Tensor<float>({R, W}, state_b.download()) : Tensor<float>({R, W}, -INFINITY);
+  out.state.b =
+      kGated ? Tensor<float>({R, W}, state_b.download()) : Tensor<float>({R, W}, -INFINITY);
 }
 
 }  // namespace
@@ -155,12 +173,24 @@ KvStoreOutputs run_kv_compress(const KvCompressInputs& in, const RunOptions& opt
   KvStoreOutputs out;
   using K = KvFormat;
   switch (kv_compress_variant(in.comp)) {  // the order of release_compressors()
-    case 0: launch_compress<K::model1, true, true, true, false>(in, opt, out); break;
-    case 1: launch_compress<K::idx_mxfp4, true, true, true, true>(in, opt, out); break;
-    case 2: launch_compress<K::idx_fp8, true, true, true, true>(in, opt, out); break;
-    case 3: launch_compress<K::model1, false, true, true, false>(in, opt, out); break;
-    case 4: launch_compress<K::v41_fp4, false, true, false, false>(in, opt, out); break;
-    default: launch_compress<K::v41_fp4, false, false, false, false>(in, opt, out); break;
+    case 0:
+      launch_compress<K::model1, true, true, true, false>(in, opt, out);
+      break;
+    case 1:
+      launch_compress<K::idx_mxfp4, true, true, true, true>(in, opt, out);
+      break;
+    case 2:
+      launch_compress<K::idx_fp8, true, true, true, true>(in, opt, out);
+      break;
+    case 3:
+      launch_compress<K::model1, false, true, true, false>(in, opt, out);
+      break;
+    case 4:
+      launch_compress<K::v41_fp4, false, true, false, false>(in, opt, out);
+      break;
+    default:
+      launch_compress<K::v41_fp4, false, false, false, false>(in, opt, out);
+      break;
   }
   out.launches = end_run();
   return out;
@@ -175,7 +205,8 @@ KvStoreOutputs run_index_key_store(const IndexKeyInputs& in, const RunOptions& o
   DeviceArray<bf16> latent(in.latent.data.size()), stored(size_t(N * f.dims()));
   DeviceArray<float> wk(in.wk.data.size()), norm_w(in.norm_w.data.size()),
       rope(size_t(N * kKvRopeDims));
-  latent.upload(to_storage<bf16>(in.latent)), wk.upload(in.wk.data), norm_w.upload(in.norm_w.data);
+  latent.upload(to_storage<bf16>(in.latent)), wk.upload(k_major(in.wk)),
+      norm_w.upload(in.norm_w.data);
   rope.upload(kv_rope_table(positions, in.store.rope_theta).data);
   DeviceArray<uint8_t> pool(size_t(kv_pool_bytes(in.store)));
   poison_pool(pool);
@@ -187,8 +218,8 @@ KvStoreOutputs run_index_key_store(const IndexKeyInputs& in, const RunOptions& o
       const std::string name = kv_launch("index_key_store", f.name);
       TANDEM_LAUNCH(name.c_str(), index_key_store<F>, dim3(unsigned(N)), dim3(opt.block_threads),
                     sizeof(float) * (kKvMainDims + f.dims()), latent.data(), wk.data(),
-                    norm_w.data(), rope.data(), float(in.store.norm_eps),
-                    in.store.page_size, in.store.canonical_zero, pool.data(), stored.data());
+                    norm_w.data(), rope.data(), float(in.store.norm_eps), in.store.page_size,
+                    in.store.canonical_zero, pool.data(), stored.data());
     }
   });
   KvStoreOutputs out;

@@ -30,13 +30,29 @@ __device__ __forceinline__ void stage_bf16_row(const bf16* __restrict__ row, flo
   }
 }
 
-// z[r] = W[r] . staged for the block's rows r < rows (warps take rows in turn).
-__device__ __forceinline__ void block_matvec(const float* __restrict__ w, const float* staged,
+// Four output channels of a GEMV with k-major weights: out[e] = sum_k staged[k] wt[k][c4 + e]
+// (wt: [n, rows], the launcher's layout). One 16-byte load per input, consecutive threads on
+// consecutive channels (coalesced), summed in k order; no shuffles.
+__device__ __forceinline__ void dot4_kmajor(const float* __restrict__ wt, const float* staged,
+                                            int n, int rows, int c4, float (&out)[4]) {
+  out[0] = out[1] = out[2] = out[3] = 0.0f;
+  for (int k = 0; k < n; ++k) {
+    float w[4];
+    load_floats<4>(wt + static_cast<size_t>(k) * rows + c4, w, Traffic::weight);
+    const float x = staged[k];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] += x * w[e];
+  }
+}
+
+// z = W staged for W k-major [n, rows] (rows a multiple of 4): a thread per four channels.
+__device__ __forceinline__ void block_matvec(const float* __restrict__ wt, const float* staged,
                                              int n, int rows, float* z) {
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  for (int r = warp; r < rows; r += blockDim.x / kWarpSize) {
-    const float v = warp_row_dot(w + static_cast<size_t>(r) * n, staged, n);
-    if (lane == 0) z[r] = v;
+  for (int c4 = 4 * threadIdx.x; c4 < rows; c4 += 4 * blockDim.x) {
+    float v[4];
+    dot4_kmajor(wt, staged, n, rows, c4, v);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) z[c4 + e] = v[e];
   }
 }
 
@@ -70,7 +86,8 @@ __device__ void finish_record_warp(float* z, const float* __restrict__ norm_w, f
   const float inv = 1.0f / sqrtf(ss / float(f.normed) + eps);
 #pragma unroll
   for (int e = 0; e < kE; ++e)
-    if (first + e < f.normed) v[e] = round_bf16(v[e] * inv * ld(norm_w + first + e, Traffic::weight));
+    if (first + e < f.normed)
+      v[e] = round_bf16(v[e] * inv * ld(norm_w + first + e, Traffic::weight));
   if (taps.latent)
 #pragma unroll
     for (int e = 0; e < kE; ++e) st(taps.latent + first + e, bf16(v[e]), Traffic::activation);
@@ -78,7 +95,8 @@ __device__ void finish_record_warp(float* z, const float* __restrict__ norm_w, f
   for (int e = 0; e < kE; e += 2) {
     if (first + e < kRope0) continue;
     const int pair = (first + e - kRope0) / 2;
-    const float c = ld(cs + pair, Traffic::coefficient), s = ld(cs + 32 + pair, Traffic::coefficient);
+    const float c = ld(cs + pair, Traffic::coefficient),
+                s = ld(cs + 32 + pair, Traffic::coefficient);
     const float x0 = v[e], x1 = v[e + 1];
     v[e] = round_bf16(x0 * c - x1 * s);
     v[e + 1] = round_bf16(x0 * s + x1 * c);
@@ -138,14 +156,15 @@ __global__ void kv_quantize(const bf16* __restrict__ values, const int32_t* __re
 }
 
 // ---------------------------------------------------------------- the window
-// x: [T, d] bf16; wkv: [dims, d]; rope: [T, 64] (row t: position start + t); stored: [T, dims].
-// Dynamic shared memory: [d + dims] floats.
+// x: [T, d] bf16; wkv: k-major [d, dims]; rope: [T, 64] (row t: position start + t); stored: [T,
+// dims]. Dynamic shared memory: [d + dims] floats.
 template <KvFormat F>
 __global__ void kv_window_store(const bf16* __restrict__ x, const float* __restrict__ wkv,
                                 const float* __restrict__ norm_w, const float* __restrict__ rope,
                                 int d, int64_t start, int window, float eps, int64_t page_size,
                                 bool canonical_zero, uint8_t* pool, bf16* __restrict__ stored) {
   constexpr int kDims = kv_format_info(F).dims();
+  static_assert(kDims % 4 == 0, "four output channels per thread");
   TANDEM_DYNAMIC_SHARED(float, staged);  // [d] then z [dims]
   float* z = staged + d;
   const int64_t t = blockIdx.x, pos = start + t;
@@ -154,8 +173,9 @@ __global__ void kv_window_store(const bf16* __restrict__ x, const float* __restr
   block_matvec(wkv, staged, d, kDims, z);
   __syncthreads();
   if (threadIdx.x / kWarpSize == 0)
-    finish_record_warp<F, false>(z, norm_w, eps, rope + t * kKvRopeDims, {nullptr, stored + t * kDims}, pool,
-                                 pos % window, page_size, canonical_zero);
+    finish_record_warp<F, false>(z, norm_w, eps, rope + t * kKvRopeDims,
+                                 {nullptr, stored + t * kDims}, pool, pos % window, page_size,
+                                 canonical_zero);
 }
 
 // ---------------------------------------------------------------- the compressors
@@ -195,27 +215,33 @@ __device__ __forceinline__ float pool_channel(const float* prev_a, const float* 
   return p.acc / p.sum;
 }
 
-// The token's a and b (width W) into rows a_row / b_row, from x staged in shared memory.
+// The token's a and b (width W) into rows a_row / b_row, from x staged in shared memory; Wkv and
+// Wgate k-major [d, W].
 template <bool kGated, bool kApe>
 __device__ __forceinline__ void project_token(const float* __restrict__ wkv,
                                               const float* __restrict__ wgate,
                                               const float* __restrict__ ape, const float* staged,
                                               int d, int W, int64_t pos, int ratio, float* a_row,
                                               float* b_row) {
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  for (int ch = warp; ch < W; ch += blockDim.x / kWarpSize) {
-    const float a = warp_row_dot(wkv + static_cast<size_t>(ch) * d, staged, d);
-    if (lane == 0) st(a_row + ch, a, Traffic::kv_cache);
+  for (int c4 = 4 * threadIdx.x; c4 < W; c4 += 4 * blockDim.x) {
+    float v[4];
+    dot4_kmajor(wkv, staged, d, W, c4, v);
+    Pack<float>::store(a_row + c4, v, Traffic::kv_cache);
     if constexpr (kGated) {
-      float b = warp_row_dot(wgate + static_cast<size_t>(ch) * d, staged, d);
-      if (lane != 0) continue;
-      if constexpr (kApe) b += ld(ape + (pos % ratio) * W + ch, Traffic::weight);
-      st(b_row + ch, b, Traffic::kv_cache);
+      dot4_kmajor(wgate, staged, d, W, c4, v);
+      if constexpr (kApe) {
+        float bias[4];
+        load_floats<4>(ape + (pos % ratio) * W + c4, bias, Traffic::weight);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] += bias[e];
+      }
+      Pack<float>::store(b_row + c4, v, Traffic::kv_cache);
     }
   }
 }
 
-// x: [T, d] bf16 -> a, b: [T, W] fp32 scratch. Dynamic shared memory: [d] floats.
+// x: [T, d] bf16; Wkv, Wgate k-major [d, W], W a multiple of 4 -> a, b: [T, W] fp32 scratch.
+// Dynamic shared memory: [d] floats.
 template <bool kGated, bool kApe>
 __global__ void kv_compress_project(const bf16* __restrict__ x, const float* __restrict__ wkv,
                                     const float* __restrict__ wgate, const float* __restrict__ ape,
@@ -233,10 +259,9 @@ __global__ void kv_compress_project(const bf16* __restrict__ x, const float* __r
 template <KvFormat F, bool kOverlap, bool kGated, bool kRotate>
 __global__ void kv_compress_pool(const float* a, const float* b, const float* __restrict__ norm_w,
                                  const float* __restrict__ rope /* [entries, 64]: r j */, int T,
-                                 int ratio, float eps,
-                                 int64_t page_size, bool canonical_zero, uint8_t* pool,
-                                 bf16* __restrict__ latent, bf16* __restrict__ stored,
-                                 float* state_a, float* state_b) {
+                                 int ratio, float eps, int64_t page_size, bool canonical_zero,
+                                 uint8_t* pool, bf16* __restrict__ latent,
+                                 bf16* __restrict__ stored, float* state_a, float* state_b) {
   constexpr int D = kv_format_info(F).dims(), W = (kOverlap ? 2 : 1) * D;
   TANDEM_DYNAMIC_SHARED(float, z);
   const int entries = T / ratio;
@@ -293,12 +318,12 @@ __global__ void kv_compress_decode(const bf16* __restrict__ x, const float* __re
   __syncthreads();
   if ((pos + 1) % ratio != 0) return;
   for (int i = threadIdx.x; i < D; i += blockDim.x)
-    z[i] = pool_channel<kOverlap, kGated>(state_a, state_b, state_a + cur0 * W,
-                                          state_b + cur0 * W, ratio, W, i, D);
+    z[i] = pool_channel<kOverlap, kGated>(state_a, state_b, state_a + cur0 * W, state_b + cur0 * W,
+                                          ratio, W, i, D);
   __syncthreads();
   if (threadIdx.x / kWarpSize == 0)
-    finish_record_warp<F, kRotate>(z, norm_w, eps, rope, {latent, stored},
-                                   pool, pos / ratio, page_size, canonical_zero);
+    finish_record_warp<F, kRotate>(z, norm_w, eps, rope, {latent, stored}, pool, pos / ratio,
+                                   page_size, canonical_zero);
   for (int k = threadIdx.x; k < ratio * W; k += blockDim.x) {
     const int cur = cur0 * W + k;
     if (kOverlap) {
@@ -311,7 +336,8 @@ __global__ void kv_compress_decode(const bf16* __restrict__ x, const float* __re
 }
 
 // ---------------------------------------------------------------- V4.1's index keys
-// latent: [N, 512] bf16; wk: [128, 512]; rope: [N, 64] (row j: r j). Dynamic shared memory: [512 + 128] floats.
+// latent: [N, 512] bf16; wk: k-major [512, 128]; rope: [N, 64] (row j: r j). Dynamic shared memory:
+// [512 + 128] floats.
 template <KvFormat F>
 __global__ void index_key_store(const bf16* __restrict__ latent, const float* __restrict__ wk,
                                 const float* __restrict__ norm_w, const float* __restrict__ rope,
@@ -327,8 +353,8 @@ __global__ void index_key_store(const bf16* __restrict__ latent, const float* __
   block_matvec(wk, staged, kKvMainDims, kDims, z);
   __syncthreads();
   if (threadIdx.x / kWarpSize == 0)
-    finish_record_warp<F, false>(z, norm_w, eps, rope + j * kKvRopeDims, {nullptr, stored + j * kDims},
-                                 pool, j, page_size, canonical_zero);
+    finish_record_warp<F, false>(z, norm_w, eps, rope + j * kKvRopeDims,
+                                 {nullptr, stored + j * kDims}, pool, j, page_size, canonical_zero);
 }
 
 }  // namespace tandem::TANDEM_BACKEND_NS

@@ -5,10 +5,10 @@
 
 namespace tandem {
 
-#define TANDEM_KVCACHE_ENTRIES(X)                                          \
-  X(KvStoreOutputs run_kv_quantize(const KvQuantizeInputs& in, const RunOptions& opt))      \
-  X(KvStoreOutputs run_kv_window_store(const KvWindowInputs& in, const RunOptions& opt))    \
-  X(KvStoreOutputs run_kv_compress(const KvCompressInputs& in, const RunOptions& opt))      \
+#define TANDEM_KVCACHE_ENTRIES(X)                                                        \
+  X(KvStoreOutputs run_kv_quantize(const KvQuantizeInputs& in, const RunOptions& opt))   \
+  X(KvStoreOutputs run_kv_window_store(const KvWindowInputs& in, const RunOptions& opt)) \
+  X(KvStoreOutputs run_kv_compress(const KvCompressInputs& in, const RunOptions& opt))   \
   X(KvStoreOutputs run_index_key_store(const IndexKeyInputs& in, const RunOptions& opt))
 #define TANDEM_KVCACHE_DECLARE(decl) decl;
 

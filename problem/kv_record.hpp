@@ -65,7 +65,8 @@ TANDEM_HD constexpr KvFormatInfo kv_format_info(KvFormat f) {
     case KvFormat::v41_fp4:
       return {"v41_fp4", 512, 0, 16, KvCode::e2m1, KvScale::e4m3, 0, false, 512};
     case KvFormat::idx_mxfp4:
-    default: return {"idx_mxfp4", 128, 0, 32, KvCode::e2m1, KvScale::ue8m0, 0, false, 128};
+    default:
+      return {"idx_mxfp4", 128, 0, 32, KvCode::e2m1, KvScale::ue8m0, 0, false, 128};
   }
 }
 inline const char* kv_format_name(KvFormat f) { return kv_format_info(f).name; }

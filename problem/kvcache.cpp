@@ -11,16 +11,21 @@ namespace tandem {
 
 KvCompressor v4_csa_compressor() { return {"v4_csa", 4, true, true, false, KvFormat::model1}; }
 KvCompressor v4_csa_index_compressor(KvFormat index_format) {
-  return {index_format == KvFormat::idx_fp8 ? "v4_csa_index_fp8" : "v4_csa_index", 4, true, true,
-          true, index_format};
+  return {index_format == KvFormat::idx_fp8 ? "v4_csa_index_fp8" : "v4_csa_index",
+          4,
+          true,
+          true,
+          true,
+          index_format};
 }
 KvCompressor v4_hca_compressor() { return {"v4_hca", 128, false, true, false, KvFormat::model1}; }
 KvCompressor v41_compressor(int ratio) {
   return {fmt::format("v41_r{}", ratio), ratio, false, false, false, KvFormat::v41_fp4};
 }
 std::vector<KvCompressor> release_compressors() {
-  return {v4_csa_compressor(),  v4_csa_index_compressor(), v4_csa_index_compressor(KvFormat::idx_fp8),
-          v4_hca_compressor(),  v41_compressor(2),         v41_compressor(1)};
+  return {
+      v4_csa_compressor(), v4_csa_index_compressor(), v4_csa_index_compressor(KvFormat::idx_fp8),
+      v4_hca_compressor(), v41_compressor(2),         v41_compressor(1)};
 }
 const KvCompressor* find_compressor(const std::string& name) {
   static const std::vector<KvCompressor> all = release_compressors();
@@ -33,8 +38,8 @@ int kv_compress_variant(const KvCompressor& c) {
   const std::vector<KvCompressor> kinds = release_compressors();
   for (size_t k = 0; k < kinds.size(); ++k) {
     const KvCompressor& r = kinds[k];
-    if (r.format == c.format && r.overlap == c.overlap && r.ape == c.ape &&
-        r.rotate == c.rotate && r.gated() == c.gated())
+    if (r.format == c.format && r.overlap == c.overlap && r.ape == c.ape && r.rotate == c.rotate &&
+        r.gated() == c.gated())
       return int(k);
   }
   return -1;
@@ -79,7 +84,8 @@ void require_shape(const Tensor<float>& t, const Shape& want, const char* what, 
 
 // x [T >= 1, d]: d a multiple of 8 (16-byte bf16 loads) within the kernels' shared-memory row.
 int64_t require_hidden(const Tensor<float>& x, const char* what) {
-  if (x.shape.size() != 2 || x.dim(0) < 1 || x.dim(1) < 8 || x.dim(1) % 8 || x.dim(1) > kKvMaxHidden)
+  if (x.shape.size() != 2 || x.dim(0) < 1 || x.dim(1) < 8 || x.dim(1) % 8 ||
+      x.dim(1) > kKvMaxHidden)
     throw_bad_input("{} input 'x': expected [T >= 1, d], d a multiple of 8 in [8, {}]", what,
                     kKvMaxHidden);
   if (x.dim(0) > (int64_t{1} << 24)) throw_bad_input("{} input 'x': more than 2^24 tokens", what);
@@ -97,7 +103,8 @@ void validate_store_options(const KvStoreOptions& o, const char* what) {
   if (o.page_size < 1 || o.page_size > (int64_t{1} << 20))
     throw_bad_input("{}: page_size {} outside [1, 2^20]", what, o.page_size);
   if (o.pool_slots < o.page_size || o.pool_slots % o.page_size ||
-      o.pool_slots / o.page_size * KvPageLayout{kv_format_info(o.format), o.page_size}.page_bytes() >
+      o.pool_slots / o.page_size *
+              KvPageLayout{kv_format_info(o.format), o.page_size}.page_bytes() >
           (int64_t{1} << 32))
     throw_bad_input("{}: pool of {} slots is not whole pages of {} within 4 GiB", what,
                     o.pool_slots, o.page_size);

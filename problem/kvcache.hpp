@@ -19,9 +19,9 @@
 
 namespace tandem {
 
-inline constexpr int kKvRopeDims = 64;      // the last 64 dims of every record are RoPE dims
-inline constexpr int kKvMainDims = 512;     // a main record (K == V), V4 / V4.1
-inline constexpr int kIndexKeyDims = 128;   // an index key
+inline constexpr int kKvRopeDims = 64;     // the last 64 dims of every record are RoPE dims
+inline constexpr int kKvMainDims = 512;    // a main record (K == V), V4 / V4.1
+inline constexpr int kIndexKeyDims = 128;  // an index key
 // The kernels stage one [d] input row and one record in CUDA's default 48 KiB of shared memory.
 inline constexpr int64_t kKvMaxHidden = 8192;
 
@@ -37,9 +37,9 @@ struct KvCompressor {
 
   int coff() const { return overlap ? 2 : 1; }
   int dims() const { return kv_format_info(format).dims(); }  // D
-  int width() const { return coff() * dims(); }                // c D
-  int state_rows() const { return coff() * ratio; }            // c r
-  bool gated() const { return ratio > 1; }                     // r = 1: RMSNorm(Wkv x) only
+  int width() const { return coff() * dims(); }               // c D
+  int state_rows() const { return coff() * ratio; }           // c r
+  bool gated() const { return ratio > 1; }                    // r = 1: RMSNorm(Wkv x) only
 };
 // The release's compressors: V4 CSA (r = 4, overlap, ape) main and index (Hadamard, MXFP4 or
 // Hopper's FP8 index key), V4 HCA (r = 128), V4.1 r = 2 (no overlap, no ape) and r = 1.
@@ -84,10 +84,10 @@ struct KvQuantizeInputs {
 struct KvWindowInputs {
   KvStoreOptions store;  // pool_slots = window rounded up to whole pages
   int window = 128;
-  int64_t start = 0;      // position of x's first row
-  Tensor<float> x;        // [T, d] bf16 hidden states
-  Tensor<float> wkv;      // [dims, d]
-  Tensor<float> norm_w;   // [normed]
+  int64_t start = 0;     // position of x's first row
+  Tensor<float> x;       // [T, d] bf16 hidden states
+  Tensor<float> wkv;     // [dims, d]
+  Tensor<float> norm_w;  // [normed]
 };
 
 // The compressor's fp32 state for one sequence: the partial group (and with overlap the previous
@@ -154,9 +154,9 @@ void for_each_tensor(Input& in, F&& f) {
 }
 
 struct KvStoreOutputs {
-  Tensor<uint8_t> pool;  // [pool bytes]: the records written, every other byte kKvPoison
-  Tensor<float> stored;  // [N, dims] the values the records encode (bf16), one row per record
-  Tensor<float> latent;  // compressors: [entries, D] pre-RoPE latents (bf16)
+  Tensor<uint8_t> pool;   // [pool bytes]: the records written, every other byte kKvPoison
+  Tensor<float> stored;   // [N, dims] the values the records encode (bf16), one row per record
+  Tensor<float> latent;   // compressors: [entries, D] pre-RoPE latents (bf16)
   KvCompressState state;  // compressors: the state after the run
   LaunchLog launches;
 };

@@ -126,8 +126,9 @@ TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
   for (const auto& e : fs::directory_iterator(dir_)) {
     const std::string f = e.path().filename().string();
     EXPECT_EQ(f.find("tmp"), std::string::npos) << "left behind: " << f;
-    if (f.starts_with(names[0] + ".") && f.ends_with(".safetensors"))
+    if (f.starts_with(names[0] + ".") && f.ends_with(".safetensors")) {
       EXPECT_EQ(e.path(), blob_of(manifest)) << "left behind: " << f;
+    }
   }
 }
 

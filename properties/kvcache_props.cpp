@@ -12,6 +12,7 @@
 #include "bad_input.hpp"
 #include "cases/case_util.hpp"
 #include "cases/kvcache_case.hpp"
+#include "core/release_config.hpp"
 #include "reference/kvcache.hpp"
 #include "sim/kvcache_traffic.hpp"
 
@@ -21,7 +22,9 @@ namespace {
 constexpr KvFormat kFormats[] = {KvFormat::v32_fp8,    KvFormat::idx_fp8, KvFormat::model1,
                                  KvFormat::v41_window, KvFormat::v41_fp4, KvFormat::idx_mxfp4};
 
-KvFormat any_format() { return *rc::gen::elementOf(std::vector<KvFormat>(std::begin(kFormats), std::end(kFormats))); }
+KvFormat any_format() {
+  return *rc::gen::elementOf(std::vector<KvFormat>(std::begin(kFormats), std::end(kFormats)));
+}
 
 RunOptions any_emu_options() {
   const auto schedules = emu::test_schedules();
@@ -60,17 +63,19 @@ double error_bound(const KvFormatInfo& f, double x, double s) {
   const double a = std::fabs(x) / s, top = f.code == KvCode::e4m3 ? 448 : 6;
   if (a > top) return (a - top) * s * (1 + 1e-12);
   if (f.code == KvCode::e4m3)
-    return a < 1.0 / 64 ? s * std::ldexp(1.0, -10) : std::ldexp(1.0, int(std::floor(std::log2(a))) - 4) * s;
+    return a < 1.0 / 64 ? s * std::ldexp(1.0, -10)
+                        : std::ldexp(1.0, int(std::floor(std::log2(a))) - 4) * s;
   const double half_step = a < 2 ? 0.25 : a < 4 ? 0.5 : 1.0;
   return half_step * s;
 }
 
 // ================================================================ records
 TEST(KvRecord, SizesAreTheReleaseTable) {
-  const std::pair<KvFormat, int> sizes[] = {{KvFormat::v32_fp8, 656},   {KvFormat::idx_fp8, 132},
-                                            {KvFormat::model1, 584},    {KvFormat::v41_window, 528},
-                                            {KvFormat::v41_fp4, 288},   {KvFormat::idx_mxfp4, 68}};
-  for (const auto& [f, bytes] : sizes) EXPECT_EQ(kv_format_info(f).record_bytes(), bytes) << kv_format_name(f);
+  const std::pair<KvFormat, int> sizes[] = {{KvFormat::v32_fp8, 656}, {KvFormat::idx_fp8, 132},
+                                            {KvFormat::model1, 584},  {KvFormat::v41_window, 528},
+                                            {KvFormat::v41_fp4, 288}, {KvFormat::idx_mxfp4, 68}};
+  for (const auto& [f, bytes] : sizes)
+    EXPECT_EQ(kv_format_info(f).record_bytes(), bytes) << kv_format_name(f);
   // model1 pages: 576-byte data rows, then 8-byte scale rows, padded to a multiple of 576.
   const KvPageLayout p{kv_format_info(KvFormat::model1), 64};
   EXPECT_EQ(p.page_bytes(), 65 * 576);  // 64 x 584 = 37376 -> 37440
@@ -95,7 +100,8 @@ RC_GTEST_PROP(KvRecordEmu, KernelBytesEqualReferenceBytes, ()) {
 RC_GTEST_PROP(KvRecord, EveryElementWithinItsFormatsBound, ()) {
   const KvFormat format = any_format();
   const KvFormatInfo f = kv_format_info(format);
-  const KvQuantizeInputs in = make_kv_quantize_inputs(format, 8, 4, *rc::gen::arbitrary<uint64_t>());
+  const KvQuantizeInputs in =
+      make_kv_quantize_inputs(format, 8, 4, *rc::gen::arbitrary<uint64_t>());
   const Tensor<uint8_t> pool = reference::encode_pool(in);
   for (int64_t r = 0; r < 8; ++r) {
     const int64_t slot = in.slots.data[size_t(r)];
@@ -109,7 +115,8 @@ RC_GTEST_PROP(KvRecord, EveryElementWithinItsFormatsBound, ()) {
       const Element e = element(in.store, pool, slot, i);
       RC_ASSERT(e.value == back[size_t(i)]);
       // + 2^-22 |x|: the quantizer's x / s is an fp32 division, rounded before the RNE.
-      RC_ASSERT(std::fabs(e.value - x) <= error_bound(f, x, e.scale) + std::ldexp(std::fabs(x), -22));
+      RC_ASSERT(std::fabs(e.value - x) <=
+                error_bound(f, x, e.scale) + std::ldexp(std::fabs(x), -22));
     }
   }
 }
@@ -120,15 +127,19 @@ RC_GTEST_PROP(KvRecord, EveryElementWithinItsFormatsBound, ()) {
 RC_GTEST_PROP(KvRecord, ScalesFitTheTileAmax, ()) {
   const KvFormat format = any_format();
   const KvFormatInfo f = kv_format_info(format);
-  const KvQuantizeInputs in = make_kv_quantize_inputs(format, 6, 8, *rc::gen::arbitrary<uint64_t>());
+  const KvQuantizeInputs in =
+      make_kv_quantize_inputs(format, 6, 8, *rc::gen::arbitrary<uint64_t>());
   const Tensor<uint8_t> pool = reference::encode_pool(in);
   const double top = f.code == KvCode::e4m3 ? 448 : 6;
-  const double floor_amax = f.code == KvCode::e4m3 ? 1e-4 : f.scale == KvScale::ue8m0 ? 6 * std::ldexp(1.0, -126) : 6 * std::ldexp(1.0, -9);
+  const double floor_amax = f.code == KvCode::e4m3      ? 1e-4
+                            : f.scale == KvScale::ue8m0 ? 6 * std::ldexp(1.0, -126)
+                                                        : 6 * std::ldexp(1.0, -9);
   for (int64_t r = 0; r < 6; ++r)
     for (int k = 0; k < f.tiles(); ++k) {
       double amax = 0;
       for (int e = 0; e < f.tile; ++e)
-        amax = std::max(amax, std::fabs(double(in.values.data[size_t(r * f.dims() + k * f.tile + e)])));
+        amax = std::max(amax,
+                        std::fabs(double(in.values.data[size_t(r * f.dims() + k * f.tile + e)])));
       amax = std::max(amax, floor_amax);
       const double s = element(in.store, pool, in.slots.data[size_t(r)], k * f.tile).scale;
       if (f.scale == KvScale::ue8m0) {
@@ -180,11 +191,11 @@ TEST(KvRecord, ZeroTilesTakeTheFloorScaleAndZeroCodes) {
       std::vector<float> v(size_t(f.dims()), -0.0f);
       Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
       reference::encode_record(o, v, 0, pool.span());
-      const double floor_scale = f.code == KvCode::e4m3
-                                     ? (f.scale == KvScale::fp32 ? double(1e-4f * (1.0f / 448.0f))
-                                                                 : std::ldexp(1.0, -22))
-                                     : f.scale == KvScale::ue8m0 ? std::ldexp(1.0, -126)
-                                                                 : std::ldexp(1.0, -9);
+      const double floor_scale =
+          f.code == KvCode::e4m3
+              ? (f.scale == KvScale::fp32 ? double(1e-4f * (1.0f / 448.0f)) : std::ldexp(1.0, -22))
+          : f.scale == KvScale::ue8m0 ? std::ldexp(1.0, -126)
+                                      : std::ldexp(1.0, -9);
       for (int i = 0; i < f.quant; ++i) {
         const Element e = element(o, pool, 0, i);
         EXPECT_EQ(e.scale, floor_scale) << kv_format_name(format);
@@ -309,16 +320,16 @@ TEST(KvWindow, IndexListIsOldestFirstWithMinusOneWhileFilling) {
 }
 
 // ================================================================ the compressors
-// HCA's r = 128 runs in verify and its golden case; here the same kernel with fewer tokens.
-KvCompressor any_compressor(int max_hca_ratio = 16) {
+// The release's kinds; HCA at r = 128 or a smaller ratio of the same kernel.
+KvCompressor any_compressor() {
   KvCompressor c = *rc::gen::elementOf(release_compressors());
-  if (c.ratio == 128) c.ratio = *rc::gen::inRange(5, max_hca_ratio + 1);
+  if (c.ratio == 128) c.ratio = *rc::gen::element(128, 5, 16);
   return c;
 }
 
 RC_GTEST_PROP(KvCompressEmu, PrefillMatchesReferenceAndDecodeStepsBitForBit, ()) {
   const KvCompressor c = any_compressor();
-  const int64_t T = *rc::gen::inRange<int64_t>(1, 2 * c.ratio + 3), d = 8 * *rc::gen::inRange(1, 9);
+  const int64_t T = *rc::gen::inRange<int64_t>(1, 3 * c.ratio + 3), d = 8 * *rc::gen::inRange(1, 9);
   const double eps = *rc::gen::element(1e-6, 1e-20, 0.0);
   const KvCompressInputs in = make_kv_compress_inputs(c, T, d, *rc::gen::inRange(1, 9), eps,
                                                       *rc::gen::arbitrary<uint64_t>());
@@ -339,12 +350,14 @@ RC_GTEST_PROP(KvCompressEmu, PrefillMatchesReferenceAndDecodeStepsBitForBit, ())
 // Changing a token changes only the entries whose slots hold it: group j's tokens, and (overlap)
 // group j + 1's.
 RC_GTEST_PROP(KvCompressEmu, ATokenChangesOnlyTheEntriesThatPoolIt, ()) {
-  const KvCompressor c = any_compressor(8);
-  const int64_t T = *rc::gen::inRange<int64_t>(c.ratio, 2 * c.ratio + 2), d = 8;
+  const KvCompressor c = any_compressor();
+  const int64_t T = *rc::gen::inRange<int64_t>(c.ratio, 3 * c.ratio + 2),
+                d = 8 * *rc::gen::inRange(1, 5);
   KvCompressInputs in = make_kv_compress_inputs(c, T, d, 4, 1e-6, *rc::gen::arbitrary<uint64_t>());
   const KvStoreOutputs before = run_kv_compress(in, {});
   const int64_t t = *rc::gen::inRange<int64_t>(0, T);
-  for (int64_t i = 0; i < d; ++i) in.x.data[size_t(t * d + i)] = -in.x.data[size_t(t * d + i)] + 0.5f;
+  for (int64_t i = 0; i < d; ++i)
+    in.x.data[size_t(t * d + i)] = -in.x.data[size_t(t * d + i)] + 0.5f;
   const KvStoreOutputs after = run_kv_compress(in, {});
   const int64_t D = c.dims();
   for (int64_t j = 0; j < kv_entries(T, c.ratio); ++j) {
@@ -359,7 +372,8 @@ RC_GTEST_PROP(KvCompress, PooledChannelsLieWithinTheirSlots, ()) {
   const KvCompressor c = any_compressor();
   if (!c.gated()) return;  // r = 1 takes a itself
   const int64_t T = *rc::gen::inRange<int64_t>(c.ratio, 3 * c.ratio + 1), d = 16;
-  const KvCompressInputs in = make_kv_compress_inputs(c, T, d, 4, 1e-6, *rc::gen::arbitrary<uint64_t>());
+  const KvCompressInputs in =
+      make_kv_compress_inputs(c, T, d, 4, 1e-6, *rc::gen::arbitrary<uint64_t>());
   const auto run = reference::kv_compress<double, double>(in);
   const int D = c.dims(), W = c.width();
   for (int64_t j = 0; j < run.pooled.dim(0); ++j)
@@ -367,11 +381,13 @@ RC_GTEST_PROP(KvCompress, PooledChannelsLieWithinTheirSlots, ()) {
       double lo = INFINITY, hi = -INFINITY;
       auto slot = [&](int64_t t, int ch) {
         double a = 0;
-        for (int k = 0; k < d; ++k) a += double(in.wkv.data[size_t(ch * d + k)]) * in.x.data[size_t(t * d + k)];
+        for (int k = 0; k < d; ++k)
+          a += double(in.wkv.data[size_t(ch * d + k)]) * in.x.data[size_t(t * d + k)];
         lo = std::min(lo, a), hi = std::max(hi, a);
       };
       for (int s = 0; s < c.ratio; ++s) slot(j * c.ratio + s, (c.overlap ? D : 0) + i);
-      if (c.overlap && j > 0) for (int s = 0; s < c.ratio; ++s) slot((j - 1) * c.ratio + s, i);
+      if (c.overlap && j > 0)
+        for (int s = 0; s < c.ratio; ++s) slot((j - 1) * c.ratio + s, i);
       if (c.overlap && j == 0) lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);  // a = 0 slots
       const double z = run.pooled.data[size_t(j * D + i)];
       RC_ASSERT(z >= lo - 1e-12 && z <= hi + 1e-12);
@@ -387,16 +403,19 @@ TEST(KvCompress, EntriesAreRotatedAtRTimesJ) {
     const int64_t T = 5 * c.ratio, d = 16;
     KvCompressInputs in = make_kv_compress_inputs(c, T, d, 8, 1e-6, 77);
     for (int64_t t = c.ratio; t < T; ++t)  // every group the same tokens as group 0
-      for (int64_t i = 0; i < d; ++i) in.x.data[size_t(t * d + i)] = in.x.data[size_t((t % c.ratio) * d + i)];
+      for (int64_t i = 0; i < d; ++i)
+        in.x.data[size_t(t * d + i)] = in.x.data[size_t((t % c.ratio) * d + i)];
     const KvStoreOutputs out = run_kv_compress(in, {});
-    const int64_t D = c.dims(), first = c.overlap ? 2 : 1;  // overlap: entry 0 lacks a previous group
+    const int64_t D = c.dims(),
+                  first = c.overlap ? 2 : 1;  // overlap: entry 0 lacks a previous group
     for (int64_t j = first; j < 5; ++j) {
       for (int64_t i = 0; i < D; ++i)
         ASSERT_EQ(out.latent.data[size_t(j * D + i)], out.latent.data[size_t(first * D + i)]);
       for (int p = 0; p < kKvRopeDims / 2; p += 5) {
         const int64_t d0 = D - kKvRopeDims + 2 * p;
         const double angle = double(j * c.ratio) * std::pow(10000.0, -2.0 * p / kKvRopeDims);
-        const double x0 = out.latent.data[size_t(j * D + d0)], x1 = out.latent.data[size_t(j * D + d0 + 1)];
+        const double x0 = out.latent.data[size_t(j * D + d0)],
+                     x1 = out.latent.data[size_t(j * D + d0 + 1)];
         const double want0 = x0 * std::cos(angle) - x1 * std::sin(angle);
         const double got0 = out.stored.data[size_t(j * D + d0)];
         EXPECT_NEAR(got0, want0, 2 * ulp_out(OutDType::BF16, std::fabs(x0) + std::fabs(x1)))
@@ -411,7 +430,8 @@ TEST(KvCompress, EntriesAppearWhenTheirGroupCompletes) {
     KvCompressor c = k;
     if (c.ratio == 128) c.ratio = 4;
     for (int64_t T = 1; T < 3 * c.ratio + 2; ++T) EXPECT_EQ(kv_entries(T, c.ratio), T / c.ratio);
-    for (int64_t pos = 0; pos < 12; ++pos) EXPECT_EQ(kv_decode_emits(pos, c.ratio), (pos + 1) % c.ratio == 0);
+    for (int64_t pos = 0; pos < 12; ++pos)
+      EXPECT_EQ(kv_decode_emits(pos, c.ratio), (pos + 1) % c.ratio == 0);
   }
 }
 
@@ -420,9 +440,9 @@ RC_GTEST_PROP(IndexKeyEmu, KernelMatchesReference, ()) {
   const KvFormat f = *rc::gen::element(KvFormat::idx_mxfp4, KvFormat::idx_fp8);
   const int64_t N = *rc::gen::inRange(1, 12);
   const int ratio = *rc::gen::element(1, 2, 4);
-  const IndexKeyInputs in = make_index_key_inputs(f, N, ratio, *rc::gen::inRange(1, 9),
-                                                  *rc::gen::element(1e-6, 1e-20),
-                                                  *rc::gen::arbitrary<uint64_t>());
+  const IndexKeyInputs in =
+      make_index_key_inputs(f, N, ratio, *rc::gen::inRange(1, 9), *rc::gen::element(1e-6, 1e-20),
+                            *rc::gen::arbitrary<uint64_t>());
   const KvStoreOutputs out = run_index_key_store(in, any_emu_options());
   assert_checks(compare_kv(run_kv_reference(in), out, in.store));
   RC_ASSERT(same_traffic(out.launches, sim::predict_index_key_store(f, N)));
@@ -432,18 +452,36 @@ RC_GTEST_PROP(IndexKeyEmu, KernelMatchesReference, ()) {
 TEST(KvTraffic, SequenceBytesCountPagesWindowsAndStates) {
   // V4.1 r = 2 layer, 1000 tokens, pages of 64: 500 v41_fp4 entries and index keys in 8 pages
   // each, a full v41_window ring of 128 in 2 pages, the r = 2 state [2, 512] a and b.
-  const sim::KvSequenceBytes b = sim::kv_sequence_bytes(
-      v41_compressor(2), KvFormat::idx_mxfp4, false, KvFormat::v41_window, 128, 1000, 64);
+  const sim::KvSequenceBytes b = sim::kv_sequence_bytes(v41_compressor(2), KvFormat::idx_mxfp4,
+                                                        false, KvFormat::v41_window, 128, 1000, 64);
   EXPECT_EQ(b.compressed, 8 * 64 * 288);
   EXPECT_EQ(b.index_keys, 8 * 64 * 68);
   EXPECT_EQ(b.window, 2 * 64 * 528);
   EXPECT_EQ(b.states, 2 * 512 * 4 * 2);
   EXPECT_EQ(b.padding, (512 - 500) * (288 + 68));
   // V4 CSA: model1 pages (padded to 576) and the index compressor's own state.
-  const sim::KvSequenceBytes v4 = sim::kv_sequence_bytes(
-      v4_csa_compressor(), KvFormat::idx_mxfp4, true, KvFormat::model1, 128, 64 * 4, 64);
+  const sim::KvSequenceBytes v4 = sim::kv_sequence_bytes(v4_csa_compressor(), KvFormat::idx_mxfp4,
+                                                         true, KvFormat::model1, 128, 64 * 4, 64);
   EXPECT_EQ(v4.compressed, 65 * 576);
   EXPECT_EQ(v4.states, 8 * 1024 * 4 * 2 + 8 * 256 * 4 * 2);
+}
+
+// The releases' caches per sequence: V4.1-Flash at 1000 tokens (4 kv-source layers: three
+// r = 2 and one r = 1, each with MXFP4 index keys and a v41_window ring).
+TEST(KvTraffic, ReleaseSequenceBytes) {
+  const sim::KvSequenceBytes b =
+      sim::release_sequence_bytes(builtin_release("v4.1-flash"), 1000, 64);
+  EXPECT_EQ(b.compressed, 3 * 8 * 64 * 288 + 16 * 64 * 288);  // 500 entries -> 8 pages; 1000 -> 16
+  EXPECT_EQ(b.index_keys, 3 * 8 * 64 * 68 + 16 * 64 * 68);
+  EXPECT_EQ(b.window, 4 * 2 * 64 * 528);
+  EXPECT_EQ(b.states, 3 * 2 * 512 * 4 * 2);  // r = 1 keeps no partial group
+  // Persistent bytes per token, the limit of a long sequence, are DESIGN 5.5's 890.
+  const sim::KvSequenceBytes big =
+      sim::release_sequence_bytes(builtin_release("v4.1-flash"), 1 << 20, 64);
+  EXPECT_EQ(double(big.compressed + big.index_keys) / (1 << 20), 890.0);
+  const sim::KvSequenceBytes v4 =
+      sim::release_sequence_bytes(builtin_release("v4-flash"), 1 << 20, 64);
+  EXPECT_NEAR(double(v4.compressed + v4.index_keys - v4.padding) / (1 << 20), 3514.25, 0.01);
 }
 
 // ================================================================ bad input
@@ -471,7 +509,8 @@ TEST(KvCache, BadInputNamesTheField) {
   c.store.pool_slots = 1;
   expect_bad_input([&] { run_kv_compress(c, {}); }, "pool of 1 slots");
   c = make_kv_compress_inputs(v41_compressor(2), 4, 16, 4, 1e-6, 1);
-  c.decode = true, c.x = Tensor<float>({1, 16}, 0.5f), c.state.a = Tensor<float>({2, 512}), c.state.b = Tensor<float>({2, 512}, NAN);
+  c.decode = true, c.x = Tensor<float>({1, 16}, 0.5f), c.state.a = Tensor<float>({2, 512}),
+  c.state.b = Tensor<float>({2, 512}, NAN);
   expect_bad_input([&] { run_kv_compress(c, {}); }, "'state.b'[0] is nan");
   IndexKeyInputs k = make_index_key_inputs(KvFormat::idx_mxfp4, 3, 2, 4, 1e-6, 1);
   k.latent = Tensor<float>({3, 256});
@@ -485,8 +524,10 @@ TEST(KvCacheCuda, KernelsMatchReferenceAtReleaseWidth) {
   const RunOptions gpu{Backend::cuda, {}, 256};
   for (KvFormat f : {KvFormat::v32_fp8, KvFormat::model1, KvFormat::v41_window}) {
     const KvWindowInputs in = make_kv_window_inputs(f, 128, 4096, 128, 1000, 64, 1e-6, 5);
-    for (const TensorCheck& t : compare_kv(run_kv_reference(in), run_kv_window_store(in, gpu), in.store))
-      EXPECT_TRUE(t.result.pass) << kv_format_name(f) << " " << t.name << ": " << t.result.summary();
+    for (const TensorCheck& t :
+         compare_kv(run_kv_reference(in), run_kv_window_store(in, gpu), in.store))
+      EXPECT_TRUE(t.result.pass) << kv_format_name(f) << " " << t.name << ": "
+                                 << t.result.summary();
   }
   for (const KvCompressor& c : release_compressors()) {
     const KvCompressInputs in = make_kv_compress_inputs(c, 2 * c.ratio + 3, 5120, 64, 1e-20, 6);
@@ -498,7 +539,8 @@ TEST(KvCacheCuda, KernelsMatchReferenceAtReleaseWidth) {
   }
   for (KvFormat f : kFormats) {
     const KvQuantizeInputs in = make_kv_quantize_inputs(f, 1000, 64, 7);
-    EXPECT_EQ(run_kv_quantize(in, gpu).pool.data, reference::encode_pool(in).data) << kv_format_name(f);
+    EXPECT_EQ(run_kv_quantize(in, gpu).pool.data, reference::encode_pool(in).data)
+        << kv_format_name(f);
   }
 }
 

@@ -44,8 +44,8 @@ void encode_record(const KvStoreOptions& o, std::span<const float> values, int64
   }
 }
 
-std::vector<double> decode_record(KvFormat format, int64_t page_size,
-                                  std::span<const uint8_t> pool, int64_t slot) {
+std::vector<double> decode_record(KvFormat format, int64_t page_size, std::span<const uint8_t> pool,
+                                  int64_t slot) {
   const KvFormatInfo f = kv_format_info(format);
   const KvPageLayout at{f, page_size};
   const uint8_t* codes = pool.data() + at.code_at(slot);
@@ -70,8 +70,8 @@ Tensor<uint8_t> encode_pool(const KvStoreOptions& o, const Tensor<float>& rows,
   Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
   const int64_t dims = kv_format_info(o.format).dims();
   for (size_t r = 0; r < slots.size(); ++r)
-    encode_record(o, std::span<const float>(rows.ptr() + int64_t(r) * dims, size_t(dims)),
-                  slots[r], pool.span());
+    encode_record(o, std::span<const float>(rows.ptr() + int64_t(r) * dims, size_t(dims)), slots[r],
+                  pool.span());
   return pool;
 }
 
@@ -86,7 +86,7 @@ namespace {
 template <class S>
 Mat<S> matrix(const Tensor<float>& w) {
   return Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(w.ptr(), w.dim(0),
-                                                                          w.dim(1))
+                                                                         w.dim(1))
       .cast<S>();
 }
 template <class S>
@@ -126,7 +126,8 @@ void finish_record(Vec<S>& z, const KvFormatInfo& f, const Tensor<float>& norm_w
     const Vec<S> x = z;
     for (int k = 0; k < dims; ++k) {
       S sum = 0;
-      for (int i = 0; i < dims; ++i) sum += (__builtin_popcount(unsigned(k & i)) % 2 ? -x(i) : x(i));
+      for (int i = 0; i < dims; ++i)
+        sum += (__builtin_popcount(unsigned(k & i)) % 2 ? -x(i) : x(i));
       z(k) = store<Act>(sum / std::sqrt(S(dims)));
     }
   }
@@ -242,7 +243,8 @@ KvRun<S> kv_compress(const KvCompressInputs& in) {
           S& a_cur = run.state_a.data[size_t((cur0 + s) * W + ch)];
           S& b_cur = run.state_b.data[size_t((cur0 + s) * W + ch)];
           if (c.overlap)
-            run.state_a.data[size_t(s * W + ch)] = a_cur, run.state_b.data[size_t(s * W + ch)] = b_cur;
+            run.state_a.data[size_t(s * W + ch)] = a_cur,
+                                            run.state_b.data[size_t(s * W + ch)] = b_cur;
           a_cur = 0, b_cur = -std::numeric_limits<S>::infinity();
         }
     }

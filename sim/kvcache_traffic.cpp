@@ -133,12 +133,12 @@ KvSequenceBytes kv_sequence_bytes(const KvCompressor& main, std::optional<KvForm
 }
 
 KvSequenceBytes release_sequence_bytes(const ReleaseConfig& r, int64_t tokens, int64_t page_size) {
-  const KvFormat window =
-      r.window_record_bytes == kv_format_info(KvFormat::model1).record_bytes() ? KvFormat::model1
-                                                                                 : KvFormat::v41_window;
-  const int64_t ring = kv_sequence_bytes(v41_compressor(1), std::nullopt, false, window, r.window,
-                                         tokens, page_size)
-                           .window;
+  const KvFormat window = r.window_record_bytes == kv_format_info(KvFormat::model1).record_bytes()
+                              ? KvFormat::model1
+                              : KvFormat::v41_window;
+  const int64_t ring =
+      kv_sequence_bytes(v41_compressor(1), std::nullopt, false, window, r.window, tokens, page_size)
+          .window;
   KvSequenceBytes total;
   auto add = [&](const KvSequenceBytes& b, int layers) {
     total.compressed += layers * b.compressed, total.index_keys += layers * b.index_keys;
@@ -150,7 +150,7 @@ KvSequenceBytes release_sequence_bytes(const ReleaseConfig& r, int64_t tokens, i
       total.window += k.layers * ring;
       continue;
     }
-    KvCompressor c = k.ratio == 4 ? v4_csa_compressor()
+    KvCompressor c = k.ratio == 4     ? v4_csa_compressor()
                      : k.ratio == 128 ? v4_hca_compressor()
                                       : v41_compressor(k.ratio);
     c.ratio = k.ratio;

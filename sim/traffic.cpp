@@ -13,7 +13,7 @@
 namespace tandem::sim {
 namespace {
 
-constexpr double kSector = 32;  // bytes per DRAM sector
+constexpr double kSector = 32;      // bytes per DRAM sector
 constexpr int64_t kDsaTopK = 2048;  // V3.2 DSA: entries each decode step selects per layer
 
 double round_up(double bytes, double unit) { return std::ceil(bytes / unit) * unit; }
@@ -98,8 +98,7 @@ Report simulate(const Preset& p, const Workload& w) {
   };
   r.decode = {
       {"weights", weights, weights / E, fmt::format("active params / batch, / E = {:.3f}", E)},
-      {"kv read", dsa_read,
-       (w.context * p.kv_bytes_per_token + window) / E,
+      {"kv read", dsa_read, (w.context * p.kv_bytes_per_token + window) / E,
        fmt::format("DSA: top-{} of 656 B + every 132 B key; design: context {} x KV/token "
                    "(+ {}-token window), / E",
                    kDsaTopK, w.context, p.window_tokens)},
