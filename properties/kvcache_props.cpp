@@ -466,6 +466,25 @@ TEST(KvTraffic, SequenceBytesCountPagesWindowsAndStates) {
   EXPECT_EQ(v4.states, 8 * 1024 * 4 * 2 + 8 * 256 * 4 * 2);
 }
 
+// DESIGN 5.5's bytes per token from the format table, and the release configs agree with it.
+TEST(KvTraffic, PersistentBytesPerTokenFromTheFormats) {
+  auto B = [](KvFormat f) { return double(kv_format_info(f).record_bytes()); };
+  using K = KvFormat;
+  EXPECT_EQ(61 * (B(K::v32_fp8) + B(K::idx_fp8)), 48068);  // V3.2 DSA
+  EXPECT_EQ(21 * (B(K::model1) + B(K::idx_mxfp4)) / 4 + 20 * B(K::model1) / 128, 3514.25);
+  EXPECT_EQ(21 * (B(K::model1) + B(K::idx_fp8)) / 4 + 20 * B(K::model1) / 128, 3850.25);
+  EXPECT_EQ(3 * (B(K::v41_fp4) + B(K::idx_mxfp4)) / 2 + (B(K::v41_fp4) + B(K::idx_mxfp4)), 890);
+  for (const std::string& name : builtin_release_names()) {
+    const ReleaseConfig r = builtin_release(name);
+    EXPECT_TRUE(r.window_record_bytes == B(K::model1) || r.window_record_bytes == B(K::v41_window));
+    for (const KvCacheLayers& k : r.kv_caches) {
+      if (k.ratio == 0) continue;
+      EXPECT_TRUE(k.record_bytes == B(k.ratio >= 4 ? K::model1 : K::v41_fp4)) << name;
+      EXPECT_TRUE(k.index_key_bytes == 0 || k.index_key_bytes == B(K::idx_mxfp4)) << name;
+    }
+  }
+}
+
 // The releases' caches per sequence: V4.1-Flash at 1000 tokens (4 kv-source layers: three
 // r = 2 and one r = 1, each with MXFP4 index keys and a v41_window ring).
 TEST(KvTraffic, ReleaseSequenceBytes) {
@@ -515,6 +534,34 @@ TEST(KvCache, BadInputNamesTheField) {
   IndexKeyInputs k = make_index_key_inputs(KvFormat::idx_mxfp4, 3, 2, 4, 1e-6, 1);
   k.latent = Tensor<float>({3, 256});
   expect_bad_input([&] { run_index_key_store(k, {}); }, "'latent'");
+}
+
+// ================================================================ the release's shapes
+// A few tokens at the release's widths under the emulator (V4-Flash d = 4096, V4.1-Flash 5120):
+// the loops' trip counts and shared-memory rows of the real model.
+TEST(KvCacheEmu, ReleaseWidths) {
+  for (KvFormat f : {KvFormat::model1, KvFormat::v41_window}) {
+    const int64_t d = f == KvFormat::model1 ? 4096 : 5120;
+    const KvWindowInputs in = make_kv_window_inputs(f, 3, d, 128, 126, 64, 1e-20, 11);
+    for (const TensorCheck& t :
+         compare_kv(run_kv_reference(in), run_kv_window_store(in, {}), in.store))
+      EXPECT_TRUE(t.result.pass) << kv_format_name(f) << " " << t.name << ": "
+                                 << t.result.summary();
+  }
+  for (const KvCompressor& c :
+       {v4_csa_compressor(), v4_csa_index_compressor(), v41_compressor(2)}) {
+    const int64_t d = c.format == KvFormat::v41_fp4 ? 5120 : 4096;
+    const KvCompressInputs in = make_kv_compress_inputs(c, 2 * c.ratio + 1, d, 64, 1e-6, 12);
+    const KvStoreOutputs out = run_kv_compress(in, {});
+    for (const TensorCheck& t : compare_kv(run_kv_reference(in), out, in.store))
+      EXPECT_TRUE(t.result.pass) << c.name << " " << t.name << ": " << t.result.summary();
+    for (const TensorCheck& t : compare_decode_chain(out, run_kv_decode_chain(in, {})))
+      EXPECT_TRUE(t.result.pass) << c.name << " " << t.name << ": " << t.result.summary();
+  }
+  const IndexKeyInputs keys = make_index_key_inputs(KvFormat::idx_mxfp4, 4, 2, 64, 1e-20, 13);
+  for (const TensorCheck& t :
+       compare_kv(run_kv_reference(keys), run_index_key_store(keys, {}), keys.store))
+    EXPECT_TRUE(t.result.pass) << "index keys " << t.name << ": " << t.result.summary();
 }
 
 // ================================================================ on a GPU
