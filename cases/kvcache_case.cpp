@@ -384,6 +384,7 @@ VerifyRow verify_index_keys(KvFormat f, const ModelConfig& model, const RunOptio
 }
 
 // ---------------------------------------------------------------- golden cases
+constexpr int64_t kMaxGoldenPoolBytes = int64_t{64} << 20;
 constexpr KvFormat kAllFormats[] = {KvFormat::v32_fp8,    KvFormat::idx_fp8, KvFormat::model1,
                                     KvFormat::v41_window, KvFormat::v41_fp4, KvFormat::idx_mxfp4};
 constexpr KvFormat kWindowFormats[] = {KvFormat::v32_fp8, KvFormat::model1, KvFormat::v41_window};
@@ -502,13 +503,19 @@ CaseReport check_kvcache(const LoadedCase& c, const RunOptions& opt) {
   const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
   const std::string kind = config.string("kind");
   const KvStoreOptions store = parse_store(config.object("store"));
+  // A case's pool is allocated by the reference and the kernels alike: golden cases are small.
+  if (kv_pool_bytes(store) > kMaxGoldenPoolBytes)
+    throw_bad_input("{}: a pool of {} slots of {} takes {} bytes; golden cases keep it under {}",
+                    config.where("store.pool_slots"), store.pool_slots,
+                    kv_format_name(store.format), kv_pool_bytes(store), kMaxGoldenPoolBytes);
   if (kind == "quantize") {
     config.reject_unknown({"kind", "store"});
     KvQuantizeInputs in;
     in.store = store;
     load_inputs(c, in);
     const KvStoreOutputs out = run_kv_quantize(in, opt);  // validates the shapes first
-    const Tensor<uint8_t> expected = c.blob.get_as<uint8_t>("expected.pool", c.blob_source);
+    const Tensor<uint8_t> expected =
+        get_shaped<uint8_t>(c, "expected.pool", {kv_pool_bytes(store)});
     const Tensor<uint8_t> now = reference::encode_pool(in);
     CaseReport report{c.name, {}};
     report.tensors.push_back(exact_output("pool", "reference", expected, now));

@@ -8,13 +8,19 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "bad_input.hpp"
 #include "cases/case_util.hpp"
 #include "cases/kvcache_case.hpp"
+#include "core/atomic_file.hpp"
 #include "core/release_config.hpp"
+#include "golden/golden.hpp"
 #include "reference/kvcache.hpp"
 #include "sim/kvcache_traffic.hpp"
+#include "test_dir.hpp"
 
 namespace tandem {
 namespace {
@@ -534,6 +540,46 @@ TEST(KvCache, BadInputNamesTheField) {
   IndexKeyInputs k = make_index_key_inputs(KvFormat::idx_mxfp4, 3, 2, 4, 1e-6, 1);
   k.latent = Tensor<float>({3, 256});
   expect_bad_input([&] { run_index_key_store(k, {}); }, "'latent'");
+}
+
+// Hostile kvcache manifests (copies of a shipped case in the test's own directory): each is
+// BadInput naming the field, before anything large is allocated.
+TEST(KvCacheGolden, HostileManifestsAreBadInputNamingTheField) {
+  namespace fs = std::filesystem;
+  const TestDir tmp;
+  const fs::path shipped = fs::path(TANDEM_SOURCE_DIR) / "golden" / "cases";
+  for (const char* name : {"kvcache_compress_v41_r2", "kvcache_quantize_v41_fp4"}) {
+    const nlohmann::json original =
+        nlohmann::json::parse(read_file(shipped / (std::string(name) + ".json")));
+    fs::copy_file(shipped / original["blob"].get<std::string>(),
+                  tmp / original["blob"].get<std::string>(), fs::copy_options::overwrite_existing);
+    auto check = [&](const std::function<void(nlohmann::json&)>& edit, const char* expect) {
+      nlohmann::json m = original;
+      edit(m);
+      const fs::path manifest = tmp / (std::string(name) + ".json");
+      write_file_atomic(manifest, std::string_view(m.dump()));
+      try {
+        golden::check_case(manifest, {});
+        ADD_FAILURE() << name << ": accepted " << m["config"].dump();
+      } catch (const BadInput& e) {
+        EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+      }
+    };
+    check([](nlohmann::json& m) { m["config"]["store"]["pool_slots"] = int64_t{1} << 31; },
+          "pool_slots");
+    check([](nlohmann::json& m) { m["config"]["store"]["format"] = "fp3"; },
+          "unknown record format 'fp3'");
+    check([](nlohmann::json& m) { m["config"]["store"]["page_size"] = 0; }, "page_size");
+    check([](nlohmann::json& m) { m["config"]["kind"] = "scatter"; }, "expected quantize, window");
+    check([](nlohmann::json& m) { m["config"]["bogus"] = 1; }, "bogus");
+    if (std::string(name).find("compress") != std::string::npos) {
+      check([](nlohmann::json& m) { m["config"]["compressor"] = "v5"; }, "unknown compressor 'v5'");
+      check([](nlohmann::json& m) { m["config"]["ratio"] = 3; }, "'expected.stored'");  // 2 entries
+    } else {
+      check([](nlohmann::json& m) { m["config"]["store"]["format"] = "v41_window"; },
+            "'expected.pool'");
+    }
+  }
 }
 
 // ================================================================ the release's shapes
