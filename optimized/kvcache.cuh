@@ -128,6 +128,28 @@ __device__ void finish_record_warp(float* z, const float* __restrict__ norm_w, f
   store_record_warp<F>(z, pool, slot, page_size, canonical_zero);
 }
 
+// One record of a block: z = W row (row: [n] bf16, staged; W k-major [n, dims]), then the
+// pipeline into `slot`. Dynamic shared memory: [n + dims] floats.
+template <KvFormat F>
+__device__ void store_projected_record(const bf16* __restrict__ row, int n,
+                                       const float* __restrict__ wt,
+                                       const float* __restrict__ norm_w, float eps,
+                                       const float* __restrict__ cs, bf16* __restrict__ stored,
+                                       uint8_t* pool, int64_t slot, int64_t page_size,
+                                       bool canonical_zero) {
+  constexpr int kDims = kv_format_info(F).dims();
+  static_assert(kDims % 4 == 0, "four output channels per thread");
+  TANDEM_DYNAMIC_SHARED(float, staged);  // [n] then z [dims]
+  float* z = staged + n;
+  stage_bf16_row(row, staged, n);
+  __syncthreads();
+  block_matvec(wt, staged, n, kDims, z);
+  __syncthreads();
+  if (threadIdx.x / kWarpSize == 0)
+    finish_record_warp<F, false>(z, norm_w, eps, cs, {nullptr, stored}, pool, slot, page_size,
+                                 canonical_zero);
+}
+
 // ---------------------------------------------------------------- the quantizers alone
 // values: [N, dims] bf16; slots: [N]. One warp per row; its row staged in the warp's part of
 // dynamic shared memory ([warps, dims] floats).
@@ -164,18 +186,10 @@ __global__ void kv_window_store(const bf16* __restrict__ x, const float* __restr
                                 int d, int64_t start, int window, float eps, int64_t page_size,
                                 bool canonical_zero, uint8_t* pool, bf16* __restrict__ stored) {
   constexpr int kDims = kv_format_info(F).dims();
-  static_assert(kDims % 4 == 0, "four output channels per thread");
-  TANDEM_DYNAMIC_SHARED(float, staged);  // [d] then z [dims]
-  float* z = staged + d;
-  const int64_t t = blockIdx.x, pos = start + t;
-  stage_bf16_row(x + t * d, staged, d);
-  __syncthreads();
-  block_matvec(wkv, staged, d, kDims, z);
-  __syncthreads();
-  if (threadIdx.x / kWarpSize == 0)
-    finish_record_warp<F, false>(z, norm_w, eps, rope + t * kKvRopeDims,
-                                 {nullptr, stored + t * kDims}, pool, pos % window, page_size,
-                                 canonical_zero);
+  const int64_t t = blockIdx.x;
+  store_projected_record<F>(x + t * d, d, wkv, norm_w, eps, rope + t * kKvRopeDims,
+                            stored + t * kDims, pool, (start + t) % window, page_size,
+                            canonical_zero);
 }
 
 // ---------------------------------------------------------------- the compressors
@@ -343,18 +357,11 @@ __global__ void index_key_store(const bf16* __restrict__ latent, const float* __
                                 const float* __restrict__ norm_w, const float* __restrict__ rope,
                                 float eps, int64_t page_size, bool canonical_zero, uint8_t* pool,
                                 bf16* __restrict__ stored) {
-  constexpr int kDims = kv_format_info(F).dims();
-  static_assert(kDims == kIndexKeyDims, "index keys are 128 wide");
-  TANDEM_DYNAMIC_SHARED(float, staged);  // [512] then z [128]
-  float* z = staged + kKvMainDims;
+  static_assert(kv_format_info(F).dims() == kIndexKeyDims, "index keys are 128 wide");
   const int64_t j = blockIdx.x;
-  stage_bf16_row(latent + j * kKvMainDims, staged, kKvMainDims);
-  __syncthreads();
-  block_matvec(wk, staged, kKvMainDims, kDims, z);
-  __syncthreads();
-  if (threadIdx.x / kWarpSize == 0)
-    finish_record_warp<F, false>(z, norm_w, eps, rope + j * kKvRopeDims,
-                                 {nullptr, stored + j * kDims}, pool, j, page_size, canonical_zero);
+  store_projected_record<F>(latent + j * kKvMainDims, kKvMainDims, wk, norm_w, eps,
+                            rope + j * kKvRopeDims, stored + j * kIndexKeyDims, pool, j, page_size,
+                            canonical_zero);
 }
 
 }  // namespace tandem::TANDEM_BACKEND_NS

@@ -134,24 +134,34 @@ void finish_record(Vec<S>& z, const KvFormatInfo& f, const Tensor<float>& norm_w
   for (int i = 0; i < dims; ++i) stored[i] = z(i);
 }
 
+// Records from rows of `x`: z = W x_r, the pipeline at positions[r], stored row r.
+template <class S, class Act>
+Tensor<S> project_records(const KvStoreOptions& o, const Tensor<float>& x, const Tensor<float>& w,
+                          const Tensor<float>& norm_w, const std::vector<int64_t>& positions) {
+  const KvFormatInfo f = kv_format_info(o.format);
+  const Mat<S> m = matrix<S>(w);
+  Tensor<S> stored({x.dim(0), f.dims()});
+  for (int64_t r = 0; r < x.dim(0); ++r) {
+    const Vec<S> in = row<S>(x, r);
+    Vec<S> z(f.dims());
+    for (int i = 0; i < f.dims(); ++i) z(i) = naive_dot<S>(m.row(i), in);
+    finish_record<S, Act>(z, f, norm_w, o.norm_eps, positions[size_t(r)], o.rope_theta, false,
+                          nullptr, stored.ptr() + r * f.dims());
+  }
+  return stored;
+}
+
 }  // namespace
 
 template <class S, class Act>
 KvRun<S> kv_window_store(const KvWindowInputs& in) {
-  const KvFormatInfo f = kv_format_info(in.store.format);
-  const int64_t T = in.x.dim(0);
-  const Mat<S> wkv = matrix<S>(in.wkv);
   KvRun<S> run;
-  run.stored = Tensor<S>({T, f.dims()});
-  for (int64_t t = 0; t < T; ++t) {
-    const Vec<S> x = row<S>(in.x, t);
-    Vec<S> z(f.dims());
-    for (int i = 0; i < f.dims(); ++i) z(i) = naive_dot<S>(wkv.row(i), x);
-    const int64_t pos = in.start + t;
-    finish_record<S, Act>(z, f, in.norm_w, in.store.norm_eps, pos, in.store.rope_theta, false,
-                          nullptr, run.stored.ptr() + t * f.dims());
-    run.slots.push_back(pos % in.window);
+  std::vector<int64_t> positions;
+  for (int64_t t = 0; t < in.x.dim(0); ++t) {
+    positions.push_back(in.start + t);
+    run.slots.push_back((in.start + t) % in.window);
   }
+  run.stored = project_records<S, Act>(in.store, in.x, in.wkv, in.norm_w, positions);
   return run;
 }
 
@@ -279,19 +289,11 @@ KvRun<S> kv_compress(const KvCompressInputs& in) {
 
 template <class S, class Act>
 KvRun<S> index_key_store(const IndexKeyInputs& in) {
-  const KvFormatInfo f = kv_format_info(in.store.format);
-  const int64_t N = in.latent.dim(0);
-  const Mat<S> wk = matrix<S>(in.wk);
   KvRun<S> run;
-  run.stored = Tensor<S>({N, f.dims()});
-  for (int64_t j = 0; j < N; ++j) {
-    const Vec<S> latent = row<S>(in.latent, j);
-    Vec<S> z(f.dims());
-    for (int i = 0; i < f.dims(); ++i) z(i) = naive_dot<S>(wk.row(i), latent);
-    finish_record<S, Act>(z, f, in.norm_w, in.store.norm_eps, j * in.ratio, in.store.rope_theta,
-                          false, nullptr, run.stored.ptr() + j * f.dims());
-    run.slots.push_back(j);
-  }
+  std::vector<int64_t> positions;
+  for (int64_t j = 0; j < in.latent.dim(0); ++j)
+    positions.push_back(j * in.ratio), run.slots.push_back(j);
+  run.stored = project_records<S, Act>(in.store, in.latent, in.wk, in.norm_w, positions);
   return run;
 }
 
