@@ -17,7 +17,8 @@
   X(dspark)                  \
   X(model)                   \
   X(dense)                   \
-  X(kvcache)
+  X(kvcache)                 \
+  X(indexer)
 
 namespace tandem {
 namespace {

@@ -1,0 +1,49 @@
+// topk_select throughput: rows/s and bytes/s under emu; on a GPU at the release's sizes (a V4-Pro
+// CSA layer at 1M tokens: 262144 entries, top-1024), where bytes/s is the kernel's memory rate.
+#include <benchmark/benchmark.h>
+
+#include "cases/indexer_case.hpp"
+#include "reference/indexer.hpp"
+#include "sim/indexer_traffic.hpp"
+
+namespace tandem {
+namespace {
+
+// Args: rows, entries, k
+void BM_TopkSelect(benchmark::State& st, Backend backend) {
+  if (backend == Backend::cuda && !cuda_status().available) {
+    st.SkipWithError(cuda_status().detail.c_str());
+    return;
+  }
+  const TopkInputs in =
+      make_topk_inputs(st.range(0), st.range(1), int(st.range(2)), 1, st.range(1), 0.3, 1);
+  for (auto _ : st) benchmark::DoNotOptimize(run_topk_select(in, {backend, {}, 512}));
+  const LaunchCounts c = sim::predict_topk_select(in.lengths.data, int(st.range(2)));
+  uint64_t bytes = 0;
+  for (int k = 0; k < kTrafficClasses; ++k) bytes += c.read[k] + c.written[k];
+  st.counters["rows"] =
+      benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["bytes"] = benchmark::Counter(
+      double(bytes), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+}
+
+void BM_TopkSelectReference(benchmark::State& st) {
+  const TopkInputs in =
+      make_topk_inputs(st.range(0), st.range(1), int(st.range(2)), 1, st.range(1), 0.3, 1);
+  for (auto _ : st) benchmark::DoNotOptimize(reference::topk_select(in));
+  st.counters["rows"] =
+      benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK_CAPTURE(BM_TopkSelect, emu, Backend::emu)
+    ->Args({4, 8192, 512})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TopkSelectReference)->Args({4, 8192, 512})->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TopkSelect, cuda, Backend::cuda)
+    ->Args({64, 262144, 1024})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tandem
+
+BENCHMARK_MAIN();

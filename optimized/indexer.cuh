@@ -1,0 +1,129 @@
+#pragma once
+// topk_select: one block per row of scores, any row length; a row reads only its visible
+// entries [0, lengths[t]). A radix select on the scores' order
+// keys (problem/indexer.hpp) finds the k-th largest key u* in four passes over the row (8 bits a
+// pass: a shared-memory histogram of the keys that share the bits chosen so far, then the bin
+// holding the k-th); a fifth pass collects every key above u* and, in index order (a block scan
+// per chunk), the lowest-indexed keys equal to u*; a bitonic sort in shared memory orders the
+// selection by key descending, then index ascending. Reads are five passes over the visible
+// entries whatever their scores, so the byte model is exact.
+#include "optimized/kernel.cuh"
+#include "problem/indexer.hpp"
+
+namespace tandem::TANDEM_BACKEND_NS {
+
+inline constexpr int kTopkBins = 256;
+
+// The selection: `count` slots, padded to a power of two with keys that sort last.
+struct TopkShared {
+  uint32_t key[kTopkMax];
+  int32_t index[kTopkMax];
+  int hist[kTopkBins];
+  int scan[1024];
+  int bin, need, greater, cursor, taken, length;
+};
+
+// Inclusive prefix sum of v over the block (Hillis-Steele in shared memory).
+__device__ __forceinline__ int block_inclusive_scan(int v, int* scan) {
+  scan[threadIdx.x] = v;
+  __syncthreads();
+  for (int offset = 1; offset < int(blockDim.x); offset *= 2) {
+    const int add = threadIdx.x >= unsigned(offset) ? scan[threadIdx.x - offset] : 0;
+    __syncthreads();
+    scan[threadIdx.x] += add;
+    __syncthreads();
+  }
+  const int total = scan[threadIdx.x];
+  __syncthreads();  // scan may be reused after this
+  return total;
+}
+
+// Sorts sh.key/sh.index[0, n) (n a power of two) by key descending, then index ascending.
+__device__ __forceinline__ void bitonic_sort_selection(TopkShared& sh, int n) {
+  for (int size = 2; size <= n; size *= 2)
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j <= i) continue;
+        const bool first_before =
+            sh.key[i] > sh.key[j] || (sh.key[i] == sh.key[j] && sh.index[i] < sh.index[j]);
+        const bool descending = (i & size) == 0;  // the final merge sorts the whole run first-best
+        if (first_before != descending) {
+          const uint32_t k = sh.key[i];
+          sh.key[i] = sh.key[j], sh.key[j] = k;
+          const int32_t x = sh.index[i];
+          sh.index[i] = sh.index[j], sh.index[j] = x;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// scores: [T, n]; lengths: [T]; out: [T, k]. Static shared memory: TopkShared. blockDim.x <=
+// 1024.
+__global__ void topk_select(const float* __restrict__ scores, const int32_t* __restrict__ lengths,
+                            int n, int k, int32_t* out) {
+  static_assert(kTopkMax <= 2048 && (kTopkMax & (kTopkMax - 1)) == 0,
+                "the selection is sorted in shared memory, a power of two at most");
+  __shared__ TopkShared sh;
+  constexpr uint32_t kNone = 0;  // below every finite score's key: pads, and the empty chunk tail
+  const float* row = scores + static_cast<size_t>(blockIdx.x) * n;
+  if (threadIdx.x == 0) sh.length = ld(lengths + blockIdx.x, Traffic::coefficient);
+  __syncthreads();
+  const int length = sh.length;
+  // Passes 0..3: the bits of u*, the k-th largest visible key (the smallest visible key when
+  // fewer than k are visible), most significant byte first.
+  uint32_t prefix = 0, prefix_mask = 0;
+  if (threadIdx.x == 0) sh.need = k, sh.greater = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    const int shift = 24 - 8 * pass;
+    for (int b = threadIdx.x; b < kTopkBins; b += blockDim.x) sh.hist[b] = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < length; j += blockDim.x) {
+      const uint32_t u = topk_order_key(ld(row + j, Traffic::activation));
+      if ((u & prefix_mask) == prefix) atomicAdd(&sh.hist[(u >> shift) & 0xff], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the bin holding the need-th largest (or the lowest bin)
+      int above = 0, b = kTopkBins - 1;
+      while (b > 0 && above + sh.hist[b] < sh.need) above += sh.hist[b--];
+      sh.bin = b, sh.greater += above, sh.need -= above;
+    }
+    __syncthreads();
+    prefix |= uint32_t(sh.bin) << shift, prefix_mask |= 0xffu << shift;
+  }
+  // Pass 4: every visible key above u* into slots [0, greater) (any order), then the keys equal
+  // to u* in index order into the next `need` slots (a block scan ranks a chunk's ties).
+  const int greater = sh.greater, need = sh.need;
+  __syncthreads();  // every thread has read them
+  if (threadIdx.x == 0) sh.cursor = 0, sh.taken = 0;
+  __syncthreads();
+  for (int base = 0; base < length; base += blockDim.x) {
+    const int j = base + int(threadIdx.x);
+    const bool visible = j < length;
+    const uint32_t u = visible ? topk_order_key(ld(row + j, Traffic::activation)) : kNone;
+    const bool tie = visible && u == prefix;
+    if (visible && u > prefix) {
+      const int slot = atomicAdd(&sh.cursor, 1);
+      sh.key[slot] = u, sh.index[slot] = j;
+    }
+    const int taken = sh.taken;
+    const int through = block_inclusive_scan(tie ? 1 : 0, sh.scan);  // ties up to j, this chunk
+    const int rank = taken + through - (tie ? 1 : 0);
+    if (tie && rank < need) sh.key[greater + rank] = u, sh.index[greater + rank] = j;
+    if (threadIdx.x == blockDim.x - 1) sh.taken = taken + through;
+    __syncthreads();
+  }
+  const int count = greater + (sh.taken < need ? sh.taken : need);
+  int padded = 1;
+  while (padded < count) padded *= 2;
+  for (int i = count + int(threadIdx.x); i < padded; i += blockDim.x)
+    sh.key[i] = kNone, sh.index[i] = 0x7fffffff;  // after every visible key
+  __syncthreads();
+  bitonic_sort_selection(sh, padded);
+  int32_t* dst = out + static_cast<size_t>(blockIdx.x) * k;
+  for (int i = threadIdx.x; i < k; i += blockDim.x)
+    st(dst + i, i < count ? sh.index[i] : -1, Traffic::coefficient);
+}
+
+}  // namespace tandem::TANDEM_BACKEND_NS

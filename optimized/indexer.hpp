@@ -1,0 +1,17 @@
+#pragma once
+// The KV cache's selection kernels as seen from the host (problem/indexer.hpp).
+#include "optimized/backend.hpp"
+#include "problem/indexer.hpp"
+
+namespace tandem {
+
+TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
+
+namespace emu_backend {
+TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
+}
+namespace cuda_backend {
+TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
+}
+
+}  // namespace tandem

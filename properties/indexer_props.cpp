@@ -1,0 +1,125 @@
+// The selection (problem/indexer.hpp, issue 14 item 2): topk_select against the reference bit for
+// bit, and the selection's own invariants checked without the reference: the k best visible
+// entries, best first, ties to the lower index, -0 == +0, -1 padding exactly when fewer are
+// visible; scores past a row's length never read (NaN there changes nothing); identical under
+// every schedule and block size; counted bytes == the simulator's; hostile lengths refused.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <set>
+
+#include "bad_input.hpp"
+#include "cases/indexer_case.hpp"
+#include "sim/indexer_traffic.hpp"
+
+namespace tandem {
+namespace {
+
+// Whether a row's selection is the top-k by (score, then lower index) of its visible scores.
+void assert_is_top_k(const float* row, int64_t length, const int32_t* sel, int k) {
+  const int64_t chosen = std::min<int64_t>(k, length);
+  std::set<int32_t> picked;
+  for (int i = 0; i < k; ++i) {
+    if (i >= chosen) {
+      RC_ASSERT(sel[i] == -1);
+      continue;
+    }
+    RC_ASSERT(sel[i] >= 0 && sel[i] < length);
+    RC_ASSERT(picked.insert(sel[i]).second);
+    if (i > 0)  // best first: score descending, ties by index ascending
+      RC_ASSERT(row[sel[i - 1]] > row[sel[i]] ||
+                (row[sel[i - 1]] == row[sel[i]] && sel[i - 1] < sel[i]));
+  }
+  if (chosen == 0) return;
+  const int32_t last = sel[chosen - 1];
+  for (int64_t j = 0; j < length; ++j) {  // nothing left out beats the last one chosen
+    if (picked.count(int32_t(j))) continue;
+    RC_ASSERT(row[j] < row[last] || (row[j] == row[last] && j > last));
+  }
+}
+
+RC_GTEST_PROP(TopkEmu, KernelSelectsTheTopKAsTheReference, ()) {
+  const int64_t T = *rc::gen::inRange(1, 4), n = *rc::gen::inRange(1, 3000);
+  const int k = *rc::gen::element(1, 2, 7, 64, 512, 2048, *rc::gen::inRange(1, 2049));
+  const int ratio = *rc::gen::element(1, 2, 4, 128);
+  const int64_t start = *rc::gen::inRange<int64_t>(0, 4 * n);
+  const double ties = *rc::gen::element(0.0, 0.3, 0.9, 1.0);
+  const TopkInputs in =
+      make_topk_inputs(T, n, k, ratio, start, ties, *rc::gen::arbitrary<uint64_t>());
+  const auto schedules = emu::test_schedules();
+  const RunOptions opt{Backend::emu, *rc::gen::elementOf(schedules), 32 * *rc::gen::inRange(1, 33)};
+  const TopkOutputs out = run_topk_select(in, opt);
+  for (int64_t t = 0; t < T; ++t)
+    assert_is_top_k(in.scores.ptr() + t * n, in.lengths.data[size_t(t)], out.indices.ptr() + t * k,
+                    k);
+  for (const TensorCheck& c : compare_topk(in, out)) {
+    RC_LOG() << c.name << ": " << c.result.summary() << "\n";
+    RC_ASSERT(c.result.pass);
+  }
+  RC_ASSERT(same_traffic(out.launches, {sim::predict_topk_select(in.lengths.data, k)}));
+  // What must not be read changes nothing (FlashMLA's check): NaN past every row's length.
+  TopkInputs poisoned = in;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = in.lengths.data[size_t(t)]; j < n; ++j)
+      poisoned.scores.data[size_t(t * n + j)] = NAN;
+  RC_ASSERT(
+      run_topk_select(poisoned, {Backend::emu, *rc::gen::elementOf(schedules), 32}).indices.data ==
+      out.indices.data);
+}
+
+TEST(Topk, EdgeRows) {
+  TopkInputs in;
+  in.top_k = 4;
+  // Nothing visible: nothing selected. All equal (+-0): the lowest indices. One visible.
+  in.scores = Tensor<float>({3, 6}, std::vector<float>{NAN, NAN, NAN, NAN, NAN, NAN,           //
+                                                       0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f,  //
+                                                       -3.5f, NAN, NAN, NAN, NAN, NAN});
+  in.lengths = Tensor<int32_t>({3}, std::vector<int32_t>{0, 6, 1});
+  const TopkOutputs out = run_topk_select(in, {});
+  EXPECT_EQ(out.indices.data, (std::vector<int32_t>{-1, -1, -1, -1, 0, 1, 2, 3, 0, -1, -1, -1}));
+  // The largest and smallest finite scores and denormals keep their order.
+  in.scores =
+      Tensor<float>({1, 6}, std::vector<float>{1e-45f, -3.4e38f, 3.4e38f, -1e-45f, 0.0f, -3.4e38f});
+  in.lengths = Tensor<int32_t>({1}, std::vector<int32_t>{6});
+  in.top_k = 6;
+  EXPECT_EQ(run_topk_select(in, {Backend::emu, {}, 64}).indices.data,
+            (std::vector<int32_t>{2, 0, 4, 3, 1, 5}));
+}
+
+TEST(Topk, BadInputNamesTheTensor) {
+  TopkInputs in = make_topk_inputs(2, 10, 4, 1, 20, 0.2, 1);
+  auto run = [](TopkInputs x) { return [x] { run_topk_select(x, {}); }; };
+  TopkInputs bad = in;
+  bad.scores.data[13] = NAN;
+  expect_bad_input(run(bad), "topk input 'scores'[1, 3] is nan");
+  bad = in, bad.scores.data[4] = INFINITY;
+  expect_bad_input(run(bad), "'scores'[0, 4] is inf");
+  bad = in, bad.top_k = 0;
+  expect_bad_input(run(bad), "top_k 0");
+  bad = in, bad.top_k = kTopkMax + 1;
+  expect_bad_input(run(bad), "top_k 2049");
+  bad = in, bad.scores = Tensor<float>({2, 0});
+  expect_bad_input(run(bad), "topk input 'scores'");
+  for (int32_t len : {-1, 11, INT32_MIN, INT32_MAX}) {
+    bad = in, bad.lengths.data[1] = len;
+    expect_bad_input(run(bad), fmt::format("'lengths'[1] = {}", len));
+  }
+  bad = in, bad.lengths = Tensor<int32_t>({3});
+  expect_bad_input(run(bad), "'lengths': expected [2]");
+}
+
+TEST(TopkCuda, KernelSelectsAsTheReference) {
+  const BackendStatus cuda = cuda_status();
+  if (!cuda.available) GTEST_SKIP() << cuda.detail;
+  // A V4-Pro CSA layer at 1M tokens: 262144 entries, top-1024.
+  const TopkInputs in = make_topk_inputs(4, 262144, 1024, 4, 1 << 20, 0.3, 3);
+  for (const TensorCheck& c : compare_topk(in, run_topk_select(in, {Backend::cuda, {}, 1024})))
+    EXPECT_TRUE(c.result.pass) << c.result.summary();
+}
+
+}  // namespace
+}  // namespace tandem
