@@ -7,8 +7,10 @@
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
+#include "cases/kvcache_case.hpp"  // kv_store_options
 #include "core/json_fields.hpp"
 #include "reference/indexer.hpp"
+#include "reference/kvcache.hpp"
 #include "sim/indexer_traffic.hpp"
 
 namespace tandem {
@@ -43,6 +45,80 @@ std::vector<TensorCheck> compare_topk(const TopkInputs& in, const TopkOutputs& o
   return {exact_check("indices", reference::topk_select(in), out.indices)};
 }
 
+IndexLogitsInputs make_index_logits_inputs(KvFormat format, int64_t T, int heads, int64_t n_keys,
+                                           int ratio, int64_t start, int64_t page_size,
+                                           uint64_t seed) {
+  const int dims = kv_format_info(format).dims();
+  IndexLogitsInputs in;
+  in.heads = heads, in.n_keys = n_keys, in.ratio = ratio, in.start = start;
+  const int64_t pages = (n_keys + page_size - 1) / page_size;
+  in.keys = kv_store_options(format, (pages + 1) * page_size, page_size, 1e-6);
+  const std::vector<int64_t> order = shuffled_order(pages + 1, uint32_t(seed));
+  in.page_table = Tensor<int32_t>({pages});
+  for (int64_t p = 0; p < pages; ++p) in.page_table.data[size_t(p)] = int32_t(order[size_t(p)]);
+  auto values = [&](int64_t rows, uint32_t id) {
+    Tensor<float> v = seeded_tensor({rows, dims}, seed, id, -2.0f, 2.0f);
+    for (float& x : v.data) x = bf16_decode(bf16_encode(x));
+    return v;
+  };
+  std::vector<int64_t> slots;
+  for (int64_t j = 0; j < n_keys; ++j)
+    slots.push_back(int64_t(in.page_table.data[size_t(j / page_size)]) * page_size + j % page_size);
+  in.key_pool = reference::encode_pool(in.keys, values(n_keys, 1), slots);
+  const KvStoreOptions q = kv_store_options(format, T * heads, T * heads, 1e-6);
+  std::vector<int64_t> q_slots(size_t(T * heads));
+  for (int64_t r = 0; r < T * heads; ++r) q_slots[size_t(r)] = r;
+  in.q_records = reference::encode_pool(q, values(T * heads, 2), q_slots);
+  in.w = seeded_tensor({T, heads}, seed, 3, -1.0f, 1.0f);
+  return in;
+}
+
+namespace {
+
+// Row t's visible scores, one row after another.
+template <class T>
+std::vector<double> visible_scores(const Tensor<T>& scores, const IndexLogitsInputs& in) {
+  std::vector<double> v;
+  for (int64_t t = 0; t < scores.dim(0); ++t)
+    for (int64_t j = 0; j < visible_entries(in.start + t, in.ratio, in.n_keys); ++j)
+      v.push_back(double(scores.data[size_t(t * in.n_keys + j)]));
+  return v;
+}
+
+}  // namespace
+
+std::vector<double> index_logits_truth(const IndexLogitsInputs& in) {
+  return visible_scores(reference::index_logits<double>(in), in);
+}
+
+std::vector<TensorCheck> compare_index_logits(const IndexLogitsInputs& in,
+                                              const IndexLogitsOutputs& out,
+                                              const std::vector<double>* stored_truth) {
+  const std::vector<double> truth = stored_truth ? *stored_truth : index_logits_truth(in);
+  std::vector<double> baseline = visible_scores(reference::index_logits<float>(in), in);
+  const std::vector<double> backwards =
+      visible_scores(reference::index_logits<float>(in, true), in);
+  for (size_t i = 0; i < truth.size(); ++i)  // the farther of the two orders' errors
+    if (std::fabs(backwards[i] - truth[i]) > std::fabs(baseline[i] - truth[i]))
+      baseline[i] = backwards[i];
+  Tensor<int32_t> lengths({in.w.dim(0)});
+  for (int64_t t = 0; t < in.w.dim(0); ++t)
+    lengths.data[size_t(t)] = int32_t(visible_entries(in.start + t, in.ratio, in.n_keys));
+  std::vector<double> got;
+  if (out.scores.shape == Shape{in.w.dim(0), in.n_keys}) got = visible_scores(out.scores, in);
+  // A token's scores share its queries and weights: one row per token's visible entries.
+  const int64_t row =
+      std::max<int64_t>(1, int64_t(truth.size()) / std::max<int64_t>(1, in.w.dim(0)));
+  TensorCheck scores{"scores", {}};
+  if (got.size() != truth.size()) {
+    scores.result.pass = false;
+    scores.result.failure = "wrong shape";
+  } else {
+    scores.result = compare_to_truth(truth, baseline, got, OutDType::F32, row);
+  }
+  return {scores, exact_check("lengths", lengths, out.lengths)};
+}
+
 // ================================================================ the indexer component
 namespace {
 
@@ -62,20 +138,76 @@ VerifyRow verify_topk(int64_t T, int64_t n, int k, int ratio, int64_t start, dou
       opt);
 }
 
+VerifyRow verify_index_logits(KvFormat f, int64_t T, int heads, int64_t n, int ratio, int64_t start,
+                              uint64_t seed, const RunOptions& opt) {
+  const IndexLogitsInputs in = make_index_logits_inputs(f, T, heads, n, ratio, start, 16, seed);
+  return verify_kernel_row<IndexLogitsOutputs>(
+      {.component = "indexer",
+       .name = fmt::format("logits/{} T={} H={} keys={} r={} pos {}..", kv_format_name(f), T, heads,
+                           n, ratio, start),
+       .run = [&](const RunOptions& o) { return run_index_logits(in, o); },
+       .compare = [&](const IndexLogitsOutputs& out) { return compare_index_logits(in, out); },
+       .same =
+           [&](const IndexLogitsOutputs& a, const IndexLogitsOutputs& b) {
+             return compare_exact<float>(a.scores.span(), b.scores.span()).pass &&
+                    a.lengths.data == b.lengths.data;
+           },
+       .predicted =
+           [&] { return LaunchLog{sim::predict_index_logits(f, T, heads, n, ratio, start)}; },
+       .bytes = "each key once a token"},
+      opt);
+}
+
+BuiltCase build_index_logits(KvFormat f, int64_t T, int heads, int64_t n, int ratio, int64_t start,
+                             uint64_t seed) {
+  const IndexLogitsInputs in = make_index_logits_inputs(f, T, heads, n, ratio, start, 8, seed);
+  BuiltCase b;
+  b.config = {{"kind", "logits"}, {"keys", kv_store_json(in.keys)},
+              {"n_keys", n},      {"ratio", ratio},
+              {"start", start},   {"heads", heads}};
+  for_each_tensor(in, [&](const char* name, const auto& t) { b.blob.put(name, t); });
+  const std::vector<double> truth = index_logits_truth(in);
+  b.blob.put("expected.scores", Tensor<double>({int64_t(truth.size())}, truth));
+  b.outputs = {{"scores", "tolerance"}, {"lengths", "exact"}};
+  return b;
+}
+
+CaseReport check_index_logits(const LoadedCase& c, const JsonFields& config,
+                              const RunOptions& opt) {
+  config.reject_unknown({"kind", "keys", "n_keys", "ratio", "start", "heads"});
+  IndexLogitsInputs in;
+  in.keys = parse_kv_store(config.object("keys"));
+  in.n_keys = config.integer("n_keys", 0, int64_t{1} << 30);
+  in.ratio = int(config.integer("ratio", 1, 1024));
+  in.start = config.integer("start", 0, int64_t{1} << 40);
+  in.heads = int(config.integer("heads", 1, kIndexMaxHeads));
+  if (kv_pool_bytes(in.keys) > (int64_t{64} << 20))
+    throw_bad_input("{}: a pool over 64 MiB (golden cases are small)", config.where("keys"));
+  for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
+  within_work(c, "w x n_keys x 128", double(in.w.size()) * double(in.n_keys) * 128);
+  const IndexLogitsOutputs out = run_index_logits(in, opt);  // validates the blob first
+  const std::vector<double> now = index_logits_truth(in);
+  CaseReport report{c.name, {}};
+  report.tensors.push_back(reference_check("scores", {{int64_t(now.size())}, now},
+                                           c.blob.get("expected.scores", c.blob_source)));
+  const std::vector<double> stored = c.blob.get_as<double>("expected.scores", c.blob_source).data;
+  add_checks(report, compare_index_logits(in, out, &stored), c.outputs);
+  return report;
+}
+
 BuiltCase build_topk(int64_t T, int64_t n, int k, int ratio, int64_t start, double ties,
                      uint64_t seed) {
   const TopkInputs in = make_topk_inputs(T, n, k, ratio, start, ties, seed);
   BuiltCase b;
-  b.config = {{"top_k", k}};
+  b.config = {{"kind", "topk"}, {"top_k", k}};
   for_each_tensor(in, [&](const char* name, const auto& t) { b.blob.put(name, t); });
   b.blob.put("expected.indices", reference::topk_select(in));
   b.outputs = {{"indices", "exact"}};
   return b;
 }
 
-CaseReport check_topk(const LoadedCase& c, const RunOptions& opt) {
-  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
-  config.reject_unknown({"top_k"});
+CaseReport check_topk(const LoadedCase& c, const JsonFields& config, const RunOptions& opt) {
+  config.reject_unknown({"kind", "top_k"});
   TopkInputs in;
   in.top_k = int(config.integer("top_k", 1, kTopkMax));
   for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
@@ -98,6 +230,14 @@ Component indexer_component() {
     const int64_t T = model.residual.tokens;
     const uint64_t seed = model.seed;
     return std::vector<VerifyJob>{
+        {"indexer logits v4",
+         [=, &opt] {
+           return verify_index_logits(KvFormat::idx_mxfp4, T, 8, 300, 4, 1190, seed, opt);
+         }},
+        {"indexer logits fp8",
+         [=, &opt] {
+           return verify_index_logits(KvFormat::idx_fp8, T, 8, 300, 2, 590, seed + 2, opt);
+         }},
         {"indexer topk 512",
          [=, &opt] { return verify_topk(T, 3000, 512, 4, 9000, 0.3, seed, opt); }},
         {"indexer topk padding",
@@ -105,12 +245,26 @@ Component indexer_component() {
   };
   c.golden_specs = [] {
     return std::vector<GoldenSpec>{
+        {"indexer_logits_mxfp4", 1003,
+         [](uint64_t seed) {
+           return build_index_logits(KvFormat::idx_mxfp4, 3, 6, 70, 4, 250, seed);
+         }},
+        {"indexer_logits_fp8", 1004,
+         [](uint64_t seed) {
+           return build_index_logits(KvFormat::idx_fp8, 2, 3, 30, 2, 40, seed);
+         }},
         {"indexer_topk_ties", 1001,
          [](uint64_t seed) { return build_topk(4, 700, 64, 4, 2000, 0.4, seed); }},
         {"indexer_topk_padding", 1002,
          [](uint64_t seed) { return build_topk(6, 40, 24, 2, 10, 0.5, seed); }}};
   };
-  c.check = check_topk;
+  c.check = [](const LoadedCase& c, const RunOptions& opt) {
+    const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+    const std::string kind = config.string("kind");
+    if (kind == "logits") return check_index_logits(c, config, opt);
+    if (kind == "topk") return check_topk(c, config, opt);
+    throw_bad_input("{}: expected logits or topk, got '{}'", config.where("kind"), kind);
+  };
   return c;
 }
 

@@ -20,4 +20,20 @@ TopkInputs make_topk_inputs(int64_t T, int64_t n, int k, int ratio, int64_t star
 
 std::vector<TensorCheck> compare_topk(const TopkInputs& in, const TopkOutputs& out);
 
+// T query tokens of `heads` heads at positions start.. over n_keys index keys of `format` (values
+// in [-2, 2], bf16, quantized by the reference's encoder) in pages of page_size, the sequence's
+// pages a seeded permutation of the pool's (one pool page more than it uses, left poisoned);
+// queries likewise, head weights in [-1, 1].
+IndexLogitsInputs make_index_logits_inputs(KvFormat format, int64_t T, int heads, int64_t n_keys,
+                                           int ratio, int64_t start, int64_t page_size,
+                                           uint64_t seed);
+// The visible scores under the tolerance policy (truth in double, the float baseline summed
+// forwards and backwards) and the lengths exactly. `truth`: the visible scores' truth, row after
+// row (a golden case's stored one), else the reference's now.
+std::vector<TensorCheck> compare_index_logits(const IndexLogitsInputs& in,
+                                              const IndexLogitsOutputs& out,
+                                              const std::vector<double>* truth = nullptr);
+// The reference's visible scores, row after row.
+std::vector<double> index_logits_truth(const IndexLogitsInputs& in);
+
 }  // namespace tandem

@@ -282,6 +282,32 @@ std::vector<TensorCheck> compare_decode_chain(const KvStoreOutputs& prefill,
           exact_check("decode == prefill: state.b", prefill.state.b, chain.state.b)};
 }
 
+nlohmann::json kv_store_json(const KvStoreOptions& o) {
+  return {{"format", kv_format_name(o.format)},
+          {"page_size", o.page_size},
+          {"pool_slots", o.pool_slots},
+          {"canonical_zero", o.canonical_zero},
+          {"norm_eps", o.norm_eps},
+          {"rope_theta", o.rope_theta}};
+}
+
+KvStoreOptions parse_kv_store(const JsonFields& f) {
+  f.reject_unknown(
+      {"format", "page_size", "pool_slots", "canonical_zero", "norm_eps", "rope_theta"});
+  KvStoreOptions o;
+  const std::string name = f.string("format");
+  bool known = false;
+  for (int k = 0; k < kKvFormats; ++k)
+    if (name == kv_format_name(KvFormat(k))) o.format = KvFormat(k), known = true;
+  if (!known) throw_bad_input("{}: unknown record format '{}'", f.where("format"), name);
+  o.page_size = f.integer("page_size", 1, int64_t{1} << 20);
+  o.pool_slots = f.integer("pool_slots", 1, int64_t{1} << 32);
+  o.canonical_zero = f.boolean("canonical_zero");
+  o.norm_eps = f.number("norm_eps", 0, 1e-2);
+  o.rope_theta = f.number("rope_theta", 1, 1e9);
+  return o;
+}
+
 // ================================================================ the kvcache component
 namespace {
 
@@ -390,33 +416,6 @@ constexpr KvFormat kAllFormats[] = {KvFormat::v32_fp8,    KvFormat::idx_fp8, KvF
 constexpr KvFormat kWindowFormats[] = {KvFormat::v32_fp8, KvFormat::model1, KvFormat::v41_window};
 constexpr KvFormat kIndexFormats[] = {KvFormat::idx_mxfp4, KvFormat::idx_fp8};
 
-nlohmann::json store_json(const KvStoreOptions& o) {
-  return {{"format", kv_format_name(o.format)},
-          {"page_size", o.page_size},
-          {"pool_slots", o.pool_slots},
-          {"canonical_zero", o.canonical_zero},
-          {"norm_eps", o.norm_eps},
-          {"rope_theta", o.rope_theta}};
-}
-
-KvFormat parse_format(const JsonFields& f) {
-  const std::string name = f.string("format");
-  for (KvFormat k : kAllFormats)
-    if (name == kv_format_name(k)) return k;
-  throw_bad_input("{}: unknown record format '{}'", f.where("format"), name);
-}
-
-KvStoreOptions parse_store(const JsonFields& f) {
-  KvStoreOptions o;
-  o.format = parse_format(f);
-  o.page_size = f.integer("page_size", 1, int64_t{1} << 20);
-  o.pool_slots = f.integer("pool_slots", 1, int64_t{1} << 32);
-  o.canonical_zero = f.boolean("canonical_zero");
-  o.norm_eps = f.number("norm_eps", 0, 1e-2);
-  o.rope_theta = f.number("rope_theta", 1, 1e9);
-  return o;
-}
-
 // Blob tensors through for_each_tensor; the expected tensors of a run.
 template <class Inputs>
 void put_inputs(BuiltCase& b, const Inputs& in) {
@@ -458,7 +457,7 @@ CaseReport check_against(const LoadedCase& c, KvReference ref, const KvStoreOutp
 BuiltCase build_quantize(KvFormat f, uint64_t seed) {
   const KvQuantizeInputs in = make_kv_quantize_inputs(f, 21, 16, seed);
   BuiltCase b;
-  b.config = {{"kind", "quantize"}, {"store", store_json(in.store)}};
+  b.config = {{"kind", "quantize"}, {"store", kv_store_json(in.store)}};
   put_inputs(b, in);
   b.blob.put("expected.pool", reference::encode_pool(in));
   b.outputs = {{"pool", "exact"}};
@@ -469,7 +468,7 @@ BuiltCase build_window(KvFormat f, uint64_t seed) {
   const KvWindowInputs in = make_kv_window_inputs(f, 12, 32, 16, 10, 8, 1e-6, seed);
   BuiltCase b;
   b.config = {{"kind", "window"},
-              {"store", store_json(in.store)},
+              {"store", kv_store_json(in.store)},
               {"window", in.window},
               {"start", in.start}};
   put_inputs(b, in);
@@ -482,7 +481,7 @@ BuiltCase build_compress(const KvCompressor& c, uint64_t seed) {
       c, 2 * c.ratio + 3, 32, 8, c.format == KvFormat::v41_fp4 ? 1e-20 : 1e-6, seed);
   BuiltCase b;
   b.config = {{"kind", "compress"},
-              {"store", store_json(in.store)},
+              {"store", kv_store_json(in.store)},
               {"compressor", c.name},
               {"ratio", c.ratio}};
   put_inputs(b, in);
@@ -493,7 +492,7 @@ BuiltCase build_compress(const KvCompressor& c, uint64_t seed) {
 BuiltCase build_index_keys(KvFormat f, uint64_t seed) {
   const IndexKeyInputs in = make_index_key_inputs(f, 6, 2, 8, 1e-20, seed);
   BuiltCase b;
-  b.config = {{"kind", "index_keys"}, {"store", store_json(in.store)}, {"ratio", in.ratio}};
+  b.config = {{"kind", "index_keys"}, {"store", kv_store_json(in.store)}, {"ratio", in.ratio}};
   put_inputs(b, in);
   put_expected(b, run_kv_reference(in), false);
   return b;
@@ -502,7 +501,7 @@ BuiltCase build_index_keys(KvFormat f, uint64_t seed) {
 CaseReport check_kvcache(const LoadedCase& c, const RunOptions& opt) {
   const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
   const std::string kind = config.string("kind");
-  const KvStoreOptions store = parse_store(config.object("store"));
+  const KvStoreOptions store = parse_kv_store(config.object("store"));
   // A case's pool is allocated by the reference and the kernels alike: golden cases are small.
   if (kv_pool_bytes(store) > kMaxGoldenPoolBytes)
     throw_bad_input("{}: a pool of {} slots of {} takes {} bytes; golden cases keep it under {}",

@@ -5,12 +5,19 @@
 // the stored values and latents within the tolerance policy of the truth, the records exactly
 // the encoding of the values the kernel stored, every other pool byte untouched.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cases/tensor_check.hpp"
+#include "core/json_fields.hpp"
 #include "optimized/kvcache.hpp"
 
 namespace tandem {
+
+// A golden manifest's store options: written, and read back field by field (BadInput naming the
+// field).
+nlohmann::json kv_store_json(const KvStoreOptions& o);
+KvStoreOptions parse_kv_store(const JsonFields& f);
 
 // Store options for `slots` records (rounded up to whole pages).
 KvStoreOptions kv_store_options(KvFormat f, int64_t slots, int64_t page_size, double norm_eps);

@@ -1,4 +1,5 @@
-// Differential: topk_select under the emulator against the reference for fuzzed rows: lengths
+// Differential: index_logits (fuzzed shapes, views, pages, schedules) and topk_select under the
+// emulator against the reference. topk_select's fuzzed rows: lengths
 // (0, past k, the whole row), scores from fuzzed float bits inside each row's visible length
 // (every finite value, +-0, denormals, long runs of equal scores) and NaN past it (never read),
 // k up to kTopkMax, schedules and block sizes. Indices must be identical.
@@ -10,10 +11,37 @@
 #include "cases/indexer_case.hpp"
 #include "fuzz/fuzz_util.hpp"
 
+namespace {
+
+// index_logits at fuzzed shapes: heads, keys, ratio, start (every token's view, empty to whole),
+// page size and a seeded page table; the scores within the tolerance policy, lengths exact.
+void fuzz_index_logits(FuzzedDataProvider& in, tandem::RunOptions opt) {
+  using namespace tandem;
+  opt.block_threads = 32 * in.ConsumeIntegralInRange(1, 16);  // the kernel's shared memory
+  const KvFormat f = in.PickValueInArray({KvFormat::idx_mxfp4, KvFormat::idx_fp8});
+  const int64_t T = in.ConsumeIntegralInRange(1, 3), n = in.ConsumeIntegralInRange(0, 200);
+  const int heads = in.ConsumeIntegralInRange(1, kIndexMaxHeads),
+            ratio = in.ConsumeIntegralInRange(1, 8);
+  const int64_t start = in.ConsumeIntegralInRange<int64_t>(0, ratio * (n + 2));
+  const int64_t page = in.ConsumeIntegralInRange(1, 40);
+  const IndexLogitsInputs x =
+      make_index_logits_inputs(f, T, heads, n, ratio, start, page, in.ConsumeIntegral<uint64_t>());
+  fuzz::require_pass(compare_index_logits(x, run_index_logits(x, opt)),
+                     fmt::format("index_logits {} T={} H={} n={} r={} start={} page={} {} block={}",
+                                 kv_format_name(f), T, heads, n, ratio, start, page,
+                                 opt.schedule.name(), opt.block_threads));
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;
   FuzzedDataProvider in(data, size);
   const RunOptions opt = fuzz::emu_options(in);
+  if (in.ConsumeBool()) {
+    fuzz_index_logits(in, opt);
+    return 0;
+  }
   const int64_t T = in.ConsumeIntegralInRange(1, 3), n = in.ConsumeIntegralInRange(1, 600);
   TopkInputs topk;
   topk.top_k = in.ConsumeIntegralInRange(1, kTopkMax);

@@ -11,4 +11,11 @@ TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt) {
   return TANDEM_DISPATCH(opt, run_topk_select, in, opt);
 }
 
+IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOptions& opt) {
+  // 64 heads of staged queries and a key row per warp fit 48 KiB of shared memory at 16 warps.
+  validate_block_threads(opt, 512, "index_logits' shared memory");
+  validate_index_logits_inputs(in);
+  return TANDEM_DISPATCH(opt, run_index_logits, in, opt);
+}
+
 }  // namespace tandem

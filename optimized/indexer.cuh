@@ -9,8 +9,96 @@
 // entries whatever their scores, so the byte model is exact.
 #include "optimized/kernel.cuh"
 #include "problem/indexer.hpp"
+#include "problem/kv_record.hpp"
 
 namespace tandem::TANDEM_BACKEND_NS {
+
+// ---------------------------------------------------------------- index_logits
+// Grid (key blocks, T): a block stages token t's queries, dequantized, in shared memory
+// ([heads, 128] floats, and the head weights); each warp takes keys in turn: the lanes dequantize
+// four dims each into the warp's row of shared memory (codes in one 2- or 4-byte load per lane,
+// the scales loaded once and shuffled), then lane h sums head h's dot over the 128 dims, relu,
+// times w[t, h], and one warp sum gives I[t, j]. Block 0 of a token writes its visible length.
+inline constexpr int kIndexKeysPerBlock = 64;
+
+template <KvFormat F>
+__device__ __forceinline__ void dequantize_index_record_warp(const uint8_t* __restrict__ records,
+                                                             const KvPageLayout& at, int64_t slot,
+                                                             float* out /* [128] */) {
+  constexpr KvFormatInfo f = kv_format_info(F);
+  static_assert(f.dims() == 128 && f.rope == 0, "index keys: 128 quantized dims, 4 per lane");
+  const int lane = threadIdx.x % kWarpSize;
+  uint32_t codes;  // the lane's four codes
+  if constexpr (f.code == KvCode::e2m1)
+    codes =
+        ld(reinterpret_cast<const uint16_t*>(records + at.code_at(slot)) + lane, Traffic::kv_cache);
+  else
+    codes =
+        ld(reinterpret_cast<const uint32_t*>(records + at.code_at(slot)) + lane, Traffic::kv_cache);
+  // Scale words: the first lanes load one 32-bit word each, a lane takes its tile's byte.
+  constexpr int kScaleWords = f.scale_bytes() / 4;
+  uint32_t word = lane < kScaleWords
+                      ? ld(reinterpret_cast<const uint32_t*>(records + at.scale_at(slot)) + lane,
+                           Traffic::kv_cache)
+                      : 0u;
+  const int tile = lane * 4 / f.tile;
+  word = __shfl_sync(0xffffffffu, word, (tile * f.scale_unit()) / 4);
+  const uint32_t bits = f.scale == KvScale::fp32 ? word : (word >> (8 * (tile % 4))) & 0xffu;
+  const float s = kv_scale_value(f, bits);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint8_t c = f.code == KvCode::e2m1 ? uint8_t((codes >> (4 * e)) & 0xf)
+                                             : uint8_t((codes >> (8 * e)) & 0xff);
+    out[lane * 4 + e] = kv_element_value(f, c) * s;
+  }
+}
+
+// q_records: [T * heads] records; w: [T, heads]; key_pool, page_table: the paged keys;
+// scores: [T, n_keys]; lengths: [T]. Dynamic shared memory: [heads * 128 + heads +
+// warps * 128] floats.
+template <KvFormat F>
+__global__ void index_logits(const uint8_t* __restrict__ q_records, const float* __restrict__ w,
+                             const uint8_t* __restrict__ key_pool,
+                             const int32_t* __restrict__ page_table, int heads, int64_t n_keys,
+                             int ratio, int64_t start, int64_t page_size, float* scores,
+                             int32_t* lengths) {
+  constexpr int kDims = 128;
+  TANDEM_DYNAMIC_SHARED(float, smem);
+  float* q = smem;                // [heads, 128]
+  float* wt = q + heads * kDims;  // [heads]
+  float* keys = wt + heads;       // [warps, 128]
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  const int64_t t = blockIdx.y;
+  const int64_t length = visible_entries(start + t, ratio, n_keys);
+  if (blockIdx.x == 0 && threadIdx.x == 0) st(lengths + t, int32_t(length), Traffic::coefficient);
+  const int64_t first = int64_t(blockIdx.x) * kIndexKeysPerBlock;
+  if (first >= length) return;  // the whole block's keys are past this token's view
+  const KvPageLayout q_at{kv_format_info(F), int64_t(gridDim.y) * heads};
+  for (int h = warp; h < heads; h += warps)
+    dequantize_index_record_warp<F>(q_records, q_at, t * heads + h, q + h * kDims);
+  for (int h = threadIdx.x; h < heads; h += blockDim.x)
+    wt[h] = ld(w + t * heads + h, Traffic::weight);
+  __syncthreads();
+  const KvPageLayout k_at{kv_format_info(F), page_size};
+  float* k = keys + warp * kDims;
+  const int64_t last = first + kIndexKeysPerBlock < length ? first + kIndexKeysPerBlock : length;
+  for (int64_t j = first + warp; j < last; j += warps) {
+    int32_t page = lane == 0 ? ld(page_table + j / page_size, Traffic::coefficient) : 0;
+    page = __shfl_sync(0xffffffffu, page, 0);
+    dequantize_index_record_warp<F>(key_pool, k_at, int64_t(page) * page_size + j % page_size, k);
+    __syncwarp();
+    float partial = 0.0f;
+    for (int h = lane; h < heads; h += kWarpSize) {
+      float dot = 0.0f;
+      for (int i = 0; i < kDims; ++i) dot += q[h * kDims + i] * k[i];
+      partial += wt[h] * (dot > 0.0f ? dot : 0.0f);  // relu; NaN -> 0, as the reference
+    }
+    const float score = warp_sum(partial);
+    if (lane == 0) st(scores + t * n_keys + j, score, Traffic::activation);
+    __syncwarp();  // the key row is read before the next key overwrites it
+  }
+}
 
 inline constexpr int kTopkBins = 256;
 

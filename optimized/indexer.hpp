@@ -6,12 +6,15 @@
 namespace tandem {
 
 TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
+IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOptions& opt);
 
 namespace emu_backend {
 TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
-}
+IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOptions& opt);
+}  // namespace emu_backend
 namespace cuda_backend {
 TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
-}
+IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOptions& opt);
+}  // namespace cuda_backend
 
 }  // namespace tandem

@@ -11,9 +11,11 @@
 #include <climits>
 #include <cmath>
 #include <set>
+#include <span>
 
 #include "bad_input.hpp"
 #include "cases/indexer_case.hpp"
+#include "problem/kv_record.hpp"
 #include "sim/indexer_traffic.hpp"
 
 namespace tandem {
@@ -110,6 +112,74 @@ TEST(Topk, BadInputNamesTheTensor) {
   }
   bad = in, bad.lengths = Tensor<int32_t>({3});
   expect_bad_input(run(bad), "'lengths': expected [2]");
+}
+
+// ================================================================ index_logits
+RC_GTEST_PROP(IndexLogitsEmu, KernelMatchesReference, ()) {
+  const KvFormat f = *rc::gen::element(KvFormat::idx_mxfp4, KvFormat::idx_fp8);
+  const int64_t T = *rc::gen::inRange(1, 5), n = *rc::gen::inRange(0, 400);
+  const int heads = *rc::gen::element(1, 3, 32, 64), ratio = *rc::gen::element(1, 2, 4);
+  const int64_t start = *rc::gen::inRange<int64_t>(0, ratio * (n + 10));
+  const IndexLogitsInputs in = make_index_logits_inputs(
+      f, T, heads, n, ratio, start, *rc::gen::inRange(1, 70), *rc::gen::arbitrary<uint64_t>());
+  const auto schedules = emu::test_schedules();
+  const IndexLogitsOutputs out = run_index_logits(
+      in, {Backend::emu, *rc::gen::elementOf(schedules), 32 * *rc::gen::inRange(1, 17)});
+  for (const TensorCheck& c : compare_index_logits(in, out)) {
+    RC_LOG() << c.name << ": " << c.result.summary() << "\n";
+    RC_ASSERT(c.result.pass);
+  }
+  for (int64_t t = 0; t < T; ++t)  // DESIGN 5.5: j < floor((t + 1) / r), written out here
+    RC_ASSERT(out.lengths.data[size_t(t)] == std::min<int64_t>(n, (start + t + 1) / ratio));
+  RC_ASSERT(same_traffic(out.launches, {sim::predict_index_logits(f, T, heads, n, ratio, start)}));
+  const IndexLogitsOutputs again =
+      run_index_logits(in, {Backend::emu, *rc::gen::elementOf(schedules), 64});
+  RC_ASSERT(compare_exact<float>(out.scores.span(), again.scores.span()).pass);
+}
+
+// The keys past a token's view are never read: with every byte of them NaN-coded, the token's
+// scores are the same bits.
+TEST(IndexLogits, KeysPastATokensViewAreNeverRead) {
+  for (KvFormat f : {KvFormat::idx_mxfp4, KvFormat::idx_fp8}) {
+    IndexLogitsInputs in = make_index_logits_inputs(f, 1, 4, 200, 4, 399, 16, 5);  // sees 100
+    const IndexLogitsOutputs before = run_index_logits(in, {});
+    const KvPageLayout at{kv_format_info(f), in.keys.page_size};
+    for (int64_t j = 100; j < 200; ++j) {
+      const int64_t slot = int64_t(in.page_table.data[size_t(j / 16)]) * 16 + j % 16;
+      std::fill_n(in.key_pool.ptr() + at.code_at(slot), kv_format_info(f).record_bytes(),
+                  uint8_t{0xff});
+    }
+    const IndexLogitsOutputs after = run_index_logits(in, {});
+    EXPECT_EQ(after.lengths.data, std::vector<int32_t>{100});
+    EXPECT_TRUE(compare_exact<float>(std::span(before.scores.data).first(100),
+                                     std::span(after.scores.data).first(100))
+                    .pass)
+        << kv_format_name(f);
+  }
+}
+
+TEST(IndexLogits, BadInputNamesTheField) {
+  const IndexLogitsInputs ok =
+      make_index_logits_inputs(KvFormat::idx_mxfp4, 2, 4, 40, 2, 60, 16, 1);
+  auto run = [](IndexLogitsInputs x) { return [x] { run_index_logits(x, {}); }; };
+  IndexLogitsInputs bad = ok;
+  bad.page_table.data[1] = 3;  // the pool holds 4 pages: 0..3 is inside; 4 is past it
+  run_index_logits(bad, {});
+  for (int32_t page : {4, -1, INT32_MIN, INT32_MAX}) {
+    bad = ok, bad.page_table.data[2] = page;
+    expect_bad_input(run(bad), fmt::format("'page_table'[2] = {}: past the pool", page));
+  }
+  bad = ok, bad.page_table = Tensor<int32_t>({2});
+  expect_bad_input(run(bad), "'page_table': expected [3] pages");
+  bad = ok, bad.heads = 65, bad.w = Tensor<float>({2, 65});
+  expect_bad_input(run(bad), "heads 65");
+  bad = ok, bad.q_records.data.pop_back(), bad.q_records.shape[0] -= 1;
+  expect_bad_input(run(bad), "'q_records'");
+  bad = ok, bad.w.data[3] = NAN;
+  expect_bad_input(run(bad), "'w'[3] is not finite");
+  bad = ok, bad.keys.format = KvFormat::v41_fp4;
+  expect_bad_input(run(bad), "expected idx_mxfp4 or idx_fp8");
+  expect_bad_input([&] { run_index_logits(ok, {Backend::emu, {}, 1024}); }, "shared memory");
 }
 
 TEST(TopkCuda, KernelSelectsAsTheReference) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
+
+#include "reference/kvcache.hpp"  // decode_record
 
 namespace tandem::reference {
 
@@ -22,5 +25,40 @@ Tensor<int32_t> topk_select(const TopkInputs& in) {
   }
   return out;
 }
+
+template <class S>
+Tensor<S> index_logits(const IndexLogitsInputs& in, bool reversed) {
+  const int64_t T = in.w.dim(0), H = in.heads, n = in.n_keys, ps = in.keys.page_size;
+  const KvFormat f = in.keys.format;
+  // The queries' records back to back: one page holding all of them.
+  const int64_t q_page = T * H;
+  std::vector<std::vector<double>> q(size_t(T * H));
+  for (int64_t r = 0; r < T * H; ++r)
+    q[size_t(r)] = decode_record(f, q_page, in.q_records.span(), r);
+  Tensor<S> scores({T, n}, std::numeric_limits<S>::quiet_NaN());
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t slot = int64_t(in.page_table.data[size_t(j / ps)]) * ps + j % ps;
+    const std::vector<double> k = decode_record(f, ps, in.key_pool.span(), slot);
+    for (int64_t t = 0; t < T; ++t) {
+      if (j >= visible_entries(in.start + t, in.ratio, n)) continue;
+      S score = 0;
+      for (int64_t hh = 0; hh < H; ++hh) {
+        const int64_t h = reversed ? H - 1 - hh : hh;
+        const std::vector<double>& qh = q[size_t(t * H + h)];
+        S dot = 0;
+        for (size_t ii = 0; ii < k.size(); ++ii) {
+          const size_t i = reversed ? k.size() - 1 - ii : ii;
+          dot += S(qh[i]) * S(k[i]);
+        }
+        score += S(in.w.data[size_t(t * H + h)]) * (dot > 0 ? dot : S(0));  // relu; NaN -> 0
+      }
+      scores.data[size_t(t * n + j)] = score;
+    }
+  }
+  return scores;
+}
+
+template Tensor<double> index_logits<double>(const IndexLogitsInputs&, bool);
+template Tensor<float> index_logits<float>(const IndexLogitsInputs&, bool);
 
 }  // namespace tandem::reference

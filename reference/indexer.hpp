@@ -8,4 +8,9 @@ namespace tandem::reference {
 
 Tensor<int32_t> topk_select(const TopkInputs& in);
 
+// The indexer's scores: row t's first visible_entries(start + t) entries (the rest NaN), summed
+// in S (double = truth, float = the baseline: heads, then dims, in order, or both `reversed`).
+template <class S>
+Tensor<S> index_logits(const IndexLogitsInputs& in, bool reversed = false);
+
 }  // namespace tandem::reference

@@ -1,5 +1,7 @@
 #include "sim/indexer_traffic.hpp"
 
+#include "problem/indexer.hpp"
+
 namespace tandem::sim {
 
 LaunchCounts predict_topk_select(const std::vector<int32_t>& lengths, int k) {
@@ -8,6 +10,23 @@ LaunchCounts predict_topk_select(const std::vector<int32_t>& lengths, int k) {
     c.read[int(Traffic::coefficient)] += sizeof(int32_t);
     c.read[int(Traffic::activation)] += 5 * uint64_t(len) * sizeof(float);
     c.written[int(Traffic::coefficient)] += uint64_t(k) * sizeof(int32_t);
+  }
+  return c;
+}
+
+LaunchCounts predict_index_logits(KvFormat format, int64_t T, int heads, int64_t n_keys, int ratio,
+                                  int64_t start) {
+  constexpr int64_t kKeysPerBlock = 64;  // optimized/indexer.cuh kIndexKeysPerBlock
+  const uint64_t record = uint64_t(kv_format_info(format).record_bytes());
+  LaunchCounts c{launch_name("index_logits", ActDType::f32, kv_format_name(format))};
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t length = visible_entries(start + t, ratio, n_keys);
+    const uint64_t blocks = uint64_t((length + kKeysPerBlock - 1) / kKeysPerBlock);
+    c.read[int(Traffic::kv_cache)] += blocks * heads * record + uint64_t(length) * record;
+    c.read[int(Traffic::weight)] += blocks * heads * sizeof(float);
+    c.read[int(Traffic::coefficient)] += uint64_t(length) * sizeof(int32_t);
+    c.written[int(Traffic::activation)] += uint64_t(length) * sizeof(float);
+    c.written[int(Traffic::coefficient)] += sizeof(int32_t);
   }
   return c;
 }
