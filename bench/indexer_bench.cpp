@@ -1,5 +1,6 @@
-// topk_select throughput: rows/s and bytes/s under emu; on a GPU at the release's sizes (a V4-Pro
-// CSA layer at 1M tokens: 262144 entries, top-1024), where bytes/s is the kernel's memory rate.
+// index_logits and topk_select throughput: scores or rows /s and bytes/s under emu; on a GPU at the
+// release's sizes (V4.1's 32-head indexer; a V4-Pro CSA layer at 1M tokens: 262144 entries,
+// top-1024), where bytes/s is the kernel's memory rate.
 #include <benchmark/benchmark.h>
 
 #include "cases/indexer_case.hpp"
@@ -35,6 +36,33 @@ void BM_TopkSelectReference(benchmark::State& st) {
       benchmark::Counter(double(st.range(0)), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Args: tokens, heads, keys (format idx_mxfp4, r = 4, every key visible)
+void BM_IndexLogits(benchmark::State& st, Backend backend) {
+  if (backend == Backend::cuda && !cuda_status().available) {
+    st.SkipWithError(cuda_status().detail.c_str());
+    return;
+  }
+  const int64_t T = st.range(0), n = st.range(2);
+  const int heads = int(st.range(1));
+  const IndexLogitsInputs in =
+      make_index_logits_inputs(KvFormat::idx_mxfp4, T, heads, n, 4, 4 * n, 64, 1);
+  for (auto _ : st) benchmark::DoNotOptimize(run_index_logits(in, {backend, {}, 256}));
+  const LaunchCounts c = sim::predict_index_logits(KvFormat::idx_mxfp4, T, heads, n, 4, 4 * n);
+  uint64_t bytes = 0;
+  for (int k = 0; k < kTrafficClasses; ++k) bytes += c.read[k] + c.written[k];
+  st.counters["scores"] =
+      benchmark::Counter(double(T * n), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["bytes"] = benchmark::Counter(
+      double(bytes), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+}
+
+BENCHMARK_CAPTURE(BM_IndexLogits, emu, Backend::emu)
+    ->Args({2, 8, 1024})
+    ->Unit(benchmark::kMillisecond);
+// V4.1-Flash's indexer (32 heads) over a 256K-token context at r = 2 (131072 keys).
+BENCHMARK_CAPTURE(BM_IndexLogits, cuda, Backend::cuda)
+    ->Args({4, 32, 131072})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TopkSelect, emu, Backend::emu)
     ->Args({4, 8192, 512})
     ->Unit(benchmark::kMillisecond);
