@@ -18,7 +18,8 @@
   X(model)                   \
   X(dense)                   \
   X(kvcache)                 \
-  X(indexer)
+  X(indexer)                 \
+  X(sparse_attn)
 
 namespace tandem {
 namespace {

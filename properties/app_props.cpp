@@ -62,14 +62,16 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
-  // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: 2 logits, 2 top-k rows.
-  EXPECT_EQ(j["cases"].size(), 18u + 17u + 4u);
+  // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: 2 logits, 2 top-k rows;
+  // + sparse_attn: V4.1 and V4.
+  EXPECT_EQ(j["cases"].size(), 18u + 17u + 4u + 2u);
   std::set<std::string> components;  // every component asked for has its rows
   for (const auto& c : j["cases"]) components.insert(c["component"].get<std::string>());
   EXPECT_EQ(components.size(), app::verify_components().size() - 1);
   EXPECT_EQ(components.count("dense"), 1u);
   EXPECT_EQ(components.count("kvcache"), 1u);
   EXPECT_EQ(components.count("indexer"), 1u);
+  EXPECT_EQ(components.count("sparse_attn"), 1u);
   for (const auto& c : j["cases"]) {
     EXPECT_TRUE(c["schedules"].get<std::string>().starts_with("3 identical")) << c["schedules"];
     const std::string bytes = c["bytes"];  // counted bytes == the design / the simulator

@@ -1,0 +1,209 @@
+// Sparse decode attention (problem/sparse_attn.hpp, issue 14 item 3): the kernel against the
+// reference (o and lse under the tolerance policy), bit-identical under every schedule and block
+// size, counted bytes == the simulator's; unselected cache slots never read (NaN there changes
+// nothing: FlashMLA's check); rows with nothing valid give o = 0 and lse = +inf; the result does
+// not depend on the order of the indices; the sparse reference equals dense attention over the
+// dequantized cache masked to the same set; hostile indices and page tables refused.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <set>
+
+#include "bad_input.hpp"
+#include "cases/sparse_attn_case.hpp"
+#include "reference/kvcache.hpp"
+#include "reference/sparse_attn.hpp"
+#include "sim/sparse_attn_traffic.hpp"
+
+namespace tandem {
+namespace {
+
+SparseAttnShape any_shape() {
+  SparseAttnShape s;
+  s.v41 = *rc::gen::arbitrary<bool>();
+  s.tokens = *rc::gen::inRange(1, 4);
+  s.heads = 4 * *rc::gen::inRange(1, 5);
+  s.window = *rc::gen::element(1, 7, 128);
+  s.n_comp = *rc::gen::inRange<int64_t>(0, 400);
+  s.top_k = *rc::gen::element(1, 16, 64, 200);
+  s.ratio = *rc::gen::element(1, 2, 4, 128);
+  s.start = *rc::gen::inRange<int64_t>(0, 2000);
+  s.page_size = *rc::gen::inRange(1, 70);
+  return s;
+}
+
+void assert_pass(const std::vector<TensorCheck>& checks) {
+  for (const TensorCheck& c : checks) {
+    RC_LOG() << c.name << ": " << c.result.summary() << "\n";
+    RC_ASSERT(c.result.pass);
+  }
+}
+
+RunOptions any_emu() {
+  return {Backend::emu, *rc::gen::elementOf(emu::test_schedules()), 32 * *rc::gen::inRange(1, 17)};
+}
+
+RC_GTEST_PROP(SparseAttnEmu, KernelMatchesReference, ()) {
+  const SparseAttnInputs in = make_sparse_attn_inputs(any_shape(), *rc::gen::arbitrary<uint64_t>());
+  RunOptions opt = any_emu();
+  const SparseAttnOutputs out = run_sparse_attn(in, opt);
+  assert_pass(compare_sparse_attn(run_sparse_attn_reference(in), out));
+  RC_ASSERT(same_traffic(out.launches, {sim::predict_sparse_attn(in)}));
+  // The warps split a row's indices, so the bits follow the block size; never the schedule.
+  opt.schedule = *rc::gen::elementOf(emu::test_schedules());
+  const SparseAttnOutputs again = run_sparse_attn(in, opt);
+  RC_ASSERT(compare_exact<float>(out.o.span(), again.o.span()).pass);
+  RC_ASSERT(compare_exact<float>(out.lse.span(), again.lse.span()).pass);
+}
+
+// What no row selects is never read: every byte of those records NaN-coded, the same bits out.
+RC_GTEST_PROP(SparseAttnEmu, UnselectedSlotsAreNeverRead, ()) {
+  SparseAttnInputs in = make_sparse_attn_inputs(any_shape(), *rc::gen::arbitrary<uint64_t>());
+  const SparseAttnOutputs before = run_sparse_attn(in, {});
+  std::set<int64_t> window_used, comp_used;
+  for (int32_t i : in.window_idx.data) window_used.insert(i);
+  for (int32_t i : in.comp_idx.data) comp_used.insert(i);
+  auto nan_out = [](const KvStoreOptions& o, Tensor<uint8_t>& pool, int64_t slot) {
+    const KvFormatInfo f = kv_format_info(o.format);
+    const KvPageLayout at{f, o.page_size};
+    std::fill_n(pool.ptr() + at.code_at(slot), f.code_bytes(), uint8_t{0xff});
+    std::fill_n(pool.ptr() + at.scale_at(slot), f.scale_bytes(), uint8_t{0xff});
+    std::fill_n(pool.ptr() + at.rope_at(slot), 2 * f.rope, uint8_t{0xff});
+  };
+  for (int64_t s = 0; s < in.window.pool_slots; ++s)
+    if (!window_used.count(s)) nan_out(in.window, in.window_pool, s);
+  const int64_t ps = in.comp.page_size;
+  for (int64_t j = 0; j < in.n_comp; ++j)
+    if (!comp_used.count(j))
+      nan_out(in.comp, in.comp_pool, int64_t(in.page_table.data[size_t(j / ps)]) * ps + j % ps);
+  const SparseAttnOutputs after = run_sparse_attn(in, {});
+  RC_ASSERT(compare_exact<float>(before.o.span(), after.o.span()).pass);
+  RC_ASSERT(compare_exact<float>(before.lse.span(), after.lse.span()).pass);
+}
+
+// The same sets in another order: the same truth, and the kernel within its tolerance of it.
+RC_GTEST_PROP(SparseAttnEmu, IndexOrderDoesNotMatter, ()) {
+  const SparseAttnInputs in = make_sparse_attn_inputs(any_shape(), *rc::gen::arbitrary<uint64_t>());
+  const SparseAttnInputs shuffled = reordered(in, *rc::gen::inRange(1u, 1000u));
+  const SparseAttnReference ref = run_sparse_attn_reference(in);
+  assert_pass(compare_sparse_attn(ref, run_sparse_attn(shuffled, any_emu())));
+}
+
+TEST(SparseAttn, RowsWithNothingValidGiveZeroAndInfiniteLse) {
+  SparseAttnInputs in = make_sparse_attn_inputs({.tokens = 2, .heads = 4, .start = 500}, 3);
+  std::fill(in.window_idx.data.begin(), in.window_idx.data.begin() + in.window_idx.dim(1), -1);
+  std::fill(in.comp_idx.data.begin(), in.comp_idx.data.begin() + in.comp_idx.dim(1), -1);
+  in.sinks.data[1] = 5.0f;  // a sink alone changes nothing: there is nothing to weigh
+  const SparseAttnOutputs out = run_sparse_attn(in, {});
+  for (int64_t i = 0; i < 4 * kKvMainDims; ++i) ASSERT_EQ(out.o.data[size_t(i)], 0.0f) << i;
+  for (int h = 0; h < 4; ++h) EXPECT_EQ(out.lse.data[size_t(h)], INFINITY);
+  EXPECT_TRUE(std::isfinite(out.lse.data[4]));  // the second token attends as usual
+  for (const TensorCheck& c : compare_sparse_attn(run_sparse_attn_reference(in), out))
+    EXPECT_TRUE(c.result.pass) << c.name << ": " << c.result.summary();
+}
+
+// The sparse reference equals dense attention over every record of the cache with the scores of
+// the unselected ones masked to -inf (and a -inf sink is no sink at all), in double.
+TEST(SparseAttn, SparseEqualsDenseMaskedAttention) {
+  const SparseAttnInputs in = make_sparse_attn_inputs(
+      {.v41 = false, .tokens = 2, .heads = 4, .n_comp = 90, .start = 300}, 7);
+  const auto sparse = reference::sparse_attn<double, double>(in);
+  for (int64_t t = 0; t < 2; ++t) {
+    std::vector<std::vector<double>> records;
+    std::vector<bool> selected;
+    for (int64_t s = 0; s < in.window.pool_slots; ++s) {
+      records.push_back(reference::decode_record(in.window.format, in.window.page_size,
+                                                 in.window_pool.span(), s));
+      bool sel = false;
+      for (int64_t i = 0; i < in.window_idx.dim(1); ++i)
+        sel |= in.window_idx.data[size_t(t * in.window_idx.dim(1) + i)] == s;
+      selected.push_back(sel);
+    }
+    const int64_t ps = in.comp.page_size;
+    for (int64_t j = 0; j < in.n_comp; ++j) {
+      const int64_t slot = int64_t(in.page_table.data[size_t(j / ps)]) * ps + j % ps;
+      records.push_back(reference::decode_record(in.comp.format, ps, in.comp_pool.span(), slot));
+      bool sel = false;
+      for (int64_t i = 0; i < in.comp_idx.dim(1); ++i)
+        sel |= in.comp_idx.data[size_t(t * in.comp_idx.dim(1) + i)] == j;
+      selected.push_back(sel);
+    }
+    for (int h = 0; h < 4; ++h) {
+      std::vector<double> s(records.size());
+      double m = -INFINITY;
+      for (size_t r = 0; r < records.size(); ++r) {
+        double dot = 0;
+        for (int d = 0; d < kKvMainDims; ++d)
+          dot += double(in.q.data[size_t((t * 4 + h) * kKvMainDims + d)]) * records[r][size_t(d)];
+        s[r] = selected[r] ? dot / std::sqrt(512.0) : -INFINITY;
+        m = std::max(m, s[r]);
+      }
+      const double sink = in.sinks.data[size_t(h)], top = std::max(m, sink);
+      double den = std::exp(sink - top);  // exp(-inf) = 0: no sink
+      std::vector<double> o(kKvMainDims, 0.0);
+      for (size_t r = 0; r < records.size(); ++r) {
+        const double p = std::exp(s[r] - top);
+        den += p;
+        for (int d = 0; d < kKvMainDims; ++d) o[size_t(d)] += p * records[r][size_t(d)];
+      }
+      for (int d = 0; d < kKvMainDims - kKvRopeDims; d += 37) {  // the dims RoPE leaves alone
+        const double want = o[size_t(d)] / den,
+                     got = sparse.o.data[size_t((t * 4 + h) * kKvMainDims + d)];
+        EXPECT_NEAR(got, want, 1e-12 * (1 + std::fabs(want))) << t << " " << h << " " << d;
+      }
+    }
+  }
+}
+
+TEST(SparseAttn, BadInputNamesTheField) {
+  const SparseAttnInputs ok =
+      make_sparse_attn_inputs({.tokens = 2, .heads = 4, .n_comp = 100, .start = 900}, 1);
+  auto run = [](SparseAttnInputs x) { return [x] { run_sparse_attn(x, {}); }; };
+  for (int32_t bad_index : {-2, INT32_MIN, INT32_MAX, 128}) {
+    SparseAttnInputs bad = ok;
+    bad.window_idx.data[5] = bad_index;
+    expect_bad_input(run(bad), fmt::format("'window_idx'[0, 5] = {}", bad_index));
+  }
+  for (int32_t bad_index : {-7, INT32_MIN, INT32_MAX, 100}) {
+    SparseAttnInputs bad = ok;
+    bad.comp_idx.data[3] = bad_index;
+    expect_bad_input(run(bad), fmt::format("'comp_idx'[0, 3] = {}", bad_index));
+  }
+  SparseAttnInputs bad = ok;
+  bad.page_table.data[1] = 99;
+  expect_bad_input(run(bad), "'page_table'[1] = 99: past the pool");
+  bad = ok, bad.heads = 6;
+  expect_bad_input(run(bad), "heads 6");
+  bad = ok, bad.sinks.data[2] = NAN;
+  expect_bad_input(run(bad), "'sinks'[2] is nan");
+  bad = ok, bad.sinks.data[2] = INFINITY;
+  expect_bad_input(run(bad), "'sinks'[2] is inf");
+  bad = ok, bad.comp.format = KvFormat::model1,
+  bad.comp_pool = Tensor<uint8_t>({kv_pool_bytes(bad.comp)});
+  expect_bad_input(run(bad), "window v41_window with compressed model1");
+  bad = ok, bad.q.data[17] = INFINITY;
+  expect_bad_input(run(bad), "'q'[17] is not finite");
+}
+
+TEST(SparseAttnCuda, KernelMatchesReferenceAtReleaseShapes) {
+  const BackendStatus cuda = cuda_status();
+  if (!cuda.available) GTEST_SKIP() << cuda.detail;
+  // V4.1-Flash decode: 64 heads, window 128 + top-512 of a 64K-token context at r = 2.
+  const SparseAttnInputs in = make_sparse_attn_inputs({.v41 = true,
+                                                       .tokens = 4,
+                                                       .heads = 64,
+                                                       .n_comp = 32768,
+                                                       .top_k = 512,
+                                                       .ratio = 2,
+                                                       .start = 65536},
+                                                      9);
+  for (const TensorCheck& c : compare_sparse_attn(run_sparse_attn_reference(in),
+                                                  run_sparse_attn(in, {Backend::cuda, {}, 256})))
+    EXPECT_TRUE(c.result.pass) << c.name << ": " << c.result.summary();
+}
+
+}  // namespace
+}  // namespace tandem

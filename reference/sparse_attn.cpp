@@ -1,0 +1,83 @@
+#include "reference/sparse_attn.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "reference/kvcache.hpp"   // decode_record
+#include "reference/residual.hpp"  // store
+
+namespace tandem::reference {
+namespace {
+
+// The records token t attends to: its valid window slots, then its valid compressed entries.
+std::vector<std::vector<double>> gathered_records(const SparseAttnInputs& in, int64_t t) {
+  std::vector<std::vector<double>> records;
+  const int64_t W = in.window_idx.dim(1), K = in.comp_idx.dim(1), ps = in.comp.page_size;
+  for (int64_t i = 0; i < W; ++i) {
+    const int32_t slot = in.window_idx.data[size_t(t * W + i)];
+    if (slot != -1)
+      records.push_back(
+          decode_record(in.window.format, in.window.page_size, in.window_pool.span(), slot));
+  }
+  for (int64_t i = 0; i < K; ++i) {
+    const int32_t j = in.comp_idx.data[size_t(t * K + i)];
+    if (j == -1) continue;
+    const int64_t slot = int64_t(in.page_table.data[size_t(j / ps)]) * ps + j % ps;
+    records.push_back(decode_record(in.comp.format, ps, in.comp_pool.span(), slot));
+  }
+  return records;
+}
+
+}  // namespace
+
+template <class S, class Act>
+SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
+  const int64_t T = in.q.dim(0), H = in.heads, D = kKvMainDims;
+  SparseAttnRun<S> run{Tensor<S>({T, H, D}, S(0)), Tensor<S>({T, H}, S(0))};
+  const S scale = S(1) / std::sqrt(S(D));
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<std::vector<double>> kv = gathered_records(in, t);
+    for (int64_t h = 0; h < H; ++h) {
+      S* o = run.o.ptr() + (t * H + h) * D;
+      if (kv.empty()) {  // nothing to attend to: o = 0, lse = +inf
+        run.lse.data[size_t(t * H + h)] = std::numeric_limits<S>::infinity();
+        continue;
+      }
+      const float* q = in.q.ptr() + (t * H + h) * D;
+      std::vector<S> s(kv.size());
+      S m = -std::numeric_limits<S>::infinity();
+      for (size_t i = 0; i < kv.size(); ++i) {
+        S dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += S(q[d]) * S(kv[i][size_t(d)]);
+        s[i] = dot * scale;
+        m = std::max(m, s[i]);
+      }
+      const S sink = S(in.sinks.data[size_t(h)]);
+      const S top = std::max(m, sink);
+      S sum = 0, den = sink == -std::numeric_limits<S>::infinity() ? S(0) : std::exp(sink - top);
+      for (size_t i = 0; i < kv.size(); ++i) {
+        const S p = std::exp(s[i] - top);
+        den += p;
+        sum += std::exp(s[i] - m);
+        for (int64_t d = 0; d < D; ++d) o[d] += p * S(kv[i][size_t(d)]);
+      }
+      for (int64_t d = 0; d < D; ++d) o[d] /= den;
+      for (int i = 0; i < kKvRopeDims / 2; ++i) {  // the RoPE dims turned back by the position
+        const int64_t d0 = D - kKvRopeDims + 2 * i;
+        const double angle = double(in.start + t) * std::pow(in.rope_theta, -2.0 * i / kKvRopeDims);
+        const S c = S(std::cos(angle)), sn = S(std::sin(angle)), x0 = o[d0], x1 = o[d0 + 1];
+        o[d0] = x0 * c + x1 * sn;
+        o[d0 + 1] = x1 * c - x0 * sn;
+      }
+      for (int64_t d = 0; d < D; ++d) o[d] = store<Act>(o[d]);
+      run.lse.data[size_t(t * H + h)] = m + std::log(sum);
+    }
+  }
+  return run;
+}
+
+template SparseAttnRun<double> sparse_attn<double, double>(const SparseAttnInputs&);
+template SparseAttnRun<float> sparse_attn<float, bf16>(const SparseAttnInputs&);
+
+}  // namespace tandem::reference

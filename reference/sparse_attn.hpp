@@ -1,0 +1,20 @@
+#pragma once
+// Reference of sparse decode attention (problem/sparse_attn.hpp), written to read like the math:
+// per token and head, gather the valid records, scores, softmax with the sink in the denominator,
+// the weighted sum of the records, the output's RoPE dims turned back by the token's position.
+// Templated on the scalar S (double = truth, float = baseline) and the output dtype Act.
+#include "core/tensor.hpp"
+#include "problem/sparse_attn.hpp"
+
+namespace tandem::reference {
+
+template <class S>
+struct SparseAttnRun {
+  Tensor<S> o;    // [T, heads, 512]
+  Tensor<S> lse;  // [T, heads]
+};
+
+template <class S, class Act>
+SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in);
+
+}  // namespace tandem::reference
