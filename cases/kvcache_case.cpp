@@ -152,7 +152,7 @@ KvReference reference_runs(const Inputs& in, Run run) {
     const reference::ScopedSumOrder scoped(order);
     const reference::KvRun<float> b = run.template operator()<float, bf16>(in);
     auto keep = [&](Tensor<double>& kept, const Tensor<float>& now, const Tensor<double>& t) {
-      if (now.data.empty()) return;  // not an output of this kernel
+      if (now.shape.empty()) return;  // not an output of this kernel
       if (order == 0)
         kept = tensor_cast<double>(now);
       else
@@ -184,20 +184,6 @@ struct IndexKeyRun {
     return reference::index_key_store<S, Act>(in);
   }
 };
-
-TensorCheck tolerance_check(const char* name, const Tensor<double>& truth,
-                            const Tensor<double>& baseline, const Tensor<float>& got, OutDType out,
-                            int64_t row) {
-  if (got.shape != truth.shape) {
-    CompareResult r;
-    r.pass = false;
-    r.failure = fmt::format("shape [{}], expected [{}]", fmt::join(got.shape, ", "),
-                            fmt::join(truth.shape, ", "));
-    return {name, r};
-  }
-  return {name, compare_to_truth(truth.span(), baseline.span(), as_doubles(got), out,
-                                 std::max<int64_t>(row, 1))};
-}
 
 }  // namespace
 

@@ -109,19 +109,9 @@ SparseAttnReference run_sparse_attn_reference(const SparseAttnInputs& in) {
 
 std::vector<TensorCheck> compare_sparse_attn(const SparseAttnReference& ref,
                                              const SparseAttnOutputs& out) {
-  auto check = [](const char* name, const Tensor<double>& truth, const Tensor<double>& base,
-                  const Tensor<float>& got, OutDType dtype, int64_t row) {
-    if (got.shape != truth.shape) {
-      CompareResult r;
-      r.pass = false;
-      r.failure = "shape mismatch";
-      return TensorCheck{name, r};
-    }
-    return TensorCheck{name,
-                       compare_to_truth(truth.span(), base.span(), as_doubles(got), dtype, row)};
-  };
-  return {check("o", ref.o, ref.o_baseline, out.o, OutDType::BF16, kKvMainDims),
-          check("lse", ref.lse, ref.lse_baseline, out.lse, OutDType::F32, ref.lse.dim(1))};
+  return {
+      tolerance_check("o", ref.o, ref.o_baseline, out.o, OutDType::BF16, kKvMainDims),
+      tolerance_check("lse", ref.lse, ref.lse_baseline, out.lse, OutDType::F32, ref.lse.dim(1))};
 }
 
 // ================================================================ the sparse_attn component

@@ -33,6 +33,23 @@ TensorCheck exact_check(std::string name, const Tensor<T>& want, const Tensor<T>
   return {std::move(name), r};
 }
 
+// A floating output against its truth under the tolerance policy (DESIGN 4), its shape checked
+// first: a wrong shape fails. `row`: elements that share error scales (compare_to_truth).
+inline TensorCheck tolerance_check(std::string name, const Tensor<double>& truth,
+                                   const Tensor<double>& baseline, const Tensor<float>& got,
+                                   OutDType out, int64_t row) {
+  if (got.shape != truth.shape || baseline.shape != truth.shape) {
+    CompareResult r;
+    r.pass = false;
+    r.failure = "shape mismatch: " + std::to_string(got.size()) + " elements, the truth has " +
+                std::to_string(truth.size());
+    return {std::move(name), r};
+  }
+  const std::vector<double> optimized(got.data.begin(), got.data.end());
+  return {std::move(name),
+          compare_to_truth(truth.span(), baseline.span(), optimized, out, row < 1 ? 1 : row)};
+}
+
 // The reference side of a kernel with one floating output (dense, attention, MoE experts): the
 // truth in double and the float baseline (its farthest error draws), [rows, row] each. Outputs is
 // the kernel's outputs type, so each kernel's reference is a type of its own.

@@ -25,7 +25,7 @@ SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& 
   widx.upload(in.window_idx.data), cidx.upload(in.comp_idx.data), pages.upload(in.page_table.data);
   const int warps = opt.block_threads / kWarpSize;
   const size_t smem =
-      sizeof(float) * (2 * kAttnGroup * kAttnDims + 2 * kAttnGroup * warps + kAttnGroup);
+      sizeof(float) * (2 * kAttnGroup * kAttnDims + 2 * kAttnGroup * warps + 3 * kAttnGroup);
   const std::string name = launch_name(
       "sparse_decode_attn", ActDType::bf16,
       std::string(kv_format_name(in.window.format)) + "+" + kv_format_name(in.comp.format));

@@ -85,7 +85,7 @@ struct AttnPartial {
 
 // q: [T, heads, 512] bf16; sinks: [heads]; rope: [T, 64] (cos, sin of the token's position);
 // window_idx: [T, W] ring slots; comp_idx: [T, K] entries; o: [T, heads, 512] bf16; lse: [T,
-// heads]. Dynamic shared memory: [2 * 4 * 512 + 2 * 4 * warps + 4] floats.
+// heads]. Dynamic shared memory: [2 * 4 * 512 + 2 * 4 * warps + 3 * 4] floats.
 template <KvFormat FW, KvFormat FC>
 __global__ void sparse_decode_attn(const bf16* __restrict__ q, const float* __restrict__ sinks,
                                    const float* __restrict__ rope,
@@ -103,6 +103,8 @@ __global__ void sparse_decode_attn(const bf16* __restrict__ q, const float* __re
   float* ms = merged + kAttnGroup * kAttnDims;  // [warps, 4]
   float* ls = ms + warps * kAttnGroup;          // [warps, 4]
   float* sink = ls + warps * kAttnGroup;        // [4]
+  float* head_m = sink + kAttnGroup;            // [4] the merged max
+  float* head_l = head_m + kAttnGroup;          // [4] the merged sum
   const int64_t t = blockIdx.x;
   const int g0 = blockIdx.y * kAttnGroup;
   const bf16* qg = q + (t * heads + g0) * kAttnDims;
@@ -148,21 +150,23 @@ __global__ void sparse_decode_attn(const bf16* __restrict__ q, const float* __re
     for (int g = 0; g < kAttnGroup; ++g)
       ms[warp * kAttnGroup + g] = part[g].m, ls[warp * kAttnGroup + g] = part[g].l;
   __syncthreads();
-  // Merge the warps' partials in warp order: every thread derives the same max and sum.
-  float m[kAttnGroup], l[kAttnGroup];
-#pragma unroll
-  for (int g = 0; g < kAttnGroup; ++g) {
-    m[g] = -INFINITY, l[g] = 0.0f;
-    for (int w = 0; w < warps; ++w) m[g] = fmaxf(m[g], ms[w * kAttnGroup + g]);
+  // Merge the warps' partials in warp order: a head's max and sum (thread g), then the weighted
+  // sums warp by warp.
+  if (threadIdx.x < kAttnGroup) {
+    const int g = threadIdx.x;
+    float m = -INFINITY, l = 0.0f;
+    for (int w = 0; w < warps; ++w) m = fmaxf(m, ms[w * kAttnGroup + g]);
     for (int w = 0; w < warps; ++w)
       if (ms[w * kAttnGroup + g] != -INFINITY)
-        l[g] += ls[w * kAttnGroup + g] * expf(ms[w * kAttnGroup + g] - m[g]);
+        l += ls[w * kAttnGroup + g] * expf(ms[w * kAttnGroup + g] - m);
+    head_m[g] = m, head_l[g] = l;
   }
+  __syncthreads();
   for (int w = 0; w < warps; ++w) {
     if (warp == w)
 #pragma unroll
       for (int g = 0; g < kAttnGroup; ++g) {
-        const float r = part[g].m == -INFINITY ? 0.0f : expf(part[g].m - m[g]);
+        const float r = part[g].m == -INFINITY ? 0.0f : expf(part[g].m - head_m[g]);
 #pragma unroll
         for (int e = 0; e < kAttnLaneDims; ++e) {
           float& dst = merged[g * kAttnDims + lane * kAttnLaneDims + e];
@@ -175,10 +179,11 @@ __global__ void sparse_decode_attn(const bf16* __restrict__ q, const float* __re
   const float* cs = rope + t * kKvRopeDims;
   for (int p = threadIdx.x; p < kAttnGroup * kAttnDims / 2; p += blockDim.x) {
     const int g = p / (kAttnDims / 2), d0 = 2 * (p % (kAttnDims / 2));
+    const float m = head_m[g], l = head_l[g];
     float x0 = 0.0f, x1 = 0.0f;
-    if (m[g] != -INFINITY) {
-      const float top = fmaxf(m[g], sink[g]), r = expf(m[g] - top);
-      const float den = l[g] * r + (sink[g] == -INFINITY ? 0.0f : expf(sink[g] - top));
+    if (m != -INFINITY) {
+      const float top = fmaxf(m, sink[g]), r = expf(m - top);
+      const float den = l * r + (sink[g] == -INFINITY ? 0.0f : expf(sink[g] - top));
       x0 = merged[g * kAttnDims + d0] * r / den, x1 = merged[g * kAttnDims + d0 + 1] * r / den;
       if (d0 >= kAttnDims - kKvRopeDims) {
         const int pair = (d0 - (kAttnDims - kKvRopeDims)) / 2;
@@ -194,7 +199,7 @@ __global__ void sparse_decode_attn(const bf16* __restrict__ q, const float* __re
   }
   if (threadIdx.x < kAttnGroup) {
     const int g = threadIdx.x;
-    st(lse + t * heads + g0 + g, m[g] == -INFINITY ? INFINITY : m[g] + logf(l[g]),
+    st(lse + t * heads + g0 + g, head_m[g] == -INFINITY ? INFINITY : head_m[g] + logf(head_l[g]),
        Traffic::activation);
   }
 }
