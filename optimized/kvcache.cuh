@@ -264,7 +264,9 @@ __global__ void kv_compress_project(const bf16* __restrict__ x, const float* __r
   const int64_t t = blockIdx.x;
   stage_bf16_row(x + t * d, staged, d);
   __syncthreads();
-  project_token<kGated, kApe>(wkv, wgate, ape, staged, d, W, t, ratio, a + t * W, b + t * W);
+  // NOTE: b is null without a gate: no offset may be applied to it (UBSan).
+  project_token<kGated, kApe>(wkv, wgate, ape, staged, d, W, t, ratio, a + t * W,
+                              kGated ? b + t * W : nullptr);
 }
 
 // Blocks 0..entries-1: entry j from the scratch rows of its slots into slot j; block `entries`:
@@ -301,8 +303,8 @@ __global__ void kv_compress_pool(const float* a, const float* b, const float* __
   const bool prev = kOverlap && j > 0;
   for (int i = threadIdx.x; i < D; i += blockDim.x)
     z[i] = pool_channel<kOverlap, kGated>(prev ? a + group - ratio * W : nullptr,
-                                          prev ? b + group - ratio * W : nullptr, a + group,
-                                          b + group, ratio, W, i, D);
+                                          prev && kGated ? b + group - ratio * W : nullptr,
+                                          a + group, kGated ? b + group : nullptr, ratio, W, i, D);
   __syncthreads();
   if (threadIdx.x / kWarpSize == 0)
     finish_record_warp<F, kRotate>(z, norm_w, eps, rope + int64_t(j) * kKvRopeDims,
@@ -328,12 +330,12 @@ __global__ void kv_compress_decode(const bf16* __restrict__ x, const float* __re
   stage_bf16_row(x, staged, d);
   __syncthreads();
   project_token<kGated, kApe>(wkv, wgate, ape, staged, d, W, pos, ratio, state_a + row * W,
-                              state_b + row * W);
+                              kGated ? state_b + row * W : nullptr);
   __syncthreads();
   if ((pos + 1) % ratio != 0) return;
   for (int i = threadIdx.x; i < D; i += blockDim.x)
-    z[i] = pool_channel<kOverlap, kGated>(state_a, state_b, state_a + cur0 * W, state_b + cur0 * W,
-                                          ratio, W, i, D);
+    z[i] = pool_channel<kOverlap, kGated>(state_a, state_b, state_a + cur0 * W,
+                                          kGated ? state_b + cur0 * W : nullptr, ratio, W, i, D);
   __syncthreads();
   if (threadIdx.x / kWarpSize == 0)
     finish_record_warp<F, kRotate>(z, norm_w, eps, rope, {latent, stored}, pool, pos / ratio,
