@@ -26,8 +26,21 @@ Tensor<int32_t> topk_select(const TopkInputs& in) {
   return out;
 }
 
+namespace {
+
+// The i-th term a sum of n visits in `order`: 0 forwards, 1 backwards, k >= 2 from an offset of
+// its own (spread by the golden ratio), backwards for even k.
+size_t summation_index(size_t i, size_t n, int order) {
+  if (order == 0) return i;
+  if (order == 1) return n - 1 - i;
+  const size_t start = size_t(double(n) * std::fmod(order * 0.6180339887, 1.0));
+  return (start + (order % 2 == 0 ? n - i : i)) % n;
+}
+
+}  // namespace
+
 template <class S>
-Tensor<S> index_logits(const IndexLogitsInputs& in, bool reversed) {
+Tensor<S> index_logits(const IndexLogitsInputs& in, int order) {
   const int64_t T = in.w.dim(0), H = in.heads, n = in.n_keys, ps = in.keys.page_size;
   const KvFormat f = in.keys.format;
   // The queries' records back to back: one page holding all of them.
@@ -43,11 +56,11 @@ Tensor<S> index_logits(const IndexLogitsInputs& in, bool reversed) {
       if (j >= visible_entries(in.start + t, in.ratio, n)) continue;
       S score = 0;
       for (int64_t hh = 0; hh < H; ++hh) {
-        const int64_t h = reversed ? H - 1 - hh : hh;
+        const int64_t h = int64_t(summation_index(size_t(hh), size_t(H), order));
         const std::vector<double>& qh = q[size_t(t * H + h)];
         S dot = 0;
         for (size_t ii = 0; ii < k.size(); ++ii) {
-          const size_t i = reversed ? k.size() - 1 - ii : ii;
+          const size_t i = summation_index(ii, k.size(), order);
           dot += S(qh[i]) * S(k[i]);
         }
         score += S(in.w.data[size_t(t * H + h)]) * (dot > 0 ? dot : S(0));  // relu; NaN -> 0
@@ -58,7 +71,7 @@ Tensor<S> index_logits(const IndexLogitsInputs& in, bool reversed) {
   return scores;
 }
 
-template Tensor<double> index_logits<double>(const IndexLogitsInputs&, bool);
-template Tensor<float> index_logits<float>(const IndexLogitsInputs&, bool);
+template Tensor<double> index_logits<double>(const IndexLogitsInputs&, int);
+template Tensor<float> index_logits<float>(const IndexLogitsInputs&, int);
 
 }  // namespace tandem::reference

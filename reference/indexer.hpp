@@ -9,8 +9,9 @@ namespace tandem::reference {
 Tensor<int32_t> topk_select(const TopkInputs& in);
 
 // The indexer's scores: row t's first visible_entries(start + t) entries (the rest NaN), summed
-// in S (double = truth, float = the baseline: heads, then dims, in order, or both `reversed`).
+// in S (double = truth, float = the baseline). `order` picks the order heads and dims are summed
+// in: 0 forwards, 1 backwards, k >= 2 another rotation (more draws of the baseline's error).
 template <class S>
-Tensor<S> index_logits(const IndexLogitsInputs& in, bool reversed = false);
+Tensor<S> index_logits(const IndexLogitsInputs& in, int order = 0);
 
 }  // namespace tandem::reference
