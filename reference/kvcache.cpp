@@ -77,7 +77,11 @@ Tensor<uint8_t> encode_pool(const KvStoreOptions& o, const Tensor<float>& rows,
 
 Tensor<uint8_t> encode_pool(const KvQuantizeInputs& in) {
   const std::vector<int64_t> slots(in.slots.data.begin(), in.slots.data.end());
-  return encode_pool(in.store, in.values, slots);
+  // The values as the kernel's bf16 storage holds them (DESIGN 4: reference inputs go through
+  // the kernel's storage dtype), so any float input gives both the same bytes.
+  Tensor<float> values = in.values;
+  for (float& v : values.data) v = bf16_decode(bf16_encode(v));
+  return encode_pool(in.store, values, slots);
 }
 
 // ================================================================ the store pipeline
