@@ -208,7 +208,7 @@ CaseReport check_index_logits(const LoadedCase& c, const JsonFields& config,
   in.ratio = int(config.integer("ratio", 1, 1024));
   in.start = config.integer("start", 0, int64_t{1} << 40);
   in.heads = int(config.integer("heads", 1, kIndexMaxHeads));
-  if (kv_pool_bytes(in.keys) > (int64_t{64} << 20))
+  if (kv_pool_bytes(in.keys) > kMaxGoldenPoolBytes)
     throw_bad_input("{}: a pool over 64 MiB (golden cases are small)", config.where("keys"));
   for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
   within_work(c, "w x n_keys x 128", double(in.w.size()) * double(in.n_keys) * 128);
@@ -251,8 +251,9 @@ CaseReport check_topk(const LoadedCase& c, const JsonFields& config, const RunOp
 Component indexer_component() {
   Component c;
   c.name = "indexer";
-  // The selection of a V4 CSA layer (r = 4, top-512 of the entries a token sees, relu ties) and a
-  // short prefix where fewer entries than k are visible (-1 padding), at the model's tokens.
+  // Index scores over paged MXFP4 (r = 4) and FP8 (r = 2) keys; the selection of a V4 CSA layer
+  // (top-512 of the entries a token sees, relu ties) and a short prefix where fewer entries than k
+  // are visible (-1 padding); at the model's tokens.
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     const int64_t T = model.residual.tokens;
     const uint64_t seed = model.seed;

@@ -397,7 +397,6 @@ VerifyRow verify_index_keys(KvFormat f, const ModelConfig& model, const RunOptio
 }
 
 // ---------------------------------------------------------------- golden cases
-constexpr int64_t kMaxGoldenPoolBytes = int64_t{64} << 20;
 constexpr KvFormat kAllFormats[] = {KvFormat::v32_fp8,    KvFormat::idx_fp8, KvFormat::model1,
                                     KvFormat::v41_window, KvFormat::v41_fp4, KvFormat::idx_mxfp4};
 constexpr KvFormat kWindowFormats[] = {KvFormat::v32_fp8, KvFormat::model1, KvFormat::v41_window};

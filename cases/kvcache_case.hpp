@@ -19,6 +19,10 @@ namespace tandem {
 nlohmann::json kv_store_json(const KvStoreOptions& o);
 KvStoreOptions parse_kv_store(const JsonFields& f);
 
+// A golden case's pool is allocated by the reference and the kernels alike: golden cases are
+// small, their manifests refused past this many pool bytes.
+inline constexpr int64_t kMaxGoldenPoolBytes = int64_t{64} << 20;
+
 // Store options for `slots` records (rounded up to whole pages).
 KvStoreOptions kv_store_options(KvFormat f, int64_t slots, int64_t page_size, double norm_eps);
 
