@@ -47,6 +47,29 @@ std::vector<TensorCheck> compare_topk(const TopkInputs& in, const TopkOutputs& o
   return {exact_check("indices", reference::topk_select(in), out.indices)};
 }
 
+CandidateCase make_candidate_case(int64_t T, int64_t n, int ratio, int64_t start, double ties,
+                                  int block, int keep, int top_k, uint64_t seed) {
+  const TopkInputs scorer = make_topk_inputs(T, n, 1, ratio, start, ties, seed);
+  CandidateCase c;
+  c.blocks = {scorer.scores, scorer.lengths, block, keep};
+  c.topk = {make_topk_inputs(T, n, 1, ratio, start, ties, seed + 1).scores, scorer.lengths,
+            reference::candidate_blocks(c.blocks), block, top_k};
+  return c;
+}
+
+CandidateOutputs run_candidates(const CandidateCase& c, const RunOptions& opt) {
+  CandidateBlocksOutputs blocks = run_candidate_blocks(c.blocks, opt);
+  TopkOutputs topk = run_candidate_topk(c.topk, opt);
+  CandidateOutputs out{blocks.blocks, topk.indices, std::move(blocks.launches)};
+  for (LaunchCounts& l : topk.launches) out.launches.push_back(std::move(l));
+  return out;
+}
+
+std::vector<TensorCheck> compare_candidates(const CandidateCase& c, const CandidateOutputs& out) {
+  return {exact_check("blocks", reference::candidate_blocks(c.blocks), out.blocks),
+          exact_check("indices", reference::candidate_topk(c.topk), out.indices)};
+}
+
 IndexLogitsInputs make_index_logits_inputs(KvFormat format, int64_t T, int heads, int64_t n_keys,
                                            int ratio, int64_t start, int64_t page_size,
                                            uint64_t seed) {
@@ -165,6 +188,28 @@ VerifyRow verify_topk(int64_t T, int64_t n, int k, int ratio, int64_t start, dou
       opt);
 }
 
+VerifyRow verify_candidates(int64_t T, int64_t n, int ratio, int64_t start, int block, int keep,
+                            int k, uint64_t seed, const RunOptions& opt) {
+  const CandidateCase c = make_candidate_case(T, n, ratio, start, 0.3, block, keep, k, seed);
+  return verify_kernel_row<CandidateOutputs>(
+      {.component = "indexer",
+       .name = fmt::format("candidates T={} N={} r={} pos {}.. blocks of {}, keep {}, top-{}", T, n,
+                           ratio, start, block, keep, k),
+       .run = [&](const RunOptions& o) { return run_candidates(c, o); },
+       .compare = [&](const CandidateOutputs& out) { return compare_candidates(c, out); },
+       .same =
+           [](const CandidateOutputs& a, const CandidateOutputs& b) {
+             return a.blocks.data == b.blocks.data && a.indices.data == b.indices.data;
+           },
+       .predicted =
+           [&] {
+             return LaunchLog{sim::predict_candidate_blocks(c.blocks.lengths.data, block, keep),
+                              sim::predict_candidate_topk(c.topk)};
+           },
+       .bytes = "5 passes a row"},
+      opt);
+}
+
 VerifyRow verify_index_logits(KvFormat f, int64_t T, int heads, int64_t n, int ratio, int64_t start,
                               uint64_t seed, const RunOptions& opt) {
   const IndexLogitsInputs in = make_index_logits_inputs(f, T, heads, n, ratio, start, 16, seed);
@@ -252,8 +297,9 @@ Component indexer_component() {
   Component c;
   c.name = "indexer";
   // Index scores over paged MXFP4 (r = 4) and FP8 (r = 2) keys; the selection of a V4 CSA layer
-  // (top-512 of the entries a token sees, relu ties) and a short prefix where fewer entries than k
-  // are visible (-1 padding); at the model's tokens.
+  // (top-512 of the entries a token sees, relu ties), a short prefix where fewer entries than k
+  // are visible (-1 padding), and V4.1's candidates (r = 1: 64 of ~363 blocks of 8 kept, a later
+  // layer's top-128 inside them); at the model's tokens.
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     const int64_t T = model.residual.tokens;
     const uint64_t seed = model.seed;
@@ -269,7 +315,9 @@ Component indexer_component() {
         {"indexer topk 512",
          [=, &opt] { return verify_topk(T, 3000, 512, 4, 9000, 0.3, seed, opt); }},
         {"indexer topk padding",
-         [=, &opt] { return verify_topk(T, 64, 16, 4, 0, 0.5, seed + 1, opt); }}};
+         [=, &opt] { return verify_topk(T, 64, 16, 4, 0, 0.5, seed + 1, opt); }},
+        {"indexer candidates",
+         [=, &opt] { return verify_candidates(T, 3000, 1, 2900, 8, 64, 128, seed, opt); }}};
   };
   c.golden_specs = [] {
     return std::vector<GoldenSpec>{

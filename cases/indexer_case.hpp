@@ -20,6 +20,25 @@ TopkInputs make_topk_inputs(int64_t T, int64_t n, int k, int ratio, int64_t star
 
 std::vector<TensorCheck> compare_topk(const TopkInputs& in, const TopkOutputs& out);
 
+// V4.1's candidate selection over one cache (problem/indexer.hpp): the candidate scorer's scores
+// (as make_topk_inputs, ratio r) cut into blocks, and a later layer's own scores (another seed)
+// selected inside the kept blocks; topk.blocks is the reference's selection of blocks.
+struct CandidateCase {
+  CandidateBlocksInputs blocks;
+  CandidateTopkInputs topk;
+};
+CandidateCase make_candidate_case(int64_t T, int64_t n, int ratio, int64_t start, double ties,
+                                  int block, int keep, int top_k, uint64_t seed);
+
+// Both kernels, each on the case's inputs (candidate_topk on the reference's blocks).
+struct CandidateOutputs {
+  Tensor<int32_t> blocks, indices;
+  LaunchLog launches;
+};
+CandidateOutputs run_candidates(const CandidateCase& c, const RunOptions& opt);
+// Both bit for bit against the reference.
+std::vector<TensorCheck> compare_candidates(const CandidateCase& c, const CandidateOutputs& out);
+
 // T query tokens of `heads` heads at positions start.. over n_keys index keys of `format` (values
 // in [-2, 2], bf16, quantized by the reference's encoder) in pages of page_size, the sequence's
 // pages a seeded permutation of the pool's (one pool page more than it uses, left poisoned);

@@ -1,5 +1,8 @@
 #include "core/release_config.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include "core/error.hpp"
 
 namespace tandem {
@@ -8,7 +11,9 @@ namespace {
 // DESIGN 5.6's table, 5.5's layer kinds and records, 5.2's Engram layout and 5.3's vision tower.
 // V4-Pro's layer list "2 HCA + 29 x (CSA, HCA) + CSA" is 30 CSA + 31 HCA; V4.1's cache owners are
 // its kv_source_layers [2, 8, 14, 20]: three r = 2 layers and one r = 1 layer, each with an
-// MXFP4 index key (the other layers read their source's cache).
+// MXFP4 index key (the other layers read their source's cache). Its attention kinds: layers 0-1
+// window-only; 2-19 r = 2 with index sources 2, 8, 14 (the others reuse); 20-39 r = 1, layer 20
+// scoring the candidate blocks, 24, 28, 32, 36 selecting inside them, the others reusing.
 constexpr const char* kReleases = R"json([
 {"name": "v4-flash", "source": "DESIGN 5.5, 5.6 (V4-Flash)",
  "vocab": 129280, "hidden": 4096, "layers": 43, "draft_layers": 1,
@@ -19,6 +24,9 @@ constexpr const char* kReleases = R"json([
  "kv_caches": [{"ratio": 0, "layers": 2, "record_bytes": 0, "index_key_bytes": 0},
                {"ratio": 4, "layers": 21, "record_bytes": 584, "index_key_bytes": 68},
                {"ratio": 128, "layers": 20, "record_bytes": 584, "index_key_bytes": 0}],
+ "attention": [{"ratio": 0, "layers": 2, "selection": "window"},
+               {"ratio": 4, "layers": 21, "selection": "scan"},
+               {"ratio": 128, "layers": 20, "selection": "all"}],
  "index_heads": 64, "index_dim": 128, "index_top_k": 512
 },
 {"name": "v4-pro", "source": "DESIGN 5.5, 5.6 (V4-Pro)",
@@ -29,6 +37,8 @@ constexpr const char* kReleases = R"json([
  "window": 128, "window_record_bytes": 584,
  "kv_caches": [{"ratio": 4, "layers": 30, "record_bytes": 584, "index_key_bytes": 68},
                {"ratio": 128, "layers": 31, "record_bytes": 584, "index_key_bytes": 0}],
+ "attention": [{"ratio": 4, "layers": 30, "selection": "scan"},
+               {"ratio": 128, "layers": 31, "selection": "all"}],
  "index_heads": 64, "index_dim": 128, "index_top_k": 1024},
 {"name": "v4.1-flash", "source": "DESIGN 5.2, 5.3, 5.5, 5.6 (V4.1-Flash)",
  "vocab": 129280, "hidden": 5120, "layers": 40, "draft_layers": 3,
@@ -38,7 +48,14 @@ constexpr const char* kReleases = R"json([
  "window": 128, "window_record_bytes": 528,
  "kv_caches": [{"ratio": 2, "layers": 3, "record_bytes": 288, "index_key_bytes": 68},
                {"ratio": 1, "layers": 1, "record_bytes": 288, "index_key_bytes": 68}],
+ "attention": [{"ratio": 0, "layers": 2, "selection": "window"},
+               {"ratio": 2, "layers": 3, "selection": "scan"},
+               {"ratio": 2, "layers": 15, "selection": "reuse"},
+               {"ratio": 1, "layers": 1, "selection": "candidates"},
+               {"ratio": 1, "layers": 4, "selection": "in_candidates"},
+               {"ratio": 1, "layers": 15, "selection": "reuse"}],
  "index_heads": 32, "index_dim": 128, "index_top_k": 512,
+ "index_candidate_blocks": 2048, "index_candidate_block": 8,
  "engram": {"layer_ids": [1, 14], "max_order": 4, "heads": 8, "head_dim": 256,
             "table_base": 16000000, "vocab": 129280, "compressed_vocab": 99092, "pad_id": 2},
  "vision": {"patch": 14, "width": 1024, "depth": 32, "heads": 16, "head_dim": 64,
@@ -60,6 +77,59 @@ KvCacheLayers parse_kv_layers(const JsonFields& f) {
   return k;
 }
 
+constexpr const char* kSelectionNames[] = {"window", "all",        "scan",
+                                           "reuse",  "candidates", "in_candidates"};
+
+AttentionLayers parse_attention_layers(const JsonFields& f) {
+  f.reject_unknown({"ratio", "layers", "selection"});
+  AttentionLayers a;
+  a.ratio = static_cast<int>(f.integer("ratio", 0, 1 << 20));
+  a.layers = static_cast<int>(f.integer("layers", 1, 10000));
+  const std::string name = f.string("selection");
+  const auto* it = std::find(std::begin(kSelectionNames), std::end(kSelectionNames), name);
+  if (it == std::end(kSelectionNames))
+    throw_bad_input("{}: window, all, scan, reuse, candidates or in_candidates, got '{}'",
+                    f.where("selection"), brief_text(name));
+  a.selection = KvSelection(it - std::begin(kSelectionNames));
+  return a;
+}
+
+// Every layer has one kind; a kind with compressed entries reads a cache of its ratio, with index
+// keys where it scans or reuses a selection; a reuser follows an index source of its ratio.
+void validate_attention(const ReleaseConfig& r, const JsonFields& f) {
+  int layers = 0;
+  for (size_t i = 0; i < r.attention.size(); ++i) {
+    const AttentionLayers& a = r.attention[i];
+    const std::string where = f.element("attention", i).where("selection");
+    layers += a.layers;
+    if ((a.ratio == 0) != (a.selection == KvSelection::window))
+      throw_bad_input("{}: 'window' exactly for ratio 0, got '{}' for ratio {}", where,
+                      kv_selection_name(a.selection), a.ratio);
+    if (a.ratio == 0) continue;
+    const auto cache = std::find_if(r.kv_caches.begin(), r.kv_caches.end(),
+                                    [&](const KvCacheLayers& k) { return k.ratio == a.ratio; });
+    if (cache == r.kv_caches.end())
+      throw_bad_input("{}: no kv_caches entry of ratio {}", where, a.ratio);
+    if (a.selection != KvSelection::all && cache->index_key_bytes == 0)
+      throw_bad_input("{}: '{}' needs index keys, the ratio-{} cache has none", where,
+                      kv_selection_name(a.selection), a.ratio);
+    const bool candidates =
+        a.selection == KvSelection::candidates || a.selection == KvSelection::in_candidates;
+    if (candidates && (r.index_candidate_blocks < 1 || r.index_candidate_block < 1))
+      throw_bad_input("{}: '{}' needs index_candidate_blocks and index_candidate_block >= 1", where,
+                      kv_selection_name(a.selection));
+    const bool source_before =
+        std::any_of(r.attention.begin(), r.attention.begin() + i, [&](const AttentionLayers& s) {
+          return s.ratio == a.ratio && s.selection != KvSelection::reuse &&
+                 s.selection != KvSelection::all;
+        });
+    if (a.selection == KvSelection::reuse && !source_before)
+      throw_bad_input("{}: 'reuse' before any index source of ratio {}", where, a.ratio);
+  }
+  if (layers != r.layers)
+    throw_bad_input("{}: {} layers, the model has {}", f.where("attention"), layers, r.layers);
+}
+
 ReleaseVision parse_vision(const JsonFields& f) {
   f.reject_unknown({"patch", "width", "depth", "heads", "head_dim", "mlp_hidden", "downsample",
                     "min_pixels", "max_tokens"});
@@ -78,6 +148,8 @@ ReleaseVision parse_vision(const JsonFields& f) {
 
 }  // namespace
 
+const char* kv_selection_name(KvSelection s) { return kSelectionNames[int(s)]; }
+
 double ReleaseConfig::kv_bytes_per_token() const {
   double b = 0;
   for (const auto& k : kv_caches)
@@ -92,14 +164,39 @@ int ReleaseConfig::kv_layers() const {
 }
 
 ReleaseConfig parse_release_config(const JsonFields& f) {
-  f.reject_unknown({"name",           "source",         "vocab",          "hidden",
-                    "layers",         "draft_layers",   "heads",          "head_dim",
-                    "rope_dims",      "q_lora_rank",    "o_groups",       "o_rank",
-                    "routed_experts", "shared_experts", "top_k",          "expert_hidden",
-                    "route_scale",    "hc_mult",        "sinkhorn_iters", "hc_eps",
-                    "norm_eps",       "fp8_block",      "window",         "window_record_bytes",
-                    "kv_caches",      "index_heads",    "index_dim",      "index_top_k",
-                    "engram",         "vision"});
+  f.reject_unknown({"name",
+                    "source",
+                    "vocab",
+                    "hidden",
+                    "layers",
+                    "draft_layers",
+                    "heads",
+                    "head_dim",
+                    "rope_dims",
+                    "q_lora_rank",
+                    "o_groups",
+                    "o_rank",
+                    "routed_experts",
+                    "shared_experts",
+                    "top_k",
+                    "expert_hidden",
+                    "route_scale",
+                    "hc_mult",
+                    "sinkhorn_iters",
+                    "hc_eps",
+                    "norm_eps",
+                    "fp8_block",
+                    "window",
+                    "window_record_bytes",
+                    "kv_caches",
+                    "attention",
+                    "index_heads",
+                    "index_dim",
+                    "index_top_k",
+                    "index_candidate_blocks",
+                    "index_candidate_block",
+                    "engram",
+                    "vision"});
   ReleaseConfig r;
   r.name = f.string("name");
   r.source = f.string_or("source", "");
@@ -135,6 +232,12 @@ ReleaseConfig parse_release_config(const JsonFields& f) {
   r.index_heads = static_cast<int>(f.integer("index_heads", 1, 4096));
   r.index_dim = static_cast<int>(f.integer("index_dim", 1, 1 << 16));
   r.index_top_k = static_cast<int>(f.integer("index_top_k", 1, 1 << 20));
+  r.index_candidate_blocks =
+      static_cast<int>(f.integer_or("index_candidate_blocks", 0, 0, 1 << 24));
+  r.index_candidate_block = static_cast<int>(f.integer_or("index_candidate_block", 0, 0, 1 << 16));
+  for (size_t i = 0; i < f.array("attention").size(); ++i)
+    r.attention.push_back(parse_attention_layers(f.element("attention", i)));
+  validate_attention(r, f);
   if (f.has("engram")) {
     const JsonFields e = f.object("engram");
     e.reject_unknown({"layer_ids", "max_order", "heads", "head_dim", "table_base", "vocab",
@@ -151,11 +254,15 @@ std::vector<std::string> builtin_release_names() {
   return n;
 }
 
-ReleaseConfig builtin_release(const std::string& name) {
+nlohmann::json builtin_release_json(const std::string& name) {
   for (const auto& r : releases())
-    if (r["name"] == name) return parse_release_config(JsonFields(r, "builtin:" + name));
+    if (r["name"] == name) return r;
   throw_bad_input("unknown release '{}' (built in: v4-flash, v4-pro, v4.1-flash)",
                   brief_text(name));
+}
+
+ReleaseConfig builtin_release(const std::string& name) {
+  return parse_release_config(JsonFields(builtin_release_json(name), "builtin:" + name));
 }
 
 }  // namespace tandem

@@ -19,6 +19,21 @@ struct KvCacheLayers {
   int record_bytes = 0, index_key_bytes = 0;
 };
 
+// How a layer's attention picks the compressed entries a decode step reads (DESIGN 5.5): none
+// (window only), every entry (V4 HCA), its own indexer's top-k over every visible key (an index
+// source), the last index source's selection (V4.1's other layers), V4.1's candidate scorer
+// (layer 20: scans every key, keeps the top candidate blocks and attends its own top-k) and the
+// layers that select their top-k inside those blocks (24..36: they scan only the candidates).
+enum class KvSelection { window, all, scan, reuse, candidates, in_candidates };
+const char* kv_selection_name(KvSelection s);
+
+// Consecutive-or-not layers of one attention kind; ratio 0 is window-only, any other ratio reads
+// the cache of that ratio (kv_caches; V4.1's consumers read their source's).
+struct AttentionLayers {
+  int ratio = 0, layers = 0;
+  KvSelection selection = KvSelection::window;
+};
+
 struct ReleaseVision {
   int patch = 14, width = 1024, depth = 32, heads = 16, head_dim = 64, mlp_hidden = 2816;
   int downsample = 3;
@@ -38,7 +53,11 @@ struct ReleaseConfig {
   int fp8_block = 128;  // linears: e4m3 weights, ue8m0 per block x block; activations per block
   int window = 128, window_record_bytes = 0;
   std::vector<KvCacheLayers> kv_caches;
+  std::vector<AttentionLayers> attention;  // every layer, by kind
   int index_heads = 0, index_dim = 0, index_top_k = 0;
+  // V4.1's candidate blocks: blocks of `index_candidate_block` positions, the top
+  // `index_candidate_blocks` of them kept (0 where no layer selects candidates).
+  int index_candidate_blocks = 0, index_candidate_block = 0;
   std::optional<EngramConfig> engram;  // the layout (layers, orders, heads, tables, vocabularies)
   std::optional<ReleaseVision> vision;
 
@@ -48,7 +67,8 @@ struct ReleaseConfig {
 };
 
 ReleaseConfig parse_release_config(const JsonFields& f);
-ReleaseConfig builtin_release(const std::string& name);  // BadInput naming the built-in names
+ReleaseConfig builtin_release(const std::string& name);        // BadInput naming the built-in names
+nlohmann::json builtin_release_json(const std::string& name);  // its JSON form
 std::vector<std::string> builtin_release_names();
 
 }  // namespace tandem

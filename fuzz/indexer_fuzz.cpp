@@ -2,7 +2,8 @@
 // emulator against the reference. topk_select's fuzzed rows: lengths
 // (0, past k, the whole row), scores from fuzzed float bits inside each row's visible length
 // (every finite value, +-0, denormals, long runs of equal scores) and NaN past it (never read),
-// k up to kTopkMax, schedules and block sizes. Indices must be identical.
+// k up to kTopkMax, schedules and block sizes; V4.1's candidate blocks and the selection inside
+// them over the same rows (fuzzed block size and count kept). Indices must be identical.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "cases/indexer_case.hpp"
 #include "fuzz/fuzz_util.hpp"
+#include "reference/indexer.hpp"
 
 namespace {
 
@@ -64,5 +66,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::require_pass(compare_topk(topk, run_topk_select(topk, opt)),
                      fmt::format("topk T={} n={} k={} {} block={}", T, n, topk.top_k,
                                  opt.schedule.name(), opt.block_threads));
+  // V4.1's candidates over the same rows: fuzzed block size and count kept, and the selection
+  // inside them (on the same scores).
+  CandidateCase c;
+  c.blocks = {topk.scores, topk.lengths, in.ConsumeIntegralInRange(1, 64),
+              in.ConsumeIntegralInRange(1, kTopkMax)};
+  c.topk = {topk.scores, topk.lengths, reference::candidate_blocks(c.blocks), c.blocks.block,
+            topk.top_k};
+  fuzz::require_pass(
+      compare_candidates(c, run_candidates(c, opt)),
+      fmt::format("candidates T={} n={} block={} keep={} k={} {} block={}", T, n, c.blocks.block,
+                  c.blocks.keep, topk.top_k, opt.schedule.name(), opt.block_threads));
   return 0;
 }

@@ -1,4 +1,4 @@
-// Host launcher of topk_select; compiled once per backend from this source.
+// Host launchers of the selection kernels; compiled once per backend from this source.
 #include <algorithm>
 #include <string>
 
@@ -17,6 +17,39 @@ TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt) {
   const std::string name = launch_name("topk_select", ActDType::f32);
   TANDEM_LAUNCH(name.c_str(), topk_select, dim3(unsigned(T)), dim3(opt.block_threads), 0,
                 scores.data(), lengths.data(), int(N), in.top_k, indices.data());
+  TopkOutputs out;
+  out.indices = Tensor<int32_t>({T, in.top_k}, indices.download());
+  out.launches = end_run();
+  return out;
+}
+
+CandidateBlocksOutputs run_candidate_blocks(const CandidateBlocksInputs& in,
+                                            const RunOptions& opt) {
+  begin_run(opt);
+  const int64_t T = in.scores.dim(0), N = in.scores.dim(1);
+  DeviceArray<float> scores(in.scores.data.size());
+  DeviceArray<int32_t> lengths(in.lengths.data.size()), blocks(size_t(T * in.keep));
+  scores.upload(in.scores.data), lengths.upload(in.lengths.data);
+  const std::string name = launch_name("candidate_blocks", ActDType::f32);
+  TANDEM_LAUNCH(name.c_str(), candidate_blocks, dim3(unsigned(T)), dim3(opt.block_threads), 0,
+                scores.data(), lengths.data(), int(N), in.block, in.keep, blocks.data());
+  CandidateBlocksOutputs out;
+  out.blocks = Tensor<int32_t>({T, in.keep}, blocks.download());
+  out.launches = end_run();
+  return out;
+}
+
+TopkOutputs run_candidate_topk(const CandidateTopkInputs& in, const RunOptions& opt) {
+  begin_run(opt);
+  const int64_t T = in.scores.dim(0), N = in.scores.dim(1), C = in.blocks.dim(1);
+  DeviceArray<float> scores(in.scores.data.size());
+  DeviceArray<int32_t> lengths(in.lengths.data.size()), blocks(in.blocks.data.size()),
+      indices(size_t(T * in.top_k));
+  scores.upload(in.scores.data), lengths.upload(in.lengths.data), blocks.upload(in.blocks.data);
+  const std::string name = launch_name("candidate_topk", ActDType::f32);
+  TANDEM_LAUNCH(name.c_str(), candidate_topk, dim3(unsigned(T)), dim3(opt.block_threads), 0,
+                scores.data(), lengths.data(), blocks.data(), int(N), int(C), in.block, in.top_k,
+                indices.data());
   TopkOutputs out;
   out.indices = Tensor<int32_t>({T, in.top_k}, indices.download());
   out.launches = end_run();

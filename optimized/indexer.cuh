@@ -6,7 +6,8 @@
 // holding the k-th); a fifth pass collects every key above u* and, in index order (a block scan
 // per chunk), the lowest-indexed keys equal to u*; a bitonic sort in shared memory orders the
 // selection by key descending, then index ascending. Reads are five passes over the visible
-// entries whatever their scores, so the byte model is exact.
+// entries whatever their scores, so the byte model is exact. V4.1's candidate_blocks and
+// candidate_topk run the same select on other rows: blocks' maxima, and the candidates' entries.
 #include "optimized/kernel.cuh"
 #include "problem/indexer.hpp"
 #include "problem/kv_record.hpp"
@@ -126,15 +127,19 @@ __device__ __forceinline__ int block_inclusive_scan(int v, int* scan) {
   return total;
 }
 
-// Sorts sh.key/sh.index[0, n) (n a power of two) by key descending, then index ascending.
+// Sorts sh.key/sh.index[0, n) (n a power of two): by key descending, then index ascending; or,
+// kByIndex, by index ascending.
+template <bool kByIndex>
 __device__ __forceinline__ void bitonic_sort_selection(TopkShared& sh, int n) {
   for (int size = 2; size <= n; size *= 2)
     for (int stride = size / 2; stride > 0; stride /= 2) {
       for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const int j = i ^ stride;
         if (j <= i) continue;
+        const bool lower_index = sh.index[i] < sh.index[j];
         const bool first_before =
-            sh.key[i] > sh.key[j] || (sh.key[i] == sh.key[j] && sh.index[i] < sh.index[j]);
+            kByIndex ? lower_index
+                     : sh.key[i] > sh.key[j] || (sh.key[i] == sh.key[j] && lower_index);
         const bool descending = (i & size) == 0;  // the final merge sorts the whole run first-best
         if (first_before != descending) {
           const uint32_t k = sh.key[i];
@@ -147,28 +152,24 @@ __device__ __forceinline__ void bitonic_sort_selection(TopkShared& sh, int n) {
     }
 }
 
-// scores: [T, n]; lengths: [T]; out: [T, k]. Static shared memory: TopkShared. blockDim.x <=
-// 1024.
-__global__ void topk_select(const float* __restrict__ scores, const int32_t* __restrict__ lengths,
-                            int n, int k, int32_t* out) {
-  static_assert(kTopkMax <= 2048 && (kTopkMax & (kTopkMax - 1)) == 0,
-                "the selection is sorted in shared memory, a power of two at most");
-  __shared__ TopkShared sh;
-  constexpr uint32_t kNone = 0;  // below every finite score's key: pads, and the empty chunk tail
-  const float* row = scores + static_cast<size_t>(blockIdx.x) * n;
-  if (threadIdx.x == 0) sh.length = ld(lengths + blockIdx.x, Traffic::coefficient);
-  __syncthreads();
-  const int length = sh.length;
-  // Passes 0..3: the bits of u*, the k-th largest visible key (the smallest visible key when
-  // fewer than k are visible), most significant byte first.
+inline constexpr uint32_t kTopkNone = 0;  // below every finite score's key: pads, chunk tails
+
+// The k largest of key_at(p) over p in [0, length), ties to the lower p, into sh.key/sh.index
+// (index_at(p), increasing in p) [0, count), sorted by kByIndex's order; returns count =
+// min(k, length). key_at and index_at are called by every thread, five times per p.
+template <bool kByIndex, class KeyAt, class IndexAt>
+__device__ __forceinline__ int select_largest(const KeyAt& key_at, const IndexAt& index_at,
+                                              int length, int k, TopkShared& sh) {
+  // Passes 0..3: the bits of u*, the k-th largest key (the smallest when fewer than k), most
+  // significant byte first.
   uint32_t prefix = 0, prefix_mask = 0;
   if (threadIdx.x == 0) sh.need = k, sh.greater = 0;
   for (int pass = 0; pass < 4; ++pass) {
     const int shift = 24 - 8 * pass;
     for (int b = threadIdx.x; b < kTopkBins; b += blockDim.x) sh.hist[b] = 0;
     __syncthreads();
-    for (int j = threadIdx.x; j < length; j += blockDim.x) {
-      const uint32_t u = topk_order_key(ld(row + j, Traffic::activation));
+    for (int p = threadIdx.x; p < length; p += blockDim.x) {
+      const uint32_t u = key_at(p);
       if ((u & prefix_mask) == prefix) atomicAdd(&sh.hist[(u >> shift) & 0xff], 1);
     }
     __syncthreads();
@@ -180,25 +181,25 @@ __global__ void topk_select(const float* __restrict__ scores, const int32_t* __r
     __syncthreads();
     prefix |= uint32_t(sh.bin) << shift, prefix_mask |= 0xffu << shift;
   }
-  // Pass 4: every visible key above u* into slots [0, greater) (any order), then the keys equal
-  // to u* in index order into the next `need` slots (a block scan ranks a chunk's ties).
+  // Pass 4: every key above u* into slots [0, greater) (any order), then the keys equal to u* in
+  // p order into the next `need` slots (a block scan ranks a chunk's ties).
   const int greater = sh.greater, need = sh.need;
   __syncthreads();  // every thread has read them
   if (threadIdx.x == 0) sh.cursor = 0, sh.taken = 0;
   __syncthreads();
   for (int base = 0; base < length; base += blockDim.x) {
-    const int j = base + int(threadIdx.x);
-    const bool visible = j < length;
-    const uint32_t u = visible ? topk_order_key(ld(row + j, Traffic::activation)) : kNone;
+    const int p = base + int(threadIdx.x);
+    const bool visible = p < length;
+    const uint32_t u = visible ? key_at(p) : kTopkNone;
     const bool tie = visible && u == prefix;
     if (visible && u > prefix) {
       const int slot = atomicAdd(&sh.cursor, 1);
-      sh.key[slot] = u, sh.index[slot] = j;
+      sh.key[slot] = u, sh.index[slot] = index_at(p);
     }
     const int taken = sh.taken;
-    const int through = block_inclusive_scan(tie ? 1 : 0, sh.scan);  // ties up to j, this chunk
+    const int through = block_inclusive_scan(tie ? 1 : 0, sh.scan);  // ties up to p, this chunk
     const int rank = taken + through - (tie ? 1 : 0);
-    if (tie && rank < need) sh.key[greater + rank] = u, sh.index[greater + rank] = j;
+    if (tie && rank < need) sh.key[greater + rank] = u, sh.index[greater + rank] = index_at(p);
     if (threadIdx.x == blockDim.x - 1) sh.taken = taken + through;
     __syncthreads();
   }
@@ -206,12 +207,90 @@ __global__ void topk_select(const float* __restrict__ scores, const int32_t* __r
   int padded = 1;
   while (padded < count) padded *= 2;
   for (int i = count + int(threadIdx.x); i < padded; i += blockDim.x)
-    sh.key[i] = kNone, sh.index[i] = 0x7fffffff;  // after every visible key
+    sh.key[i] = kTopkNone, sh.index[i] = 0x7fffffff;  // after every selected entry
   __syncthreads();
-  bitonic_sort_selection(sh, padded);
-  int32_t* dst = out + static_cast<size_t>(blockIdx.x) * k;
+  bitonic_sort_selection<kByIndex>(sh, padded);
+  return count;
+}
+
+// Writes the selection's indices [0, count) and -1 up to k.
+__device__ __forceinline__ void write_selection(const TopkShared& sh, int count, int k,
+                                                int32_t* dst) {
   for (int i = threadIdx.x; i < k; i += blockDim.x)
     st(dst + i, i < count ? sh.index[i] : -1, Traffic::coefficient);
+}
+
+__device__ __forceinline__ int load_row_length(const int32_t* lengths, TopkShared& sh) {
+  if (threadIdx.x == 0) sh.length = ld(lengths + blockIdx.x, Traffic::coefficient);
+  __syncthreads();
+  return sh.length;
+}
+
+// scores: [T, n]; lengths: [T]; out: [T, k]. Static shared memory: TopkShared. blockDim.x <=
+// 1024.
+__global__ void topk_select(const float* __restrict__ scores, const int32_t* __restrict__ lengths,
+                            int n, int k, int32_t* out) {
+  static_assert(kTopkMax <= 2048 && (kTopkMax & (kTopkMax - 1)) == 0,
+                "the selection is sorted in shared memory, a power of two at most");
+  __shared__ TopkShared sh;
+  const float* row = scores + static_cast<size_t>(blockIdx.x) * n;
+  const int length = load_row_length(lengths, sh);
+  const int count =
+      select_largest<false>([&](int j) { return topk_order_key(ld(row + j, Traffic::activation)); },
+                            [](int j) { return j; }, length, k, sh);
+  write_selection(sh, count, k, out + static_cast<size_t>(blockIdx.x) * k);
+}
+
+// ---------------------------------------------------------------- candidate blocks
+// candidate_blocks: one block per row; the row's blocks are the keys' row (a block's key is the
+// largest order key among its entries, read from the scores in each pass; the newest block's is
+// above every score's without reading it), the selection sorted by block id. out: [T, keep].
+__global__ void candidate_blocks(const float* __restrict__ scores,
+                                 const int32_t* __restrict__ lengths, int n, int block, int keep,
+                                 int32_t* out) {
+  __shared__ TopkShared sh;
+  const float* row = scores + static_cast<size_t>(blockIdx.x) * n;
+  const int length = load_row_length(lengths, sh);
+  const int n_blocks = (length + block - 1) / block, pinned = n_blocks - 1;
+  const int count = select_largest<true>(
+      [&](int b) {
+        if (b == pinned) return 0xffffffffu;
+        uint32_t best = kTopkNone;
+        for (int j = b * block; j < (b + 1) * block; ++j) {
+          const uint32_t u = topk_order_key(ld(row + j, Traffic::activation));
+          best = u > best ? u : best;
+        }
+        return best;
+      },
+      [](int b) { return b; }, n_blocks, keep, sh);
+  write_selection(sh, count, keep, out + static_cast<size_t>(blockIdx.x) * keep);
+}
+
+// candidate_topk: one block per row; the row's candidates (blocks: [T, c], ascending, -1 after)
+// staged in shared memory, their entries (candidate_entries) are the keys' row; the selection
+// records entry indices. out: [T, k].
+__global__ void candidate_topk(const float* __restrict__ scores,
+                               const int32_t* __restrict__ lengths,
+                               const int32_t* __restrict__ blocks, int n, int c, int block, int k,
+                               int32_t* out) {
+  __shared__ TopkShared sh;
+  __shared__ int32_t kept[kTopkMax];
+  __shared__ int kept_count;
+  const float* row = scores + static_cast<size_t>(blockIdx.x) * n;
+  const int32_t* ids = blocks + static_cast<size_t>(blockIdx.x) * c;
+  const int length = load_row_length(lengths, sh);
+  if (threadIdx.x == 0) kept_count = 0;
+  for (int i = threadIdx.x; i < c; i += blockDim.x) kept[i] = ld(ids + i, Traffic::coefficient);
+  __syncthreads();
+  for (int i = threadIdx.x; i < c; i += blockDim.x)  // the last kept id counts them
+    if (kept[i] != -1 && (i + 1 == c || kept[i + 1] == -1)) kept_count = i + 1;
+  __syncthreads();
+  const int entries = int(candidate_entries(kept, kept_count, block, length));
+  auto entry = [&](int p) { return kept[p / block] * block + p % block; };
+  const int count = select_largest<false>(
+      [&](int p) { return topk_order_key(ld(row + entry(p), Traffic::activation)); }, entry,
+      entries, k, sh);
+  write_selection(sh, count, k, out + static_cast<size_t>(blockIdx.x) * k);
 }
 
 }  // namespace tandem::TANDEM_BACKEND_NS

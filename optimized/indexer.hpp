@@ -6,14 +6,20 @@
 namespace tandem {
 
 TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
+CandidateBlocksOutputs run_candidate_blocks(const CandidateBlocksInputs& in, const RunOptions& opt);
+TopkOutputs run_candidate_topk(const CandidateTopkInputs& in, const RunOptions& opt);
 IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOptions& opt);
 
 namespace emu_backend {
 TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
+CandidateBlocksOutputs run_candidate_blocks(const CandidateBlocksInputs& in, const RunOptions& opt);
+TopkOutputs run_candidate_topk(const CandidateTopkInputs& in, const RunOptions& opt);
 IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOptions& opt);
 }  // namespace emu_backend
 namespace cuda_backend {
 TopkOutputs run_topk_select(const TopkInputs& in, const RunOptions& opt);
+CandidateBlocksOutputs run_candidate_blocks(const CandidateBlocksInputs& in, const RunOptions& opt);
+TopkOutputs run_candidate_topk(const CandidateTopkInputs& in, const RunOptions& opt);
 IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOptions& opt);
 }  // namespace cuda_backend
 

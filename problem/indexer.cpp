@@ -2,31 +2,96 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
 
 namespace tandem {
 
-void validate_topk_inputs(const TopkInputs& in) {
-  if (in.scores.shape.size() != 2 || in.scores.dim(0) < 1 || in.scores.dim(1) < 1 ||
-      in.scores.dim(0) > (int64_t{1} << 24) || in.scores.dim(1) > (int64_t{1} << 30))
-    throw_bad_input("topk input 'scores': expected [T in [1, 2^24], N in [1, 2^30]]");
-  if (in.top_k < 1 || in.top_k > kTopkMax)
-    throw_bad_input("topk: top_k {} outside [1, {}]", in.top_k, kTopkMax);
-  const int64_t T = in.scores.dim(0), N = in.scores.dim(1);
-  if (in.lengths.shape != Shape{T})
-    throw_bad_input("topk input 'lengths': expected [{}] (one per row of scores)", T);
+namespace {
+
+// scores [T, N] and lengths [T] in [0, N]; `read(t, j)` says whether the kernel reads entry j of
+// row t (those must be finite).
+template <class Read>
+void validate_rows(const char* what, const Tensor<float>& scores, const Tensor<int32_t>& lengths,
+                   Read read) {
+  if (scores.shape.size() != 2 || scores.dim(0) < 1 || scores.dim(1) < 1 ||
+      scores.dim(0) > (int64_t{1} << 24) || scores.dim(1) > (int64_t{1} << 30))
+    throw_bad_input("{} input 'scores': expected [T in [1, 2^24], N in [1, 2^30]]", what);
+  const int64_t T = scores.dim(0), N = scores.dim(1);
+  if (lengths.shape != Shape{T})
+    throw_bad_input("{} input 'lengths': expected [{}] (one per row of scores)", what, T);
   for (int64_t t = 0; t < T; ++t) {
-    const int32_t len = in.lengths.data[size_t(t)];
+    const int32_t len = lengths.data[size_t(t)];
     if (len < 0 || len > N)
-      throw_bad_input("topk input 'lengths'[{}] = {}: outside [0, {}]", t, len, N);
-    for (int64_t j = 0; j < len; ++j) {
-      const float s = in.scores.data[size_t(t * N + j)];
-      if (!std::isfinite(s))
-        throw_bad_input("topk input 'scores'[{}, {}] is {} (within the row's length)", t, j, s);
+      throw_bad_input("{} input 'lengths'[{}] = {}: outside [0, {}]", what, t, len, N);
+  }
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < lengths.data[size_t(t)]; ++j) {
+      const float s = scores.data[size_t(t * N + j)];
+      if (!std::isfinite(s) && read(t, j))
+        throw_bad_input("{} input 'scores'[{}, {}] is {} (within the row's length)", what, t, j, s);
+    }
+}
+
+void validate_count(const char* what, const char* field, int v, int hi) {
+  if (v < 1 || v > hi) throw_bad_input("{}: {} {} outside [1, {}]", what, field, v, hi);
+}
+
+}  // namespace
+
+void validate_topk_inputs(const TopkInputs& in) {
+  validate_count("topk", "top_k", in.top_k, kTopkMax);
+  validate_rows("topk", in.scores, in.lengths, [](int64_t, int64_t) { return true; });
+}
+
+void validate_candidate_blocks_inputs(const CandidateBlocksInputs& in) {
+  const char* what = "candidate_blocks";
+  validate_count(what, "block", in.block, 1024);
+  validate_count(what, "keep", in.keep, kTopkMax);
+  validate_rows(what, in.scores, in.lengths, [&](int64_t t, int64_t j) {  // all but the newest
+    const int64_t newest = (in.lengths.data[size_t(t)] + in.block - 1) / in.block - 1;
+    return j / in.block != newest;
+  });
+}
+
+int candidate_count(const CandidateTopkInputs& in, int64_t t) {
+  const int64_t C = in.blocks.dim(1);
+  int n = 0;
+  while (n < C && in.blocks.data[size_t(t * C + n)] != -1) ++n;
+  return n;
+}
+
+void validate_candidate_topk_inputs(const CandidateTopkInputs& in) {
+  const char* what = "candidate_topk";
+  validate_count(what, "block", in.block, 1024);
+  validate_count(what, "top_k", in.top_k, kTopkMax);
+  // Rows and lengths first (the blocks' range depends on them), scores' finiteness last.
+  validate_rows(what, in.scores, in.lengths, [](int64_t, int64_t) { return false; });
+  const int64_t T = in.scores.dim(0);
+  if (in.blocks.shape.size() != 2 || in.blocks.dim(0) != T || in.blocks.dim(1) < 1 ||
+      in.blocks.dim(1) > kTopkMax)
+    throw_bad_input("{} input 'blocks': expected [{}, C in [1, {}]]", what, T, kTopkMax);
+  const int64_t C = in.blocks.dim(1);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n_blocks = (in.lengths.data[size_t(t)] + in.block - 1) / in.block;
+    const int count = candidate_count(in, t);
+    for (int64_t i = 0; i < C; ++i) {
+      const int32_t b = in.blocks.data[size_t(t * C + i)];
+      if (i >= count && b != -1)
+        throw_bad_input("{} input 'blocks'[{}, {}] = {}: after the row's first -1", what, t, i, b);
+      if (i < count && (b < 0 || b >= n_blocks))
+        throw_bad_input("{} input 'blocks'[{}, {}] = {}: outside the row's {} blocks", what, t, i,
+                        b, n_blocks);
+      if (i > 0 && i < count && b <= in.blocks.data[size_t(t * C + i - 1)])
+        throw_bad_input("{} input 'blocks'[{}, {}] = {}: not above the one before", what, t, i, b);
     }
   }
+  validate_rows(what, in.scores, in.lengths, [&](int64_t t, int64_t j) {
+    const int32_t* row = in.blocks.ptr() + t * C;
+    return std::binary_search(row, row + candidate_count(in, t), int32_t(j / in.block));
+  });
 }
 
 void validate_index_logits_inputs(const IndexLogitsInputs& in) {

@@ -44,6 +44,55 @@ TANDEM_HD inline uint32_t topk_order_key(float score) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// V4.1's candidate blocks (DESIGN 5.5): the candidate scorer (layer 20) cuts a row's visible
+// entries into blocks of `block` positions, scores each block by its max, pins the block holding
+// the newest visible entry and keeps `keep` blocks: the pinned one and the best others (max
+// descending, ties to the lower block). The layers after it (24..36) select their own top-k only
+// among the kept blocks' entries.
+struct CandidateBlocksInputs {
+  Tensor<float> scores;     // [T, N]: finite where visible
+  Tensor<int32_t> lengths;  // [T]: visible entries of row t, in [0, N]
+  int block = 8;
+  int keep = 2048;
+};
+
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, CandidateBlocksInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("scores", in.scores);
+  f("lengths", in.lengths);
+}
+
+struct CandidateBlocksOutputs {
+  Tensor<int32_t> blocks;  // [T, keep]: min(keep, ceil(len / block)) block ids, ascending, -1 after
+  LaunchLog launches;
+};
+
+struct CandidateTopkInputs {
+  Tensor<float> scores;     // [T, N]: finite at the candidates' visible entries (nothing else read)
+  Tensor<int32_t> lengths;  // [T]
+  Tensor<int32_t> blocks;   // [T, C]: per row distinct ascending ids < ceil(len / block), then -1
+  int block = 8;
+  int top_k = 512;
+};
+
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, CandidateTopkInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("scores", in.scores);
+  f("lengths", in.lengths);
+  f("blocks", in.blocks);
+}
+
+// The entries of row t's candidates, in index order: entry p of the row's list is block
+// blocks[t, p / block], offset p % block. Only the highest block can be partial (the newest).
+TANDEM_HD inline int64_t candidate_entries(const int32_t* blocks, int count, int block,
+                                           int64_t length) {
+  if (count == 0) return 0;
+  const int64_t last = length - int64_t(blocks[count - 1]) * block;
+  return int64_t(count - 1) * block + (last < block ? last : block);
+}
+
 // The indexer's scores (DESIGN 5.5): I[t, j] = sum_h w[t, h] relu(q[t, h] . k_j) over the
 // dequantized index keys and queries (MXFP4, or V3.2/Hopper's FP8; V4's queries are Hadamard-
 // rotated before they are quantized, by their producer), for the entries token t sees: j <
@@ -91,5 +140,14 @@ void validate_index_logits_inputs(const IndexLogitsInputs& in);
 // BadInput naming the tensor: scores [T >= 1, N >= 1], finite within each row's length;
 // lengths [T] in [0, N]; top_k in [1, kTopkMax].
 void validate_topk_inputs(const TopkInputs& in);
+// As topk's, but the newest block's scores need not be finite (never read); block in
+// [1, 1024], keep in [1, kTopkMax].
+void validate_candidate_blocks_inputs(const CandidateBlocksInputs& in);
+// scores and lengths as topk's, but finite only where a candidate's entry is visible; blocks
+// [T, C in [1, kTopkMax]], each row's ids distinct, ascending and below ceil(len / block), then
+// only -1; block in [1, 1024]; top_k in [1, kTopkMax].
+void validate_candidate_topk_inputs(const CandidateTopkInputs& in);
+// Row t's kept blocks (those before the first -1).
+int candidate_count(const CandidateTopkInputs& in, int64_t t);
 
 }  // namespace tandem

@@ -2,7 +2,8 @@
 // bit, and the selection's own invariants checked without the reference: the k best visible
 // entries, best first, ties to the lower index, -0 == +0, -1 padding exactly when fewer are
 // visible; scores past a row's length never read (NaN there changes nothing); identical under
-// every schedule and block size; counted bytes == the simulator's; hostile lengths refused.
+// every schedule and block size; counted bytes == the simulator's; hostile lengths refused. V4.1's
+// candidate blocks and the selection inside them likewise.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -112,6 +113,130 @@ TEST(Topk, BadInputNamesTheTensor) {
   }
   bad = in, bad.lengths = Tensor<int32_t>({3});
   expect_bad_input(run(bad), "'lengths': expected [2]");
+}
+
+// ================================================================ V4.1's candidate blocks
+// Whether a row's kept blocks are the pinned newest and the best others by their max (ties to the
+// lower block), ascending, -1 after; checked without the reference.
+void assert_are_candidates(const float* row, int64_t length, int block, const int32_t* kept,
+                           int keep) {
+  const int64_t n_blocks = (length + block - 1) / block;
+  const int64_t count = std::min<int64_t>(keep, n_blocks);
+  for (int i = 0; i < keep; ++i) {
+    RC_ASSERT((i < count) == (kept[i] != -1));
+    if (i > 0 && i < count) RC_ASSERT(kept[i - 1] < kept[i]);
+    if (i < count) RC_ASSERT(kept[i] >= 0 && kept[i] < n_blocks);
+  }
+  if (count == 0) return;
+  RC_ASSERT(kept[count - 1] == n_blocks - 1);  // the newest block is pinned
+  auto best = [&](int64_t b) {
+    return *std::max_element(row + b * block, row + std::min<int64_t>(length, (b + 1) * block));
+  };
+  const std::set<int32_t> in_set(kept, kept + count);
+  for (int64_t b = 0; b + 1 < n_blocks; ++b) {  // a dropped block beats no kept one
+    if (in_set.count(int32_t(b))) continue;
+    for (int64_t i = 0; i + 1 < count; ++i)
+      RC_ASSERT(best(kept[i]) > best(b) || (best(kept[i]) == best(b) && kept[i] < b));
+  }
+}
+
+RC_GTEST_PROP(CandidatesEmu, KernelsSelectAsTheReference, ()) {
+  const int64_t T = *rc::gen::inRange(1, 4), n = *rc::gen::inRange(1, 3000);
+  const int block = *rc::gen::element(1, 2, 8, 64), keep = *rc::gen::element(1, 2, 64, 2048);
+  const int k = *rc::gen::element(1, 16, 512, *rc::gen::inRange(1, 2049));
+  const int ratio = *rc::gen::element(1, 2);
+  const int64_t start = *rc::gen::inRange<int64_t>(0, 2 * n);
+  const double ties = *rc::gen::element(0.0, 0.3, 0.9, 1.0);
+  const CandidateCase c = make_candidate_case(T, n, ratio, start, ties, block, keep, k,
+                                              *rc::gen::arbitrary<uint64_t>());
+  const auto schedules = emu::test_schedules();
+  const RunOptions opt{Backend::emu, *rc::gen::elementOf(schedules), 32 * *rc::gen::inRange(1, 33)};
+  const CandidateOutputs out = run_candidates(c, opt);
+  for (int64_t t = 0; t < T; ++t) {
+    assert_are_candidates(c.blocks.scores.ptr() + t * n, c.blocks.lengths.data[size_t(t)], block,
+                          out.blocks.ptr() + t * keep, keep);
+    // The later layer selects only inside the kept blocks.
+    const std::set<int32_t> kept(c.topk.blocks.ptr() + t * keep,
+                                 c.topk.blocks.ptr() + (t + 1) * keep);
+    const int32_t* sel = out.indices.ptr() + t * k;
+    for (int i = 0; i < k && sel[i] != -1; ++i) RC_ASSERT(kept.count(sel[i] / block) == 1u);
+  }
+  for (const TensorCheck& check : compare_candidates(c, out)) {
+    RC_LOG() << check.name << ": " << check.result.summary() << "\n";
+    RC_ASSERT(check.result.pass);
+  }
+  RC_ASSERT(
+      same_traffic(out.launches, {sim::predict_candidate_blocks(c.blocks.lengths.data, block, keep),
+                                  sim::predict_candidate_topk(c.topk)}));
+  // What must not be read changes nothing: NaN past every row's length, in the newest (pinned)
+  // block for the scorer, and outside the candidates for the later layer.
+  CandidateCase poisoned = c;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t length = c.blocks.lengths.data[size_t(t)];
+    const int64_t pinned = (length + block - 1) / block - 1;
+    const std::set<int32_t> kept(c.topk.blocks.ptr() + t * keep,
+                                 c.topk.blocks.ptr() + (t + 1) * keep);
+    for (int64_t j = 0; j < n; ++j) {
+      if (j >= length || j / block == pinned) poisoned.blocks.scores.data[size_t(t * n + j)] = NAN;
+      if (j >= length || !kept.count(int32_t(j / block)))
+        poisoned.topk.scores.data[size_t(t * n + j)] = NAN;
+    }
+  }
+  const CandidateOutputs again =
+      run_candidates(poisoned, {Backend::emu, *rc::gen::elementOf(schedules), 64});
+  RC_ASSERT(again.blocks.data == out.blocks.data);
+  RC_ASSERT(again.indices.data == out.indices.data);
+}
+
+// With every block kept, selecting inside the candidates is the plain top-k.
+RC_GTEST_PROP(CandidatesEmu, EveryBlockKeptIsThePlainTopK, ()) {
+  const int64_t n = *rc::gen::inRange(1, 1500);
+  const int block = *rc::gen::element(1, 8, 16), k = *rc::gen::inRange(1, 600);
+  const int keep = int((n + block - 1) / block);  // at most 1500 <= kTopkMax
+  const CandidateCase c =
+      make_candidate_case(2, n, 1, n - 2, 0.3, block, keep, k, *rc::gen::arbitrary<uint64_t>());
+  const TopkInputs plain{c.topk.scores, c.topk.lengths, k};
+  RC_ASSERT(run_candidates(c, {}).indices.data == run_topk_select(plain, {}).indices.data);
+}
+
+// V4.1's candidate scorer at its sizes: 20000 entries (2500 blocks of 8), 2048 kept, top-512.
+TEST(CandidatesEmu, ReleaseSizes) {
+  const CandidateCase c = make_candidate_case(1, 20000, 1, 19999, 0.3, 8, 2048, 512, 7);
+  const CandidateOutputs out = run_candidates(c, {Backend::emu, {}, 1024});
+  for (const TensorCheck& check : compare_candidates(c, out))
+    EXPECT_TRUE(check.result.pass) << check.name << ": " << check.result.summary();
+  EXPECT_EQ(out.blocks.data[2047], 2499);  // pinned
+}
+
+TEST(Candidates, BadInputNamesTheTensor) {
+  const CandidateCase ok = make_candidate_case(2, 100, 1, 60, 0.2, 8, 4, 5, 1);
+  auto run = [](CandidateTopkInputs x) { return [x] { run_candidate_topk(x, {}); }; };
+  // ok's rows see 61 and 62 entries: 8 blocks each, 4 kept, ascending.
+  ASSERT_EQ(ok.topk.blocks.data[3], 7);
+  CandidateTopkInputs bad = ok.topk;
+  for (int32_t b : {8, -2, INT32_MIN, INT32_MAX}) {
+    bad = ok.topk, bad.blocks.data[5] = b;
+    expect_bad_input(run(bad), fmt::format("candidate_topk input 'blocks'[1, 1] = {}", b));
+  }
+  bad = ok.topk, bad.blocks.data[1] = bad.blocks.data[0];
+  expect_bad_input(run(bad), "'blocks'[0, 1]");  // a duplicate
+  bad = ok.topk, std::swap(bad.blocks.data[1], bad.blocks.data[2]);
+  expect_bad_input(run(bad), "not above the one before");
+  bad = ok.topk, bad.blocks.data[1] = -1;
+  expect_bad_input(run(bad), "'blocks'[0, 2] = ");  // -1 in the middle: a kept id after it
+  bad = ok.topk, bad.blocks = Tensor<int32_t>({2, kTopkMax + 1}, -1);
+  expect_bad_input(run(bad), "'blocks': expected [2, C in [1, 2048]]");
+  bad = ok.topk, bad.scores.data[size_t(ok.topk.blocks.data[0] * 8)] = NAN;  // a candidate's
+  expect_bad_input(run(bad), "candidate_topk input 'scores'[0, ");
+  bad = ok.topk, bad.top_k = 0;
+  expect_bad_input(run(bad), "top_k 0");
+  CandidateBlocksInputs blocks = ok.blocks;
+  blocks.keep = kTopkMax + 1;
+  expect_bad_input([&] { run_candidate_blocks(blocks, {}); }, "keep 2049");
+  blocks = ok.blocks, blocks.block = 0;
+  expect_bad_input([&] { run_candidate_blocks(blocks, {}); }, "block 0");
+  blocks = ok.blocks, blocks.lengths.data[0] = 101;
+  expect_bad_input([&] { run_candidate_blocks(blocks, {}); }, "'lengths'[0] = 101");
 }
 
 // ================================================================ index_logits

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "bad_input.hpp"
+#include "case_budget.hpp"
 #include "cases/dspark_case.hpp"
 #include "cases/model_case.hpp"
 #include "core/error.hpp"
@@ -44,8 +45,9 @@ std::vector<int32_t> text(int n, uint64_t seed) {
 }
 
 // A forward pass costs ~0.1 s (Engram's 6144-wide rows in double), so these exactness
-// properties run a handful of seeded cases rather than RapidCheck's hundred.
-constexpr uint64_t kCases = 6;
+// properties run a handful of seeded cases (6 at RapidCheck's default budget) rather than
+// RapidCheck's hundred.
+const uint64_t kCases = test::scaled_cases(6);
 
 uint32_t draw(uint64_t seed, uint32_t i, uint32_t lo, uint32_t hi) {  // in [lo, hi)
   return lo + philox_draw(seed, 6, i).v[0] % (hi - lo);

@@ -10,18 +10,70 @@
 
 namespace tandem::reference {
 
+namespace {
+
+// `entries` (ascending) sorted by score, descending; ties keep their order: the lower index.
+void sort_by_score(std::vector<int32_t>& entries, const float* row) {
+  std::stable_sort(entries.begin(), entries.end(),
+                   [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+}
+
+// The first k of `chosen` into row t of out [T, k] (-1 filled).
+void write_row(Tensor<int32_t>& out, int64_t t, const std::vector<int32_t>& chosen) {
+  const int64_t k = out.dim(1);
+  for (int64_t i = 0; i < std::min<int64_t>(k, int64_t(chosen.size())); ++i)
+    out.data[size_t(t * k + i)] = chosen[size_t(i)];
+}
+
+}  // namespace
+
 Tensor<int32_t> topk_select(const TopkInputs& in) {
-  const int64_t T = in.scores.dim(0), N = in.scores.dim(1), k = in.top_k;
-  Tensor<int32_t> out({T, k}, -1);
+  const int64_t T = in.scores.dim(0), N = in.scores.dim(1);
+  Tensor<int32_t> out({T, in.top_k}, -1);
   for (int64_t t = 0; t < T; ++t) {
-    const float* row = in.scores.ptr() + t * N;
     std::vector<int32_t> visible(size_t(in.lengths.data[size_t(t)]));
     std::iota(visible.begin(), visible.end(), 0);
-    std::stable_sort(visible.begin(), visible.end(), [&](int32_t a, int32_t b) {
-      return row[a] > row[b];
-    });  // ties keep index order
-    for (int64_t i = 0; i < std::min<int64_t>(k, int64_t(visible.size())); ++i)
-      out.data[size_t(t * k + i)] = visible[size_t(i)];
+    sort_by_score(visible, in.scores.ptr() + t * N);
+    write_row(out, t, visible);
+  }
+  return out;
+}
+
+Tensor<int32_t> candidate_blocks(const CandidateBlocksInputs& in) {
+  const int64_t T = in.scores.dim(0), N = in.scores.dim(1);
+  Tensor<int32_t> out({T, in.keep}, -1);
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t len = in.lengths.data[size_t(t)];
+    const int32_t n_blocks = (len + in.block - 1) / in.block;
+    if (n_blocks == 0) continue;
+    const float* row = in.scores.ptr() + t * N;
+    std::vector<float> best(size_t(n_blocks), -std::numeric_limits<float>::infinity());
+    for (int32_t j = 0; j < len; ++j)
+      best[size_t(j / in.block)] = std::max(best[size_t(j / in.block)], row[j]);
+    std::vector<int32_t> others(size_t(n_blocks - 1));  // every block but the newest
+    std::iota(others.begin(), others.end(), 0);
+    sort_by_score(others, best.data());
+    others.resize(std::min(others.size(), size_t(in.keep - 1)));
+    others.push_back(n_blocks - 1);  // pinned
+    std::sort(others.begin(), others.end());
+    write_row(out, t, others);
+  }
+  return out;
+}
+
+Tensor<int32_t> candidate_topk(const CandidateTopkInputs& in) {
+  const int64_t T = in.scores.dim(0), N = in.scores.dim(1), C = in.blocks.dim(1);
+  Tensor<int32_t> out({T, in.top_k}, -1);
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t len = in.lengths.data[size_t(t)];
+    std::vector<int32_t> entries;
+    for (int64_t i = 0; i < candidate_count(in, t); ++i) {
+      const int32_t b = in.blocks.data[size_t(t * C + i)];
+      for (int32_t j = b * in.block; j < std::min(len, (b + 1) * in.block); ++j)
+        entries.push_back(j);
+    }
+    sort_by_score(entries, in.scores.ptr() + t * N);
+    write_row(out, t, entries);
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "sim/kvcache_traffic.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
@@ -110,35 +112,68 @@ LaunchLog predict_index_key_store(KvFormat format, int64_t keys) {
   return {l};
 }
 
+namespace {
+
+// `records` records of `format` in whole pages; what the pages hold beyond them goes to padding.
+int64_t paged(KvFormat format, int64_t records, int64_t page_size, int64_t& padding) {
+  const KvPageLayout l{kv_format_info(format), page_size};
+  const int64_t pages = (records + page_size - 1) / page_size;
+  padding += pages * l.page_bytes() - records * kv_format_info(format).record_bytes();
+  return pages * l.page_bytes();
+}
+
+}  // namespace
+
 KvSequenceBytes kv_sequence_bytes(const KvCompressor& main, std::optional<KvFormat> index_format,
                                   bool index_compressor, KvFormat window_format, int window,
                                   int64_t tokens, int64_t page_size) {
-  auto paged = [&](KvFormat format, int64_t records, int64_t& padding) {
-    const KvPageLayout l{kv_format_info(format), page_size};
-    const int64_t pages = (records + page_size - 1) / page_size;
-    padding += pages * l.page_bytes() - records * kv_format_info(format).record_bytes();
-    return pages * l.page_bytes();
-  };
   auto state = [](const KvCompressor& c) {
     return c.gated() ? int64_t(c.state_rows()) * c.width() * int64_t(kF32) * 2 : 0;
   };
   KvSequenceBytes b;
   const int64_t entries = kv_entries(tokens, main.ratio);
-  b.compressed = paged(main.format, entries, b.padding);
-  if (index_format) b.index_keys = paged(*index_format, entries, b.padding);
-  b.window = paged(window_format, std::min<int64_t>(tokens, window), b.padding);
+  b.compressed = paged(main.format, entries, page_size, b.padding);
+  if (index_format) b.index_keys = paged(*index_format, entries, page_size, b.padding);
+  b.window = paged(window_format, std::min<int64_t>(tokens, window), page_size, b.padding);
   b.states = state(main);
   if (index_format && index_compressor) b.states += state(v4_csa_index_compressor(*index_format));
   return b;
 }
 
+namespace {
+
+// A release's cache of one ratio as the compressor that fills it: V4 CSA r = 4 with its
+// index-key compressor when it has index keys, HCA r = 128, V4.1 r = 2 / r = 1 with index keys
+// from the main latents; and its window record (model1 or v41_window by size).
+struct ReleaseCache {
+  KvCompressor compressor;
+  std::optional<KvFormat> index;
+  bool index_compressor = false;
+  KvFormat window = KvFormat::v41_window;
+};
+
+KvFormat window_format(const ReleaseConfig& r) {
+  return r.window_record_bytes == kv_format_info(KvFormat::model1).record_bytes()
+             ? KvFormat::model1
+             : KvFormat::v41_window;
+}
+
+ReleaseCache release_cache(const ReleaseConfig& r, const KvCacheLayers& k) {
+  ReleaseCache c;
+  c.window = window_format(r);
+  c.compressor = k.ratio == 4     ? v4_csa_compressor()
+                 : k.ratio == 128 ? v4_hca_compressor()
+                                  : v41_compressor(k.ratio);
+  c.compressor.ratio = k.ratio;
+  for (KvFormat f : {KvFormat::idx_mxfp4, KvFormat::idx_fp8})
+    if (k.index_key_bytes == kv_format_info(f).record_bytes()) c.index = f;
+  c.index_compressor = c.compressor.format == KvFormat::model1 && c.index;
+  return c;
+}
+
+}  // namespace
+
 KvSequenceBytes release_sequence_bytes(const ReleaseConfig& r, int64_t tokens, int64_t page_size) {
-  const KvFormat window = r.window_record_bytes == kv_format_info(KvFormat::model1).record_bytes()
-                              ? KvFormat::model1
-                              : KvFormat::v41_window;
-  const int64_t ring =
-      kv_sequence_bytes(v41_compressor(1), std::nullopt, false, window, r.window, tokens, page_size)
-          .window;
   KvSequenceBytes total;
   auto add = [&](const KvSequenceBytes& b, int layers) {
     total.compressed += layers * b.compressed, total.index_keys += layers * b.index_keys;
@@ -146,21 +181,72 @@ KvSequenceBytes release_sequence_bytes(const ReleaseConfig& r, int64_t tokens, i
     total.padding += layers * b.padding;
   };
   for (const KvCacheLayers& k : r.kv_caches) {
-    if (k.ratio == 0) {
-      total.window += k.layers * ring;
+    if (k.ratio == 0) {  // a window ring only
+      KvSequenceBytes ring;
+      ring.window =
+          paged(window_format(r), std::min<int64_t>(tokens, r.window), page_size, ring.padding);
+      add(ring, k.layers);
       continue;
     }
-    KvCompressor c = k.ratio == 4     ? v4_csa_compressor()
-                     : k.ratio == 128 ? v4_hca_compressor()
-                                      : v41_compressor(k.ratio);
-    c.ratio = k.ratio;
-    const bool v4 = c.format == KvFormat::model1;
-    std::optional<KvFormat> index;
-    for (KvFormat f : {KvFormat::idx_mxfp4, KvFormat::idx_fp8})
-      if (k.index_key_bytes == kv_format_info(f).record_bytes()) index = f;
-    add(kv_sequence_bytes(c, index, v4 && index, window, r.window, tokens, page_size), k.layers);
+    const ReleaseCache c = release_cache(r, k);
+    add(kv_sequence_bytes(c.compressor, c.index, c.index_compressor, c.window, r.window, tokens,
+                          page_size),
+        k.layers);
   }
   return total;
+}
+
+int64_t KvDecodeRead::total() const { return window + selected + index_scan + states; }
+
+std::vector<KvDecodeRead> release_decode_reads(const ReleaseConfig& r, int64_t tokens) {
+  const auto cache_of = [&](int ratio) {
+    return *std::find_if(r.kv_caches.begin(), r.kv_caches.end(),
+                         [&](const KvCacheLayers& k) { return k.ratio == ratio; });
+  };
+  std::vector<KvDecodeRead> rows;
+  for (const AttentionLayers& a : r.attention) {
+    KvDecodeRead row{fmt::format("r={} {}", a.ratio, kv_selection_name(a.selection)), a.layers};
+    const int64_t L = a.layers;
+    row.window = L * std::min<int64_t>(tokens, r.window) * r.window_record_bytes;
+    if (a.ratio > 0) {
+      const KvCacheLayers k = cache_of(a.ratio);
+      const int64_t entries = kv_entries(tokens, a.ratio);
+      const int64_t candidates =
+          std::min<int64_t>(entries, int64_t(r.index_candidate_blocks) * r.index_candidate_block);
+      const int64_t top_k = r.index_top_k;
+      int64_t selected = 0, scanned = 0;
+      switch (a.selection) {
+        case KvSelection::window:
+          break;
+        case KvSelection::all:
+          selected = entries;
+          break;
+        case KvSelection::scan:
+        case KvSelection::candidates:
+          selected = std::min(top_k, entries), scanned = entries;
+          break;
+        case KvSelection::reuse:
+          selected = std::min(top_k, entries);
+          break;
+        case KvSelection::in_candidates:
+          selected = std::min(top_k, candidates), scanned = candidates;
+          break;
+      }
+      row.selected = L * selected * k.record_bytes;
+      row.index_scan = L * scanned * k.index_key_bytes;
+    }
+    rows.push_back(row);
+  }
+  for (const KvCacheLayers& k : r.kv_caches) {
+    if (k.ratio < 2) continue;  // no compressor state: window-only, or r = 1 (one token a group)
+    const ReleaseCache c = release_cache(r, k);
+    KvDecodeRead row{fmt::format("r={} compressor states", k.ratio), k.layers};
+    row.states = k.layers * kv_sequence_bytes(c.compressor, c.index, c.index_compressor, c.window,
+                                              r.window, tokens, 1)
+                                .states;
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace tandem::sim

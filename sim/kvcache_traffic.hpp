@@ -4,6 +4,8 @@
 // (DESIGN 5.5) from the record formats.
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "core/release_config.hpp"
 #include "problem/kvcache.hpp"
@@ -35,5 +37,20 @@ KvSequenceBytes kv_sequence_bytes(const KvCompressor& main, std::optional<KvForm
 // index-key compressor, HCA r = 128, V4.1 r = 2 / r = 1 with index keys from the latents; a
 // window ring in every layer the config lists, model1 or v41_window by its record size).
 KvSequenceBytes release_sequence_bytes(const ReleaseConfig& r, int64_t tokens, int64_t page_size);
+
+// What one decode step at context `tokens` reads from a release's cache (DESIGN 5.5, 6), by
+// attention kind over its layers (ReleaseConfig::attention): the window (min(T, window) records;
+// V4.1's consumers read their source's), the selected entries (min(top-k, floor(T / r)) records;
+// HCA all floor(T / r); inside the candidates min(top-k, candidate entries)) and the indexer's
+// scan of index keys (index sources and the candidate scorer: every visible key; layers selecting
+// inside the candidates: the candidates' keys; reusers none). Then a row per compressing ratio
+// for the compressor states its cache-owning layers keep (fp32 a and b, at their size).
+struct KvDecodeRead {
+  std::string kind;  // "r=R selection", or "r=R compressor states"
+  int layers = 0;
+  int64_t window = 0, selected = 0, index_scan = 0, states = 0;  // bytes, all `layers`
+  int64_t total() const;
+};
+std::vector<KvDecodeRead> release_decode_reads(const ReleaseConfig& r, int64_t tokens);
 
 }  // namespace tandem::sim

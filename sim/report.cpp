@@ -119,6 +119,18 @@ nlohmann::json to_json(const Report& r) {
                             {"padding", k.padding},       {"total", k.total()},
                             {"page_size", kKvReportPage}};
   }
+  if (!r.kv_decode.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const KvDecodeRead& k : r.kv_decode)
+      rows.push_back({{"kind", k.kind},
+                      {"layers", k.layers},
+                      {"window", k.window},
+                      {"selected", k.selected},
+                      {"index_scan", k.index_scan},
+                      {"states", k.states},
+                      {"total", k.total()}});
+    j["kv_decode_per_step"] = rows;
+  }
   return j;
 }
 
@@ -143,6 +155,16 @@ std::string to_table(const Report& r) {
         r.workload.context, human(double(k.total())), human(double(k.compressed)),
         human(double(k.index_keys)), human(double(k.window)), human(double(k.states)),
         human(double(k.padding)), kKvReportPage);
+  }
+  if (!r.kv_decode.empty()) {
+    s += fmt::format("kv read per decode step at context {}, by layer kind:\n", r.workload.context);
+    s += fmt::format("  {:<26} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "kind", "layers",
+                     "window", "selected", "idx scan", "states", "total");
+    for (const KvDecodeRead& k : r.kv_decode)
+      s += fmt::format("  {:<26} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", k.kind, k.layers,
+                       human(double(k.window)), human(double(k.selected)),
+                       human(double(k.index_scan)), human(double(k.states)),
+                       human(double(k.total())));
   }
   for (const auto& v : r.vision) {
     s += fmt::format(

@@ -79,6 +79,24 @@ Report simulate(const Preset& p, const Workload& w) {
       p.layers * (double(std::min<int64_t>(w.context, kDsaTopK)) *
                       kv_format_info(KvFormat::v32_fp8).record_bytes() +
                   double(w.context) * kv_format_info(KvFormat::idx_fp8).record_bytes());
+  // The design's decode read: per attention kind for a built-in release (window, selected
+  // entries, index scan, compressor states); else the whole cache and the window (a preset
+  // file does not say how its layers select).
+  const std::vector<std::string> releases = builtin_release_names();
+  const bool release = std::find(releases.begin(), releases.end(), p.name) != releases.end();
+  if (release) {
+    const ReleaseConfig rel = builtin_release(p.name);
+    r.kv_sequence = release_sequence_bytes(rel, w.context, kKvReportPage);
+    r.kv_decode = release_decode_reads(rel, w.context);
+  }
+  double kv_read = w.context * p.kv_bytes_per_token + window;
+  std::string kv_read_note =
+      fmt::format("design: context {} x KV/token (+ {}-token window)", w.context, p.window_tokens);
+  if (release) {
+    kv_read = 0;
+    for (const KvDecodeRead& k : r.kv_decode) kv_read += double(k.total());
+    kv_read_note = "design: window + selected + index scan + states by layer kind (below)";
+  }
   const double weights = p.active_param_bytes / w.batch;
   const double residual_base = residual_bytes(p, kResidualV4Unfused);
   const double residual_opt = residual_bytes(p, kResidualV41SinglePass);
@@ -98,10 +116,8 @@ Report simulate(const Preset& p, const Workload& w) {
   };
   r.decode = {
       {"weights", weights, weights / E, fmt::format("active params / batch, / E = {:.3f}", E)},
-      {"kv read", dsa_read, (w.context * p.kv_bytes_per_token + window) / E,
-       fmt::format("DSA: top-{} of 656 B + every 132 B key; design: context {} x KV/token "
-                   "(+ {}-token window), / E",
-                   kDsaTopK, w.context, p.window_tokens)},
+      {"kv read", dsa_read, kv_read / E,
+       fmt::format("DSA: top-{} of 656 B + every 132 B key; {}; / E", kDsaTopK, kv_read_note)},
       {"residual", residual_base, residual_opt * positions,
        fmt::format("{}; x (K+1)/E = {:.3f} positions", residual_note, positions)},
       {"engram", engram_dense / w.batch, engram_rows * positions,
@@ -121,9 +137,6 @@ Report simulate(const Preset& p, const Workload& w) {
   r.engram_prefetch_needed_GBps =
       r.first_block_ms > 0 ? step_rows / (r.first_block_ms * 1e-3) / 1e9 : 0;
   r.engram_prefetch_hides = r.engram_prefetch_needed_GBps <= p.host_link_GBps;
-  const std::vector<std::string> releases = builtin_release_names();
-  if (std::find(releases.begin(), releases.end(), p.name) != releases.end())
-    r.kv_sequence = release_sequence_bytes(builtin_release(p.name), w.context, kKvReportPage);
   return r;
 }
 

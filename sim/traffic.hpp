@@ -76,6 +76,9 @@ struct Report {
   // One sequence of `context` tokens in the cache, for presets that are a built-in release
   // (sim/kvcache_traffic.hpp; pages of kKvReportPage records).
   std::optional<KvSequenceBytes> kv_sequence;
+  // What a decode step at `context` reads from that cache, by attention kind (the "kv read"
+  // row's design side for those presets).
+  std::vector<KvDecodeRead> kv_decode;
 };
 inline constexpr int64_t kKvReportPage = 64;
 

@@ -2,6 +2,8 @@
 // token, and a malformed release file names its field.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "core/error.hpp"
 #include "core/release_config.hpp"
 
@@ -36,6 +38,54 @@ TEST(Release, V4FlashAndProLayerKinds) {
   EXPECT_EQ(pro.kv_layers(), 61);  // 2 HCA + 29 x (CSA, HCA) + CSA
   EXPECT_EQ(pro.hidden, 7168);
   EXPECT_EQ(pro.route_scale, 2.5);
+}
+
+// Every layer has an attention kind (DESIGN 5.5): V4.1's 2 window-only layers, r = 2 layers 2..19
+// (index sources 2, 8, 14), r = 1 layers 20..39 (20 scores the candidate blocks, 24..36 select
+// inside them); V4's window-only, CSA and HCA layers.
+TEST(Release, AttentionKindsCoverEveryLayer) {
+  for (const std::string& name : builtin_release_names()) {
+    const ReleaseConfig r = builtin_release(name);
+    int layers = 0;
+    for (const AttentionLayers& a : r.attention) layers += a.layers;
+    EXPECT_EQ(layers, r.layers) << name;
+  }
+  const ReleaseConfig v41 = builtin_release("v4.1-flash");
+  auto count = [&](int ratio, KvSelection s) {
+    int n = 0;
+    for (const AttentionLayers& a : v41.attention)
+      if (a.ratio == ratio && a.selection == s) n += a.layers;
+    return n;
+  };
+  EXPECT_EQ(count(2, KvSelection::scan), 3);
+  EXPECT_EQ(count(2, KvSelection::reuse), 15);
+  EXPECT_EQ(count(1, KvSelection::candidates), 1);
+  EXPECT_EQ(count(1, KvSelection::in_candidates), 4);
+  EXPECT_EQ(count(1, KvSelection::reuse), 15);
+  EXPECT_EQ(v41.index_candidate_blocks, 2048);
+  EXPECT_EQ(v41.index_candidate_block, 8);
+}
+
+// A release file whose attention kinds contradict its caches names the field.
+TEST(Release, BadAttentionKindsAreNamed) {
+  auto expect_bad = [](const std::function<void(nlohmann::json&)>& edit, const std::string& what) {
+    nlohmann::json j = builtin_release_json("v4.1-flash");
+    edit(j);
+    try {
+      parse_release_config(JsonFields(j, "x.json"));
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_bad([](auto& j) { j["attention"][1]["layers"] = 4; }, "'attention': 41 layers");
+  expect_bad([](auto& j) { j["attention"][1]["selection"] = "sideways"; }, "attention[1]");
+  expect_bad([](auto& j) { j["attention"][0]["selection"] = "scan"; }, "exactly for ratio 0");
+  expect_bad([](auto& j) { j["attention"][1]["ratio"] = 3; }, "no kv_caches entry of ratio 3");
+  expect_bad([](auto& j) { j["index_candidate_blocks"] = 0; }, "index_candidate_blocks");
+  expect_bad([](auto& j) { std::swap(j["attention"][1], j["attention"][2]); },
+             "'reuse' before any index source");
+  expect_bad([](auto& j) { j["kv_caches"][0]["index_key_bytes"] = 0; }, "needs index keys");
 }
 
 TEST(Release, BadFieldsAreNamed) {

@@ -89,19 +89,76 @@ TEST(Traffic, LoadSetsTheVerifyBudget) {
   EXPECT_EQ(simulate(builtin_preset("v4-flash"), w).verify_budget, 5);
 }
 
-TEST(Traffic, DecodeKvGrowsWithContextAndDivisionByE) {
+const KvDecodeRead& kind(const std::vector<KvDecodeRead>& rows, const std::string& name) {
+  for (const auto& r : rows)
+    if (r.kind == name) return r;
+  throw std::runtime_error("no kind " + name);
+}
+
+// DESIGN 5.5's decode reads per step and layer, by hand: V4.1-Flash at 1000 tokens (r = 2: 500
+// entries, r = 1: 1000; top-k 512; 40 layers read a 128-record window of 528 B).
+TEST(Traffic, DecodeKvReadsByLayerKind) {
   Workload w;
   w.context = 1000;
-  const Preset p = builtin_preset("v4.1-flash");
-  const Report r = simulate(p, w);
-  const double window = 128.0 * 528 * p.layers;
-  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized,
-                   (1000 * 890.0 + window) / r.expected_emitted);
+  const Report r = simulate(builtin_preset("v4.1-flash"), w);
+  const auto& k = r.kv_decode;
+  int64_t window = 0;
+  for (const auto& row : k) window += row.window;
+  EXPECT_EQ(window, 40 * 128 * 528);
+  EXPECT_EQ(kind(k, "r=2 scan").selected, 3 * 500 * 288);  // fewer visible than top-k
+  EXPECT_EQ(kind(k, "r=2 scan").index_scan, 3 * 500 * 68);
+  EXPECT_EQ(kind(k, "r=2 reuse").selected, 15 * 500 * 288);
+  EXPECT_EQ(kind(k, "r=2 reuse").index_scan, 0);
+  EXPECT_EQ(kind(k, "r=1 candidates").selected, 512 * 288);
+  EXPECT_EQ(kind(k, "r=1 candidates").index_scan, 1000 * 68);
+  EXPECT_EQ(kind(k, "r=1 in_candidates").selected, 4 * 512 * 288);
+  EXPECT_EQ(kind(k, "r=1 in_candidates").index_scan, 4 * 1000 * 68);  // every block a candidate
+  EXPECT_EQ(kind(k, "r=1 reuse").selected, 15 * 512 * 288);
+  EXPECT_EQ(kind(k, "r=2 compressor states").states, 3 * 2 * 512 * 4 * 2);  // fp32 a and b
+  EXPECT_THROW(kind(k, "r=1 compressor states"), std::runtime_error);       // r = 1 keeps none
+  const int64_t total = 40 * 128 * 528 + 18 * 500 * 288 + 3 * 500 * 68 + 20 * 512 * 288 +
+                        1000 * 68 + 4 * 1000 * 68 + 3 * 2 * 512 * 4 * 2;
+  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized, double(total) / r.expected_emitted);
   // DSA: every entry selected below 2048 tokens, every index key scanned.
   EXPECT_DOUBLE_EQ(row(r.decode, "kv read").baseline, 40 * (1000 * 656.0 + 1000 * 132.0));
-  w.context = 100000;
-  EXPECT_DOUBLE_EQ(row(simulate(p, w).decode, "kv read").baseline,
-                   40 * (2048 * 656.0 + 100000 * 132.0));
+
+  // A million tokens: the candidates (2048 blocks of 8) bound what layers 24..36 scan.
+  w.context = 1 << 20;
+  const Report big = simulate(builtin_preset("v4.1-flash"), w);
+  EXPECT_EQ(kind(big.kv_decode, "r=1 in_candidates").index_scan, 4 * 2048 * 8 * 68);
+  EXPECT_EQ(kind(big.kv_decode, "r=1 candidates").index_scan, int64_t{1 << 20} * 68);
+  EXPECT_EQ(kind(big.kv_decode, "r=2 reuse").selected, 15 * 512 * 288);
+  EXPECT_DOUBLE_EQ(row(big.decode, "kv read").baseline, 40 * (2048 * 656.0 + (1 << 20) * 132.0));
+}
+
+// V4-Flash at 1000 tokens: CSA (r = 4, 250 entries, top-512, 68 B keys) and HCA (r = 128: all 7
+// entries), every layer with a 584 B window; CSA keeps its main and index compressors' states
+// ([8, 1024] and [8, 256] fp32, a and b), HCA [128, 512].
+TEST(Traffic, DecodeKvReadsOfV4Flash) {
+  Workload w;
+  w.context = 1000;
+  const auto k = simulate(builtin_preset("v4-flash"), w).kv_decode;
+  EXPECT_EQ(kind(k, "r=0 window").window, 2 * 128 * 584);
+  EXPECT_EQ(kind(k, "r=0 window").selected, 0);
+  EXPECT_EQ(kind(k, "r=4 scan").window, 21 * 128 * 584);
+  EXPECT_EQ(kind(k, "r=4 scan").selected, 21 * 250 * 584);
+  EXPECT_EQ(kind(k, "r=4 scan").index_scan, 21 * 250 * 68);
+  EXPECT_EQ(kind(k, "r=128 all").selected, 20 * 7 * 584);
+  EXPECT_EQ(kind(k, "r=128 all").index_scan, 0);
+  EXPECT_EQ(kind(k, "r=4 compressor states").states, 21 * (8 * 1024 + 8 * 256) * 4 * 2);
+  EXPECT_EQ(kind(k, "r=128 compressor states").states, 20 * 128 * 512 * 4 * 2);
+}
+
+// A preset file does not say how its layers select: the whole cache and the window.
+TEST(Traffic, DecodeKvReadOfAPresetFileIsTheWholeCache) {
+  Workload w;
+  w.context = 1000;
+  Preset p = builtin_preset("v4.1-flash");
+  p.name = "custom";
+  const Report r = simulate(p, w);
+  EXPECT_TRUE(r.kv_decode.empty());
+  EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized,
+                   (1000 * 890.0 + 128.0 * 528 * p.layers) / r.expected_emitted);
 }
 
 RC_GTEST_PROP(Vision, UnshuffleCutsTokensByNineAndCaps, ()) {
