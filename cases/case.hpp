@@ -92,6 +92,10 @@ struct Component {
   // against the tolerance policy. Corrupt or mismatched files are BadInput naming file and field.
   std::function<CaseReport(const LoadedCase&, const RunOptions&)> check;
   std::function<std::vector<SharedFile>()> shared_files = [] { return std::vector<SharedFile>{}; };
+  // The stored tensors of its cases that may hold +-inf (never NaN): an input whose infinities
+  // mean something (sparse_attn's -inf sinks: no sink) and an expectation that holds them (its
+  // +inf lse of a row with nothing valid). Every other stored float must be finite.
+  std::vector<std::string> infinite_tensors;
 };
 
 // Every component, in verify order (cases/registry.cpp).

@@ -80,9 +80,11 @@ Delta delta(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return {INFINITY, 0};
   Delta d;
   for (size_t i = 0; i < a.size(); ++i) {
-    const double e = std::fabs(a[i] - b[i]);
+    // Equal infinities are no difference; any other infinity (or NaN) is an infinite one, and
+    // the scale is the finite values' (an infinity in it would let any difference pass).
+    const double e = a[i] == b[i] ? 0.0 : std::fabs(a[i] - b[i]);
     d.max_abs = std::max(d.max_abs, std::isnan(e) ? INFINITY : e);  // max() would drop a NaN
-    d.scale = std::max(d.scale, std::fabs(b[i]));
+    if (std::isfinite(b[i])) d.scale = std::max(d.scale, std::fabs(b[i]));
   }
   return d;
 }

@@ -25,8 +25,9 @@ ActDType parse_act(const JsonFields& f);
 // Any stored tensor as doubles (F64, F32, I64, I32), for deltas.
 std::vector<double> as_doubles(const StTensor& t);
 
-// Largest |a - b| and whether it is within 1e-12 of b's largest magnitude. The double reference
-// is deterministic; 1e-12 leaves room only for compilers contracting or reordering its sums.
+// Largest |a - b| and whether it is within 1e-12 of b's largest finite magnitude (equal
+// infinities differ by 0, any other infinity by +inf). The double reference is deterministic;
+// 1e-12 leaves room only for compilers contracting or reordering its sums.
 struct Delta {
   double max_abs = 0, scale = 0;
   bool within() const { return max_abs <= 1e-12 * scale; }

@@ -7,7 +7,8 @@
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
-#include "cases/kvcache_case.hpp"  // kv_store_options
+#include "cases/kvcache_case.hpp"  // kv_store_options, kv_store_json, parse_kv_store
+#include "core/json_fields.hpp"
 #include "reference/kvcache.hpp"
 #include "reference/sparse_attn.hpp"
 #include "sim/sparse_attn_traffic.hpp"
@@ -139,6 +140,69 @@ VerifyRow verify_sparse_attn(const SparseAttnShape& s, uint64_t seed, const RunO
       opt);
 }
 
+// A golden case's inputs: the generator's, and with `holes` a second head without a sink and a
+// token that attends to nothing (every index -1, a batch's padding slot: o = 0, lse = +inf).
+SparseAttnInputs golden_inputs(const SparseAttnShape& s, uint64_t seed, bool holes) {
+  SparseAttnInputs in = make_sparse_attn_inputs(s, seed);
+  if (!holes) return in;
+  in.sinks.data[size_t(s.heads - 3)] = -INFINITY;
+  const int64_t t = s.tokens / 2;
+  std::fill_n(in.window_idx.ptr() + t * s.window, s.window, -1);
+  std::fill_n(in.comp_idx.ptr() + t * s.top_k, s.top_k, -1);
+  return in;
+}
+
+// The inputs named by for_each_tensor and the double truth (expected.o, expected.lse).
+BuiltCase build_sparse_attn(const SparseAttnInputs& in) {
+  BuiltCase b;
+  b.config = {{"window", kv_store_json(in.window)},
+              {"comp", kv_store_json(in.comp)},
+              {"heads", in.heads},
+              {"start", in.start},
+              {"n_comp", in.n_comp},
+              {"rope_theta", in.rope_theta}};
+  for_each_tensor(in, [&](const char* name, const auto& t) { b.blob.put(name, t); });
+  const auto truth = reference::sparse_attn<double, double>(in);
+  b.blob.put("expected.o", truth.o);
+  b.blob.put("expected.lse", truth.lse);
+  b.outputs = {{"o", "tolerance"}, {"lse", "tolerance"}};
+  return b;
+}
+
+// The reference now within 1e-12 of the stored truth, then the kernel against the stored truth
+// under the tolerance policy (the baseline recomputed), as a verify row compares them.
+CaseReport check_sparse_attn(const LoadedCase& c, const RunOptions& opt) {
+  const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
+  config.reject_unknown({"window", "comp", "heads", "start", "n_comp", "rope_theta"});
+  SparseAttnInputs in;
+  in.window = parse_kv_store(config.object("window"));
+  in.comp = parse_kv_store(config.object("comp"));
+  for (const auto& [field, store] : {std::pair{"window", &in.window}, std::pair{"comp", &in.comp}})
+    if (kv_pool_bytes(*store) > kMaxGoldenPoolBytes)
+      throw_bad_input("{}: a pool of {} slots of {} takes {} bytes; golden cases keep it under {}",
+                      config.where(std::string(field) + ".pool_slots"), store->pool_slots,
+                      kv_format_name(store->format), kv_pool_bytes(*store), kMaxGoldenPoolBytes);
+  in.heads = int(config.integer("heads", 1, kSparseAttnMaxHeads));
+  in.start = config.integer("start", 0, int64_t{1} << 40);
+  in.n_comp = config.integer("n_comp", 0, int64_t{1} << 30);
+  in.rope_theta = config.number("rope_theta", 1, 1e9);
+  for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
+  within_work(
+      c, "heads x 512 x (window_idx + comp_idx)",
+      double(in.heads) * kKvMainDims * (double(in.window_idx.size()) + double(in.comp_idx.size())));
+  const SparseAttnOutputs out = run_sparse_attn(in, opt);  // validates the blob first
+  SparseAttnReference ref = run_sparse_attn_reference(in);
+  CaseReport report{c.name, {}};
+  for (auto& [name, truth] : {std::pair{"o", &ref.o}, std::pair{"lse", &ref.lse}}) {
+    const std::string key = std::string("expected.") + name;
+    report.tensors.push_back(
+        reference_check(name, doubles(*truth), c.blob.get(key, c.blob_source)));
+    *truth = c.blob.get_as<double>(key, c.blob_source);
+  }
+  add_checks(report, compare_sparse_attn(ref, out), c.outputs);
+  return report;
+}
+
 }  // namespace
 
 Component sparse_attn_component() {
@@ -153,10 +217,37 @@ Component sparse_attn_component() {
         {"sparse_attn v41", [=, &opt] { return verify_sparse_attn(v41, seed, opt); }},
         {"sparse_attn v4", [=, &opt] { return verify_sparse_attn(v4, seed + 1, opt); }}};
   };
-  c.golden_specs = [] { return std::vector<GoldenSpec>{}; };
-  c.check = [](const LoadedCase& c, const RunOptions&) -> CaseReport {
-    throw_bad_input("{}: sparse_attn has no golden cases yet", c.name);
+  // V4.1 while its ring fills, fewer entries visible than selected (-1 padded), two heads
+  // without a sink and a token with nothing valid; V4 with the ring wrapped, a top-16 of 60.
+  c.golden_specs = [] {
+    return std::vector<GoldenSpec>{{"sparse_attn_v41", 1101,
+                                    [](uint64_t seed) {
+                                      return build_sparse_attn(golden_inputs({.v41 = true,
+                                                                              .tokens = 4,
+                                                                              .heads = 8,
+                                                                              .window = 16,
+                                                                              .n_comp = 7,
+                                                                              .top_k = 6,
+                                                                              .ratio = 2,
+                                                                              .start = 10,
+                                                                              .page_size = 4},
+                                                                             seed, true));
+                                    }},
+                                   {"sparse_attn_v4", 1102, [](uint64_t seed) {
+                                      return build_sparse_attn(golden_inputs({.v41 = false,
+                                                                              .tokens = 2,
+                                                                              .heads = 8,
+                                                                              .window = 16,
+                                                                              .n_comp = 60,
+                                                                              .top_k = 16,
+                                                                              .ratio = 4,
+                                                                              .start = 300,
+                                                                              .page_size = 8},
+                                                                             seed, false));
+                                    }}};
   };
+  c.check = check_sparse_attn;
+  c.infinite_tensors = {"sinks", "expected.lse"};
   return c;
 }
 

@@ -322,6 +322,16 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
          g.edit_tensor<double>("expected.f", [](auto& t) { t.shape = {t.dim(0), t.dim(1), 1}; });
        },
        {"moe_f32.safetensors", "'expected.f'", "shape"}},
+      {"sparse_index_past_cache",
+       "sparse_attn_v41",
+       [](GoldenCopy& g) { g.edit_tensor<int32_t>("comp_idx", [](auto& t) { t.data[3] = 7; }); },
+       {"sparse_attn_v41.", ".safetensors", "'comp_idx'[0, 3] = 7"}},
+      {"sparse_page_past_pool",
+       "sparse_attn_v4",
+       [](GoldenCopy& g) {
+         g.edit_tensor<int32_t>("page_table", [](auto& t) { t.data[2] = 1000; });
+       },
+       {"sparse_attn_v4.", ".safetensors", "'page_table'[2] = 1000", "past the pool"}},
       {"output_unknown_field",
        "dspark_verify_greedy",
        [](GoldenCopy& g) { g.manifest["outputs"]["accepted"]["x"] = 1; },

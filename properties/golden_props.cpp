@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cases/case.hpp"
+#include "cases/case_check.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
@@ -169,6 +170,19 @@ TEST_F(GoldenDir, CorruptFilesAreBadInputNamingFileAndField) {
   expect_bad_input(manifest, {blob.string().c_str()});
   fs::remove(blob);
   expect_bad_input(manifest, {blob.string().c_str(), "cannot open"});
+}
+
+// The reference check's delta: equal infinities are no difference (sparse_attn's +inf lse), any
+// other infinity or NaN an infinite one, and an infinity never widens the 1e-12 scale.
+TEST(Golden, DeltaCountsOnlyEqualInfinitiesAsEqual) {
+  EXPECT_TRUE(delta({INFINITY, 2.0}, {INFINITY, 2.0}).within());
+  EXPECT_TRUE(delta({-INFINITY, 0.0}, {-INFINITY, 0.0}).within());
+  EXPECT_FALSE(delta({INFINITY, 2.0}, {-INFINITY, 2.0}).within());
+  EXPECT_FALSE(delta({INFINITY, 2.0}, {1e300, 2.0}).within());
+  EXPECT_FALSE(delta({1e300, 2.0}, {INFINITY, 2.0}).within());
+  EXPECT_FALSE(delta({NAN, 2.0}, {NAN, 2.0}).within());
+  EXPECT_FALSE(delta({INFINITY, 2.1}, {INFINITY, 2.0}).within());  // the scale is 2, not inf
+  EXPECT_TRUE(delta({INFINITY, 2.0 + 1e-13}, {INFINITY, 2.0}).within());
 }
 
 TEST(Golden, MissingDirectoryIsBadInput) {

@@ -3,20 +3,28 @@
 // size, counted bytes == the simulator's; unselected cache slots never read (NaN there changes
 // nothing: FlashMLA's check); rows with nothing valid give o = 0 and lse = +inf; the result does
 // not depend on the order of the indices; the sparse reference equals dense attention over the
-// dequantized cache masked to the same set; hostile indices and page tables refused.
+// dequantized cache masked to the same set; hostile indices and page tables refused, in inputs
+// and in golden files.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
 #include <climits>
 #include <cmath>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "bad_input.hpp"
 #include "cases/sparse_attn_case.hpp"
+#include "core/atomic_file.hpp"
+#include "core/safetensors.hpp"
+#include "golden/golden.hpp"
 #include "reference/kvcache.hpp"
 #include "reference/sparse_attn.hpp"
 #include "sim/sparse_attn_traffic.hpp"
+#include "test_dir.hpp"
 
 namespace tandem {
 namespace {
@@ -186,6 +194,89 @@ TEST(SparseAttn, BadInputNamesTheField) {
   expect_bad_input(run(bad), "window v41_window with compressed model1");
   bad = ok, bad.q.data[17] = INFINITY;
   expect_bad_input(run(bad), "'q'[17] is not finite");
+}
+
+// Hostile sparse_attn golden files (copies of a shipped case in the test's own directory, the
+// manifest's SHA-256 following an edited blob): each is BadInput naming the field or the tensor
+// and its element, before anything large is allocated or any index is followed.
+TEST(SparseAttnGolden, HostileFilesAreBadInputNamingTheField) {
+  namespace fs = std::filesystem;
+  const TestDir tmp;
+  const fs::path shipped = fs::path(TANDEM_SOURCE_DIR) / "golden" / "cases";
+  for (const char* name : {"sparse_attn_v41", "sparse_attn_v4"}) {
+    const nlohmann::json original =
+        nlohmann::json::parse(read_file(shipped / (std::string(name) + ".json")));
+    const std::string blob_name = original["blob"].get<std::string>();
+    const std::string blob = read_file(shipped / blob_name);
+    const fs::path manifest = tmp / (std::string(name) + ".json");
+    auto check = [&](const std::function<void(nlohmann::json&, Safetensors&)>& edit,
+                     const std::string& expect) {
+      nlohmann::json m = original;
+      Safetensors st = parse_safetensors(blob, blob_name);
+      edit(m, st);
+      const std::string bytes = serialize_safetensors(st);
+      m["blob_sha256"] = sha256_hex(bytes);
+      write_file_atomic(tmp / blob_name, std::string_view(bytes));
+      write_file_atomic(manifest, std::string_view(m.dump()));
+      expect_bad_input([&] { golden::check_case(manifest, {}); }, expect);
+    };
+    auto tensor = [](const char* t, const std::function<void(Tensor<int32_t>&)>& edit) {
+      return [=](nlohmann::json&, Safetensors& st) {
+        Tensor<int32_t> x = st.get_as<int32_t>(t, "blob");
+        edit(x);
+        st.put(t, x);
+      };
+    };
+    auto floats = [](const char* t, int64_t i, double v) {
+      return [=](nlohmann::json&, Safetensors& st) {
+        Tensor<float> x = st.get_as<float>(t, "blob");
+        x.data[size_t(i)] = float(v);
+        st.put(t, x);
+      };
+    };
+    auto config = [](const std::function<void(nlohmann::json&)>& edit) {
+      return [=](nlohmann::json& m, Safetensors&) { edit(m["config"]); };
+    };
+    const int64_t n_comp = original["config"]["n_comp"];
+    const int64_t ring = original["config"]["window"]["pool_slots"];
+    // Indices past their cache, in the file: the tensor, its element and value named.
+    check(tensor("comp_idx", [&](auto& t) { t.data[3] = int32_t(n_comp); }),
+          fmt::format("'comp_idx'[0, 3] = {}", n_comp));
+    check(tensor("comp_idx", [](auto& t) { t.data[1] = INT32_MIN; }), "'comp_idx'[0, 1] = ");
+    check(tensor("window_idx", [&](auto& t) { t.data[2] = int32_t(ring); }),
+          fmt::format("'window_idx'[0, 2] = {}", ring));
+    check(tensor("window_idx", [](auto& t) { t.data[0] = -2; }), "'window_idx'[0, 0] = -2");
+    check(tensor("page_table", [](auto& t) { t.data[1] = 99; }),
+          "'page_table'[1] = 99: past the pool");
+    check(tensor("page_table", [](auto& t) { t.data[0] = -1; }), "'page_table'[0] = -1");
+    check(tensor("comp_idx", [](auto& t) { t.shape = {t.size()}; }), "'comp_idx'");
+    // Values: NaN never; +-inf only in the sinks (+inf refused by the kernel's validation) and
+    // the lse expectation.
+    check(floats("sinks", 1, NAN), "tensor 'sinks' holds nan");
+    check(floats("sinks", 2, INFINITY), "'sinks'[2] is inf");
+    check(floats("q", 5, -INFINITY), "tensor 'q' holds -inf");
+    check(
+        [](nlohmann::json&, Safetensors& st) {
+          Tensor<double> x = st.get_as<double>("expected.o", "blob");
+          x.data[7] = INFINITY;
+          st.put("expected.o", x);
+        },
+        "tensor 'expected.o' holds inf");
+    // The manifest's config.
+    check(config([](auto& c) { c["window"]["pool_slots"] = int64_t{1} << 31; }),
+          "config.window.pool_slots");
+    check(config([](auto& c) { c["comp"]["pool_slots"] = int64_t{1} << 31; }),
+          "config.comp.pool_slots");
+    check(config([](auto& c) { c["comp"]["format"] = "fp3"; }), "unknown record format 'fp3'");
+    check(config([](auto& c) { c["comp"]["format"] = "idx_fp8"; }), "with compressed idx_fp8");
+    check(config([](auto& c) { c["comp"]["page_size"] = 0; }), "config.comp.page_size");
+    check(config([](auto& c) { c["heads"] = 6; }), "heads 6");
+    check(config([](auto& c) { c["heads"] = 4096; }), "config.heads");
+    check(config([&](auto& c) { c["n_comp"] = n_comp + 100; }), "'page_table': expected");
+    check(config([](auto& c) { c["start"] = -1; }), "config.start");
+    check(config([](auto& c) { c["bogus"] = 1; }), "bogus");
+    check(config([](auto& c) { c.erase("rope_theta"); }), "rope_theta");
+  }
 }
 
 TEST(SparseAttnCuda, KernelMatchesReferenceAtReleaseShapes) {
