@@ -60,33 +60,49 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const char> 
   }
 }
 
-std::string read_file(const std::filesystem::path& path, uint64_t max_bytes) {
+FileReader::FileReader(const std::filesystem::path& path) : path_(path.string()) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
-  Fd in{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
-  if (in.fd < 0) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) {
     const int err = errno;
-    if (err == EISDIR) throw_bad_input("{}: is a directory, expected a file", path.string());
-    throw_bad_input("{}: cannot open: {}", path.string(), std::strerror(err));
+    if (err == EISDIR) throw_bad_input("{}: is a directory, expected a file", path_);
+    throw_bad_input("{}: cannot open: {}", path_, std::strerror(err));
   }
+  Fd owner{fd_};  // closes it if a check below throws
   struct stat st {};
-  if (::fstat(in.fd, &st) != 0)
-    throw_bad_input("{}: cannot stat: {}", path.string(), std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw_bad_input("{}: is a directory, expected a file", path.string());
+  if (::fstat(fd_, &st) != 0) throw_bad_input("{}: cannot stat: {}", path_, std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw_bad_input("{}: is a directory, expected a file", path_);
   if (!S_ISREG(st.st_mode))
-    throw_bad_input("{}: not a regular file (a device, FIFO or socket)", path.string());
-  if (static_cast<uint64_t>(st.st_size) > max_bytes)
-    throw_bad_input("{}: {} bytes, over the limit of {} bytes for this kind of file", path.string(),
-                    st.st_size, max_bytes);
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+    throw_bad_input("{}: not a regular file (a device, FIFO or socket)", path_);
+  size_ = static_cast<uint64_t>(st.st_size);
+  owner.fd = -1;
+}
+
+FileReader::~FileReader() { ::close(fd_); }
+
+std::string FileReader::read(uint64_t offset, uint64_t count) const {
+  if (offset > size_ || count > size_ - offset)
+    throw_bad_input("{}: bytes [{}, {}) are past its end ({} bytes)", path_, offset,
+                    offset + count, size_);
+  std::string bytes(static_cast<size_t>(count), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::read(in.fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done,
+                              static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_bad_input("{}: read failed: {}", path.string(), std::strerror(errno));
-    if (n == 0) throw_bad_input("{}: file shrank while being read", path.string());
+    if (n < 0) throw_bad_input("{}: read failed: {}", path_, std::strerror(errno));
+    if (n == 0) throw_bad_input("{}: file shrank while being read", path_);
     done += static_cast<size_t>(n);
   }
   return bytes;
+}
+
+std::string read_file(const std::filesystem::path& path, uint64_t max_bytes) {
+  const FileReader in(path);
+  if (in.size() > max_bytes)
+    throw_bad_input("{}: {} bytes, over the limit of {} bytes for this kind of file", path.string(),
+                    in.size(), max_bytes);
+  return in.read(0, in.size());
 }
 
 int remove_stale_temporaries(const std::filesystem::path& dir) {

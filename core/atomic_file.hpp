@@ -27,6 +27,24 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
 // Reads a whole regular file of at most `max_bytes`; anything else (missing, unreadable, a
 // directory, a device or FIFO, too large) is BadInput naming it.
 std::string read_file(const std::filesystem::path& path, uint64_t max_bytes = kMaxReadBytes);
+// A regular file open for reads at offsets, for files too large to read whole (checkpoint
+// shards); opening anything else is BadInput naming it, as read_file.
+class FileReader {
+ public:
+  explicit FileReader(const std::filesystem::path& path);
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+  uint64_t size() const { return size_; }
+  const std::string& name() const { return path_; }
+  // Bytes [offset, offset + count); past the end is BadInput naming the file.
+  std::string read(uint64_t offset, uint64_t count) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
 // Removes the entries of `dir` (files or directories) carrying kTempMarker whose creating process
 // no longer runs. Returns how many were removed.
 int remove_stale_temporaries(const std::filesystem::path& dir);

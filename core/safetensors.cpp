@@ -17,8 +17,8 @@ struct DTypeInfo {
 };
 constexpr DTypeInfo kDTypes[] = {{DType::F64, "F64", 8},   {DType::F32, "F32", 4},
                                  {DType::BF16, "BF16", 2}, {DType::F8_E4M3, "F8_E4M3", 1},
-                                 {DType::U8, "U8", 1},     {DType::I32, "I32", 4},
-                                 {DType::I64, "I64", 8}};
+                                 {DType::F8_E8M0, "F8_E8M0", 1}, {DType::U8, "U8", 1},
+                                 {DType::I32, "I32", 4},   {DType::I64, "I64", 8}};
 
 const DTypeInfo& info(DType d) {
   return *std::find_if(std::begin(kDTypes), std::end(kDTypes),
@@ -92,19 +92,24 @@ TANDEM_ST_TYPES(TANDEM_ST_INSTANTIATE)
 #undef TANDEM_ST_INSTANTIATE
 #undef TANDEM_ST_TYPES
 
-Safetensors parse_safetensors(std::string_view bytes, const std::string& source) {
-  if (bytes.size() < 8)
-    throw_bad_input("{}: truncated: {} bytes, no header length", source, bytes.size());
+uint64_t safetensors_data_start(std::string_view first, uint64_t file_size,
+                                const std::string& source) {
+  if (first.size() < 8 || file_size < 8)
+    throw_bad_input("{}: truncated: {} bytes, no header length", source, file_size);
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(bytes[i]);
-  if (header_len > kMaxHeader || header_len > bytes.size() - 8)
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(first[i]);
+  if (header_len > kMaxHeader || header_len > file_size - 8)
     throw_bad_input("{}: header length {} exceeds the file ({} bytes)", source, header_len,
-                    bytes.size());
-  const nlohmann::json header = parse_json(bytes.substr(8, header_len), source + " (header)");
-  JsonFields(header, source);  // must be an object
-  const std::string_view data = bytes.substr(8 + header_len);
+                    file_size);
+  return 8 + header_len;
+}
 
-  Safetensors st;
+StHeader parse_safetensors_header(std::string_view json, uint64_t data_size,
+                                  const std::string& source) {
+  const nlohmann::json header = parse_json(json, source + " (header)");
+  JsonFields(header, source);  // must be an object
+  StHeader h;
+  h.data_start = 8 + json.size();
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -112,13 +117,13 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
           throw_bad_input("{}: '__metadata__.{}' must be a string", source, brief_text(k));
-        st.metadata[k] = v.get<std::string>();
+        h.metadata[k] = v.get<std::string>();
       }
       continue;
     }
     const JsonFields f(entry, source, brief_text(name));
     f.reject_unknown({"dtype", "shape", "data_offsets"});
-    StTensor t;
+    StEntry t;
     const std::string dt = f.string("dtype");
     const auto di = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                  [&](const DTypeInfo& i) { return i.name == dt; });
@@ -137,17 +142,16 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
     }
     const auto& off = f.array("data_offsets");
     if (off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned() ||
-        off[0].get<uint64_t>() > off[1].get<uint64_t>() || off[1].get<uint64_t>() > data.size())
+        off[0].get<uint64_t>() > off[1].get<uint64_t>() || off[1].get<uint64_t>() > data_size)
       throw_bad_input("{}: expected [begin, end] with begin <= end <= {} (data size), got {}",
-                      f.where("data_offsets"), data.size(), brief(off));
-    const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+                      f.where("data_offsets"), data_size, brief(off));
+    t.begin = off[0].get<uint64_t>(), t.end = off[1].get<uint64_t>();
     uint64_t need = 0;
-    if (__builtin_mul_overflow(elements, di->size, &need) || need != e - b)
-      throw_bad_input("{}: {} bytes, but shape {} of {} needs {}", f.where("data_offsets"), e - b,
-                      brief(shape), dt, elements * di->size);
-    t.bytes.assign(data.substr(b, e - b));
-    spans.emplace_back(b, e);
-    st.tensors.emplace(name, std::move(t));
+    if (__builtin_mul_overflow(elements, di->size, &need) || need != t.end - t.begin)
+      throw_bad_input("{}: {} bytes, but shape {} of {} needs {}", f.where("data_offsets"),
+                      t.end - t.begin, brief(shape), dt, elements * di->size);
+    spans.emplace_back(t.begin, t.end);
+    h.tensors.emplace(name, std::move(t));
   }
   std::sort(spans.begin(), spans.end());
   uint64_t covered = 0;
@@ -157,10 +161,35 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
                       b < covered ? "overlap" : "hole", std::min(b, covered));
     covered = e;
   }
-  if (covered != data.size())
+  if (covered != data_size)
     throw_bad_input("{}: {} trailing bytes not covered by any tensor", source,
-                    data.size() - covered);
+                    data_size - covered);
+  return h;
+}
+
+Safetensors parse_safetensors(std::string_view bytes, const std::string& source) {
+  const uint64_t start = safetensors_data_start(bytes, bytes.size(), source);
+  const StHeader h =
+      parse_safetensors_header(bytes.substr(8, start - 8), bytes.size() - start, source);
+  Safetensors st;
+  st.metadata = h.metadata;
+  for (const auto& [name, e] : h.tensors)
+    st.tensors.emplace(name, StTensor{e.dtype, e.shape,
+                                      std::string(bytes.substr(start + e.begin, e.end - e.begin))});
   return st;
+}
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
+  const std::string first = file_.read(0, std::min<uint64_t>(8, file_.size()));
+  const uint64_t start = safetensors_data_start(first, file_.size(), file_.name());
+  header_ = parse_safetensors_header(file_.read(8, start - 8), file_.size() - start, file_.name());
+}
+
+std::string SafetensorsFile::read(const StEntry& e, uint64_t offset, uint64_t count) const {
+  if (offset > e.end - e.begin || count > e.end - e.begin - offset)
+    throw_bad_input("{}: bytes [{}, {}) of a {}-byte tensor", file_.name(), offset,
+                    offset + count, e.end - e.begin);
+  return file_.read(header_.data_start + e.begin + offset, count);
 }
 
 std::string serialize_safetensors(const Safetensors& st) {

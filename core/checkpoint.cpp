@@ -1,0 +1,183 @@
+#include "core/checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/atomic_file.hpp"
+#include "core/dtype.hpp"
+#include "core/engram_config.hpp"
+#include "core/error.hpp"
+#include "core/json_fields.hpp"
+
+namespace tandem {
+namespace {
+
+std::string shape_text(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+// A shard is a plain file name in the checkpoint's directory: the index cannot send a read
+// elsewhere (`../../etc/passwd`, `/etc/passwd`, `sub/x`).
+bool plain_file_name(const std::string& f) {
+  return !f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos &&
+         f.find('\0') == std::string::npos;
+}
+
+template <class T>
+Tensor<T> typed(const std::string& bytes, const Shape& shape) {
+  Tensor<T> t(shape);
+  if (!bytes.empty()) std::memcpy(t.data.data(), bytes.data(), bytes.size());
+  return t;
+}
+
+Tensor<float> read_f32(const Checkpoint& c, const std::string& name, const Shape& shape) {
+  return typed<float>(c.read(name, DType::F32, shape), shape);
+}
+
+Tensor<float> bf16_as_float(const std::string& bytes, const Shape& shape) {
+  const Tensor<bf16> b = typed<bf16>(bytes, shape);
+  Tensor<float> f(shape);
+  for (size_t i = 0; i < b.data.size(); ++i) f.data[i] = float(b.data[i]);
+  return f;
+}
+
+// A tensor stored as F32 or BF16 (the gate vectors: DESIGN names no dtype), as floats.
+Tensor<float> read_f32_or_bf16(const Checkpoint& c, const std::string& name, const Shape& shape) {
+  if (c.find(name).dtype == DType::BF16)
+    return bf16_as_float(c.read(name, DType::BF16, shape), shape);
+  return read_f32(c, name, shape);
+}
+
+HcSiteTensors read_hc_site(const Checkpoint& c, const std::string& prefix, int64_t d) {
+  return {read_f32(c, prefix + "_fn", {24, 4 * d}), read_f32(c, prefix + "_base", {24}),
+          read_f32(c, prefix + "_scale", {3})};
+}
+
+Fp8BlockMatrix read_fp8_linear(const Checkpoint& c, const std::string& prefix, int64_t out,
+                               int64_t in, int block) {
+  const Shape scales{(out + block - 1) / block, (in + block - 1) / block};
+  return {block, typed<uint8_t>(c.read(prefix + ".weight", DType::F8_E4M3, {out, in}), {out, in}),
+          typed<uint8_t>(c.read(prefix + ".scale", DType::F8_E8M0, scales), scales)};
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint(const std::filesystem::path& dir)
+    : dir_(dir), index_name_((dir / kCheckpointIndex).string()) {
+  const nlohmann::json index =
+      parse_json(read_file(dir / kCheckpointIndex, kMaxJsonBytes), index_name_);
+  const JsonFields f(index, index_name_);
+  f.reject_unknown({"metadata", "weight_map"});
+  if (!f.has("weight_map")) throw_bad_input("{}: missing", f.where("weight_map"));
+  const nlohmann::json& map = index["weight_map"];
+  if (!map.is_object()) throw_bad_input("{}: an object of tensor -> shard", f.where("weight_map"));
+  for (const auto& [name, file] : map.items()) {
+    if (!file.is_string() || !plain_file_name(file.get<std::string>()))
+      throw_bad_input("{}: '{}' -> {}: a shard is a file name in the checkpoint's directory",
+                      f.where("weight_map"), brief_text(name), brief(file));
+    weight_map_.emplace(name, file.get<std::string>());
+  }
+}
+
+const SafetensorsFile& Checkpoint::shard_of(const std::string& name) const {
+  const auto it = weight_map_.find(name);
+  if (it == weight_map_.end())
+    throw_bad_input("{}: tensor '{}' missing from weight_map", index_name_, name);
+  auto& shard = shards_[it->second];
+  if (!shard) {
+    const std::filesystem::path path = dir_ / it->second;
+    std::error_code ec;
+    const auto status = std::filesystem::symlink_status(path, ec);
+    if (ec || !std::filesystem::exists(status))
+      throw_bad_input("{}: tensor '{}' is in shard '{}', which is missing", index_name_, name,
+                      it->second);
+    if (std::filesystem::is_symlink(status))
+      throw_bad_input("{}: a symlink; shards are files of the checkpoint's directory",
+                      path.string());
+    shard = std::make_unique<SafetensorsFile>(path);
+  }
+  return *shard;
+}
+
+const StEntry& Checkpoint::find(const std::string& name) const {
+  const SafetensorsFile& shard = shard_of(name);
+  const auto it = shard.header().tensors.find(name);
+  if (it == shard.header().tensors.end())
+    throw_bad_input("{}: tensor '{}' missing (the index puts it in this shard)", shard.name(),
+                    name);
+  return it->second;
+}
+
+const StEntry& Checkpoint::entry(const std::string& name, DType dtype, const Shape& shape) const {
+  const SafetensorsFile& shard = shard_of(name);
+  const StEntry& e = find(name);
+  if (e.dtype != dtype)
+    throw_bad_input("{}: tensor '{}': dtype {} where {} is expected", shard.name(), name,
+                    dtype_name(e.dtype), dtype_name(dtype));
+  if (e.shape != shape)
+    throw_bad_input("{}: tensor '{}': shape {} where {} is expected", shard.name(), name,
+                    shape_text(e.shape), shape_text(shape));
+  return e;
+}
+
+std::string Checkpoint::read(const std::string& name, DType dtype, const Shape& shape) const {
+  const StEntry& e = entry(name, dtype, shape);
+  if (e.end - e.begin > kMaxReadBytes)
+    throw_bad_input("{}: tensor '{}': {} bytes, too large to read whole (read rows)",
+                    shard_of(name).name(), name, e.end - e.begin);
+  return shard_of(name).read(e, 0, e.end - e.begin);
+}
+
+std::string Checkpoint::read_rows(const std::string& name, DType dtype, const Shape& shape,
+                                  const std::vector<int64_t>& rows) const {
+  const StEntry& e = entry(name, dtype, shape);
+  if (shape.empty() || shape[0] == 0)
+    throw_bad_input("{}: tensor '{}' has no rows", shard_of(name).name(), name);
+  const uint64_t row_bytes = (e.end - e.begin) / uint64_t(shape[0]);
+  std::string out;
+  for (const int64_t r : rows) {
+    if (r < 0 || r >= shape[0])
+      throw_bad_input("{}: tensor '{}': row {} outside [0, {})", shard_of(name).name(), name, r,
+                      shape[0]);
+    out += shard_of(name).read(e, uint64_t(r) * row_bytes, row_bytes);
+  }
+  return out;
+}
+
+LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int layer,
+                                const std::vector<int64_t>& engram_rows) {
+  if (layer < 0 || layer >= r.layers)
+    throw_bad_input("--layer: {} outside the release's layers [0, {})", layer, r.layers);
+  const int64_t d = r.hidden;
+  const std::string p = fmt::format("layers.{}.", layer);
+  LayerTensors t;
+  t.layer = layer;
+  t.hc_attn = read_hc_site(c, p + "hc_attn", d);
+  t.hc_ffn = read_hc_site(c, p + "hc_ffn", d);
+  const int64_t E = r.routed_experts;
+  t.gate = {bf16_as_float(c.read(p + "ffn.gate.weight", DType::BF16, {E, d}), {E, d}),
+            read_f32(c, p + "ffn.gate.bias", {E}), read_f32(c, p + "ffn.gate.bias_vl", {E})};
+  if (!r.engram) return t;
+  const auto& ids = r.engram->layer_ids;
+  const auto at = std::find(ids.begin(), ids.end(), layer);
+  if (at == ids.end()) return t;
+  const EngramLayerTables tables = engram_tables(*r.engram).at(size_t(at - ids.begin()));
+  const int64_t hd = r.engram->head_dim, in = int64_t(r.engram->lookups()) * hd;
+  EngramTensors e;
+  e.rows = engram_rows;
+  const int64_t n = int64_t(engram_rows.size());
+  e.embed = typed<uint8_t>(c.read_rows(p + "engram.embed.weight", DType::F8_E4M3,
+                                       {tables.rows, hd}, engram_rows),
+                           {n, hd});
+  e.embed_scale = typed<uint8_t>(c.read_rows(p + "engram.embed.scale", DType::F8_E8M0,
+                                             {tables.rows, hd / 32}, engram_rows),
+                                 {n, hd / 32});
+  e.wkv = read_fp8_linear(c, p + "engram.wkv", 5 * d, in, r.fp8_block);
+  e.q_weight = read_f32_or_bf16(c, p + "engram.q_weight", {4, d});
+  e.k_weight = read_f32_or_bf16(c, p + "engram.k_weight", {4, d});
+  t.engram = std::move(e);
+  return t;
+}
+
+}  // namespace tandem

@@ -1,0 +1,218 @@
+// core/checkpoint: a synthetic sharded checkpoint written in the release's layout (DESIGN 5.6:
+// model.safetensors.index.json + shards, bare names, F8_E4M3 weights with F8_E8M0 block scales)
+// for a small V4.1-shaped release reads back exactly, Engram's table by sampled rows; bad
+// checkpoints are BadInput naming the tensor and the file.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "bad_input.hpp"
+#include "core/atomic_file.hpp"
+#include "core/checkpoint.hpp"
+#include "core/dtype.hpp"
+#include "core/engram_config.hpp"
+#include "core/philox.hpp"
+#include "test_dir.hpp"
+
+namespace tandem {
+namespace {
+
+// V4.1-Flash's layout at d = 64, 8 experts and small Engram tables.
+ReleaseConfig small_release() {
+  nlohmann::json j = builtin_release_json("v4.1-flash");
+  j["hidden"] = 64, j["routed_experts"] = 8;
+  j["engram"]["table_base"] = 50;
+  return parse_release_config(JsonFields(j, "small"));
+}
+
+Tensor<float> seeded(const Shape& shape, uint32_t id) {
+  Tensor<float> t(shape);
+  for (size_t i = 0; i < t.data.size(); ++i)
+    t.data[i] = float(int32_t(philox_draw(77, id, uint32_t(i)).v[0] % 2001) - 1000) / 256.0f;
+  return t;
+}
+
+Tensor<uint8_t> seeded_bytes(const Shape& shape, uint32_t id, uint8_t avoid) {
+  Tensor<uint8_t> t(shape);
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    t.data[i] = uint8_t(philox_draw(78, id, uint32_t(i)).v[0]);
+    if (t.data[i] == avoid) t.data[i] = 0;  // no NaN code
+  }
+  return t;
+}
+
+void put_bytes(Safetensors& st, const std::string& name, DType dtype, const Tensor<uint8_t>& t) {
+  st.tensors[name] = {dtype, t.shape, std::string(t.data.begin(), t.data.end())};
+}
+
+void put_bf16(Safetensors& st, const std::string& name, const Tensor<float>& t) {
+  Tensor<bf16> b(t.shape);
+  for (size_t i = 0; i < t.data.size(); ++i) b.data[i] = bf16(t.data[i]);
+  st.put(name, b);
+}
+
+// Layers 1 (Engram) and 2 of small_release(): mHC and router in shard 1, Engram in shard 2.
+struct Written {
+  Safetensors shard1, shard2;
+  std::map<std::string, std::string> weight_map;
+  Fp8BlockMatrix wkv;
+  int64_t table_rows = 0;
+
+  void write(const std::filesystem::path& dir) const {
+    write_safetensors(dir / "model-00001-of-00002.safetensors", shard1);
+    write_safetensors(dir / "model-00002-of-00002.safetensors", shard2);
+    write_index(dir, weight_map);
+  }
+  static void write_index(const std::filesystem::path& dir,
+                          const std::map<std::string, std::string>& map) {
+    const nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", map}};
+    write_file_atomic(dir / kCheckpointIndex, std::string_view(index.dump()));
+  }
+};
+
+Written make_checkpoint(const ReleaseConfig& r) {
+  Written w;
+  const int64_t d = r.hidden, E = r.routed_experts;
+  uint32_t id = 0;
+  for (int layer : {1, 2}) {
+    const std::string p = fmt::format("layers.{}.", layer);
+    for (const char* site : {"hc_attn", "hc_ffn"}) {
+      w.shard1.put(p + site + "_fn", seeded({24, 4 * d}, ++id));
+      w.shard1.put(p + site + "_base", seeded({24}, ++id));
+      w.shard1.put(p + site + "_scale", seeded({3}, ++id));
+    }
+    put_bf16(w.shard1, p + "ffn.gate.weight", seeded({E, d}, ++id));
+    w.shard1.put(p + "ffn.gate.bias", seeded({E}, ++id));
+    w.shard1.put(p + "ffn.gate.bias_vl", seeded({E}, ++id));
+  }
+  const EngramLayerTables tables = engram_tables(*r.engram).at(0);  // layer 1
+  w.table_rows = tables.rows;
+  const int64_t hd = r.engram->head_dim, in = int64_t(r.engram->lookups()) * hd;
+  put_bytes(w.shard2, "layers.1.engram.embed.weight", DType::F8_E4M3,
+            seeded_bytes({tables.rows, hd}, ++id, 0x7f));
+  put_bytes(w.shard2, "layers.1.engram.embed.scale", DType::F8_E8M0,
+            seeded_bytes({tables.rows, hd / 32}, ++id, 0xff));
+  w.wkv = quantize_fp8_blocks(seeded({5 * d, in}, ++id), r.fp8_block);
+  put_bytes(w.shard2, "layers.1.engram.wkv.weight", DType::F8_E4M3, w.wkv.codes);
+  put_bytes(w.shard2, "layers.1.engram.wkv.scale", DType::F8_E8M0, w.wkv.scales);
+  w.shard2.put("layers.1.engram.q_weight", seeded({4, d}, ++id));
+  put_bf16(w.shard2, "layers.1.engram.k_weight", seeded({4, d}, ++id));
+  for (const auto& [name, t] : w.shard1.tensors)
+    w.weight_map[name] = "model-00001-of-00002.safetensors";
+  for (const auto& [name, t] : w.shard2.tensors)
+    w.weight_map[name] = "model-00002-of-00002.safetensors";
+  return w;
+}
+
+template <class T>
+Tensor<T> stored(const Safetensors& st, const std::string& name) {
+  return st.get_as<T>(name, "written");
+}
+
+TEST(Checkpoint, LayerTensorsReadBackByTheirReleasedNames) {
+  const TestDir dir;
+  const ReleaseConfig r = small_release();
+  const Written w = make_checkpoint(r);
+  w.write(dir.path());
+  const Checkpoint c(dir.path());
+  const std::vector<int64_t> rows = {0, 7, w.table_rows - 1, 7};
+  const LayerTensors t = load_layer_tensors(c, r, 1, rows);
+  EXPECT_EQ(t.hc_attn.fn.data, stored<float>(w.shard1, "layers.1.hc_attn_fn").data);
+  EXPECT_EQ(t.hc_ffn.scale.data, stored<float>(w.shard1, "layers.1.hc_ffn_scale").data);
+  EXPECT_EQ(t.gate.bias_vl.data, stored<float>(w.shard1, "layers.1.ffn.gate.bias_vl").data);
+  const Tensor<bf16> gate = stored<bf16>(w.shard1, "layers.1.ffn.gate.weight");
+  ASSERT_EQ(t.gate.weight.shape, (Shape{8, 64}));
+  for (size_t i = 0; i < gate.data.size(); ++i)
+    ASSERT_EQ(t.gate.weight.data[i], float(gate.data[i]));
+  ASSERT_TRUE(t.engram);
+  const std::string& table = w.shard2.tensors.at("layers.1.engram.embed.weight").bytes;
+  ASSERT_EQ(t.engram->embed.shape, (Shape{4, 256}));
+  for (size_t i = 0; i < rows.size(); ++i)  // each sampled row, in the order asked
+    EXPECT_EQ(std::string(t.engram->embed.data.begin() + i * 256,
+                          t.engram->embed.data.begin() + (i + 1) * 256),
+              table.substr(size_t(rows[i]) * 256, 256))
+        << "row " << rows[i];
+  EXPECT_EQ(t.engram->embed_scale.shape, (Shape{4, 8}));
+  EXPECT_EQ(dequantize(t.engram->wkv).data, dequantize(w.wkv).data);
+  EXPECT_EQ(t.engram->q_weight.data, stored<float>(w.shard2, "layers.1.engram.q_weight").data);
+  const Tensor<bf16> k = stored<bf16>(w.shard2, "layers.1.engram.k_weight");
+  EXPECT_EQ(t.engram->k_weight.data[5], float(k.data[5]));
+  // Layer 2 has no Engram.
+  EXPECT_FALSE(load_layer_tensors(c, r, 2, rows).engram);
+}
+
+TEST(Checkpoint, BadCheckpointsNameTheTensorAndFile) {
+  const ReleaseConfig r = small_release();
+  const Written ok = make_checkpoint(r);
+  auto load = [&](const TestDir& dir, int layer = 1, std::vector<int64_t> rows = {0}) {
+    return [&dir, &r, layer, rows] { load_layer_tensors(Checkpoint(dir.path()), r, layer, rows); };
+  };
+  {  // a tensor the index does not list
+    const TestDir dir;
+    Written w = ok;
+    w.weight_map.erase("layers.1.hc_ffn_base");
+    w.write(dir.path());
+    expect_bad_input(load(dir), "model.safetensors.index.json: tensor 'layers.1.hc_ffn_base' "
+                                "missing from weight_map");
+  }
+  {  // listed, but not in its shard
+    const TestDir dir;
+    Written w = ok;
+    w.shard1.tensors.erase("layers.1.ffn.gate.bias");
+    w.write(dir.path());
+    expect_bad_input(load(dir), "model-00001-of-00002.safetensors: tensor 'layers.1.ffn.gate."
+                                "bias' missing (the index puts it in this shard)");
+  }
+  {  // wrong dtype, wrong shape
+    const TestDir dir;
+    Written w = ok;
+    put_bf16(w.shard1, "layers.1.hc_attn_fn", seeded({24, 256}, 1));
+    w.shard1.put("layers.1.hc_attn_base", seeded({25}, 2));
+    w.write(dir.path());
+    expect_bad_input(load(dir), "tensor 'layers.1.hc_attn_fn': dtype BF16 where F32");
+    w.shard1.put("layers.1.hc_attn_fn", seeded({24, 256}, 1));
+    w.write(dir.path());
+    expect_bad_input(load(dir), "tensor 'layers.1.hc_attn_base': shape [25] where [24]");
+  }
+  {  // the index names a shard that is not there
+    const TestDir dir;
+    Written w = ok;
+    w.weight_map["layers.1.engram.wkv.scale"] = "model-00003-of-00002.safetensors";
+    w.write(dir.path());
+    expect_bad_input(load(dir), "in shard 'model-00003-of-00002.safetensors', which is missing");
+  }
+  for (const char* hostile : {"../../etc/passwd", "/etc/passwd", "sub/x.safetensors", ".."}) {
+    const TestDir dir;  // never opened: refused when the index is read
+    Written w = ok;
+    w.weight_map["layers.1.hc_attn_fn"] = hostile;
+    w.write(dir.path());
+    expect_bad_input(load(dir), "a shard is a file name in the checkpoint's directory");
+  }
+  {  // a shard that is a symlink (here to another file of the test's own directory)
+    const TestDir dir;
+    ok.write(dir.path());
+    std::filesystem::rename(dir / "model-00002-of-00002.safetensors", dir / "elsewhere");
+    std::filesystem::create_symlink(dir / "elsewhere", dir / "model-00002-of-00002.safetensors");
+    expect_bad_input(load(dir), "model-00002-of-00002.safetensors: a symlink");
+  }
+  {  // a truncated shard, a row past the table, a layer past the model, a broken index
+    const TestDir dir;
+    ok.write(dir.path());
+    expect_bad_input(load(dir, 1, {ok.table_rows}),
+                     fmt::format("'layers.1.engram.embed.weight': row {} outside", ok.table_rows));
+    expect_bad_input(load(dir, 40), "--layer: 40 outside");
+    const std::string shard = read_file(dir / "model-00002-of-00002.safetensors");
+    write_file_atomic(dir / "model-00002-of-00002.safetensors",
+                      std::string_view(shard).substr(0, shard.size() / 2));
+    expect_bad_input(load(dir), "model-00002-of-00002.safetensors");
+    write_file_atomic(dir / kCheckpointIndex, std::string_view(R"({"weight_map": [1, 2]})"));
+    expect_bad_input(load(dir), "field 'weight_map': an object");
+    std::filesystem::remove(dir / kCheckpointIndex);
+    expect_bad_input(load(dir), "model.safetensors.index.json: cannot open");
+  }
+}
+
+}  // namespace
+}  // namespace tandem
