@@ -75,22 +75,50 @@ struct BackendFlags {
   }
 };
 
-int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
-               const std::vector<std::string>& components, const BackendFlags& flags, bool execute,
-               std::ostream& out) {
-  const ModelConfig model =
-      config_path.empty() ? builtin_model(model_name) : load_model_config(config_path);
-  const RunOptions opt = flags.resolve();
-  if (!execute) return 0;
-  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO), components);
-  const auto j = to_json(rows, model);
+// `tandem verify --weights DIR --layer L`: what the rows run on.
+struct CheckpointFlags {
+  std::string dir, release = "v4.1-flash", release_file;
+  int layer = -1;
+  int64_t tokens = 2;
+};
+
+int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, const RunOptions& opt,
+               bool json, std::ostream& out) {
+  const auto j = to_json(rows, what);
   if (json) {
     out << j.dump(2) << "\n";
   } else {
-    out << fmt::format("tandem verify: model {} on {}\n", model.name, backend_name(opt.backend))
+    out << fmt::format("tandem verify: {} on {}\n", what, backend_name(opt.backend))
         << render_table(rows) << (j["pass"].get<bool>() ? "all cases PASS\n" : "FAILED\n");
   }
   return j["pass"].get<bool>() ? 0 : 1;
+}
+
+int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
+               const std::vector<std::string>& components, const BackendFlags& flags,
+               const CheckpointFlags& weights, bool execute, std::ostream& out) {
+  const RunOptions opt = flags.resolve();
+  if (!weights.dir.empty()) {
+    if (weights.layer < 0) throw_bad_input("--weights: give the layer to verify (--layer L)");
+    if (weights.tokens < 1 || weights.tokens > 64)
+      throw_bad_input("--tokens: in [1, 64], got {}", weights.tokens);
+    CheckpointLayer layer;
+    layer.release = weights.release_file.empty() ? builtin_release(weights.release)
+                                                 : load_release_config(weights.release_file);
+    layer.tensors = load_layer_tensors(Checkpoint(weights.dir), layer.release, weights.layer, {});
+    layer.tokens = weights.tokens;
+    layer.seed = builtin_model("tiny").seed;
+    if (!execute) return 0;
+    const auto rows = verify_checkpoint(layer, opt, !json && isatty(STDERR_FILENO), components);
+    return print_rows(
+        rows, fmt::format("{} layer {} of {}", layer.release.name, weights.layer, weights.dir), opt,
+        json, out);
+  }
+  const ModelConfig model =
+      config_path.empty() ? builtin_model(model_name) : load_model_config(config_path);
+  if (!execute) return 0;
+  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO), components);
+  return print_rows(rows, "model " + model.name, opt, json, out);
 }
 
 int cmd_golden_list(const std::string& dir, std::ostream& out) {
@@ -303,9 +331,35 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
   verify->add_option("--component", components, "only this component's rows (repeatable)")
       ->check(CLI::IsMember(verify_components()));
   vflags.add_to(*verify);
+  CheckpointFlags weights;
+  auto* weights_opt =
+      verify
+          ->add_option("--weights", weights.dir,
+                       "a released checkpoint's directory (model.safetensors.index.json and "
+                       "shards): verify the components that run on one layer's tensors")
+          ->excludes(builtin)
+          ->excludes(config_opt);
+  verify->add_option("--layer", weights.layer, "the layer to verify (with --weights)")
+      ->check(kDecimalInteger)
+      ->needs(weights_opt);
+  auto* release_opt =
+      verify->add_option("--release", weights.release, "the checkpoint's release (with --weights)")
+          ->check(CLI::IsMember(builtin_release_names()))
+          ->needs(weights_opt);
+  verify
+      ->add_option("--release-file", weights.release_file,
+                   "the checkpoint's release as a JSON file (with --weights; the built-in "
+                   "releases' form)")
+      ->excludes(release_opt)
+      ->needs(weights_opt);
+  verify->add_option("--tokens", weights.tokens, "seeded tokens a row runs (with --weights)")
+      ->check(kDecimalInteger)
+      ->needs(weights_opt);
   verify->callback([&] {
     if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");
-    code = cmd_verify(model, config, json, components, vflags, execute, out);
+    if (weights_opt->count() > 0 && weights.dir.empty())
+      throw_bad_input("--weights: an empty path");
+    code = cmd_verify(model, config, json, components, vflags, weights, execute, out);
   });
 
   auto* golden = app.add_subcommand("golden", "golden cases: list, check, regen");

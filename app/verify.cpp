@@ -16,19 +16,28 @@ std::vector<std::string> verify_components() {
   return names;
 }
 
-std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
-                                    const std::vector<std::string>& components) {
-  struct Job {
-    std::string component;
-    VerifyJob job;
-  };
+namespace {
+
+struct Job {
+  std::string component;
+  VerifyJob job;
+};
+
+// Every selected component's jobs (`rows_of` its rows, none when it has no such rows).
+template <class RowsOf>
+std::vector<Job> select_jobs(const std::vector<std::string>& components, RowsOf rows_of) {
   std::vector<Job> jobs;
   for (const Component& c : registry()) {
     if (!components.empty() &&
         std::find(components.begin(), components.end(), c.name) == components.end())
       continue;
-    for (VerifyJob& j : c.verify_rows(model, opt)) jobs.push_back({c.name, std::move(j)});
+    for (VerifyJob& j : rows_of(c)) jobs.push_back({c.name, std::move(j)});
   }
+  return jobs;
+}
+
+std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& opt,
+                                bool progress) {
   std::vector<VerifyRow> rows;
   for (const Job& j : jobs) {
     if (progress)
@@ -37,6 +46,26 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
   return rows;
+}
+
+}  // namespace
+
+std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
+                                    const std::vector<std::string>& components) {
+  return run_jobs(
+      select_jobs(components, [&](const Component& c) { return c.verify_rows(model, opt); }), opt,
+      progress);
+}
+
+std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const RunOptions& opt,
+                                         bool progress,
+                                         const std::vector<std::string>& components) {
+  return run_jobs(select_jobs(components,
+                              [&](const Component& c) {
+                                return c.checkpoint_rows ? c.checkpoint_rows(layer, opt)
+                                                         : std::vector<VerifyJob>{};
+                              }),
+                  opt, progress);
 }
 
 VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,
@@ -84,7 +113,7 @@ nlohmann::json launches_json(const LaunchLog& log) {
 
 }  // namespace
 
-nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& model) {
+nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& model) {
   nlohmann::json cases = nlohmann::json::array();
   bool pass = true;
   for (const VerifyRow& r : rows) {
@@ -103,7 +132,7 @@ nlohmann::json to_json(const std::vector<VerifyRow>& rows, const ModelConfig& mo
                      {"detail", r.detail},
                      {"launches", launches_json(r.launches)}});
   }
-  return {{"model", model.name}, {"pass", pass}, {"cases", cases}};
+  return {{"model", model}, {"pass", pass}, {"cases", cases}};
 }
 
 }  // namespace tandem::app

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cases/tensor_check.hpp"
+#include "core/checkpoint.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
 #include "optimized/backend.hpp"
@@ -82,6 +83,16 @@ struct SharedFile {
   std::string name, bytes;
 };
 
+// One layer of released weights and the test's size (`tandem verify --weights DIR --layer L`):
+// the layer's tensors as the checkpoint holds them (core/checkpoint.hpp), the release's shapes
+// and scalars, seeded activations of `tokens` tokens.
+struct CheckpointLayer {
+  LayerTensors tensors;
+  ReleaseConfig release;
+  int64_t tokens = 2;
+  uint64_t seed = 0;
+};
+
 // ---------------------------------------------------------------- a component
 struct Component {
   std::string name;  // as manifests, `--component` and the rows name it
@@ -92,6 +103,9 @@ struct Component {
   // against the tolerance policy. Corrupt or mismatched files are BadInput naming file and field.
   std::function<CaseReport(const LoadedCase&, const RunOptions&)> check;
   std::function<std::vector<SharedFile>()> shared_files = [] { return std::vector<SharedFile>{}; };
+  // Rows on one layer of released weights, for the components whose tensors a checkpoint holds;
+  // unset for the others.
+  std::function<std::vector<VerifyJob>(const CheckpointLayer&, const RunOptions&)> checkpoint_rows;
   // The stored tensors of its cases that may hold +-inf (never NaN): an input whose infinities
   // mean something (sparse_attn's -inf sinks: no sink) and an expectation that holds them (its
   // +inf lse of a row with nothing valid). Every other stored float must be finite.

@@ -25,6 +25,13 @@ DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType a
   return in;
 }
 
+DenseInputs router_logits_inputs(const CheckpointLayer& l) {
+  DenseInputs in;
+  in.x = seeded_tensor({l.tokens, l.release.hidden}, l.seed, 1, -2.0f, 2.0f);
+  in.w = l.tensors.gate.weight;
+  return in;
+}
+
 namespace {
 
 // The float baseline with the inputs permuted by p (the sums in another order): another draw of
@@ -81,25 +88,32 @@ CaseReport check_dense(const LoadedCase& c, const RunOptions& opt) {
 }
 
 // The end-to-end model's projections at its width: residual.tokens tokens of d inputs.
-VerifyRow verify_dense(const ModelConfig& model, int64_t n_out, ActDType act, bool bias, bool gelu,
-                       const RunOptions& opt) {
-  const int64_t T = model.residual.tokens, d = model.residual.d;
-  const DenseInputs in = make_dense_inputs(T, d, n_out, act, model.seed, bias, gelu);
+VerifyRow verify_dense_inputs(const DenseInputs& in, const std::string& what,
+                              const RunOptions& opt) {
+  const int64_t T = in.x.dim(0), d = in.x.dim(1), n_out = in.w.dim(0);
+  const bool bias = !in.bias.data.empty();
   return verify_kernel_row<DenseOutputs>(
       {.component = "dense",
-       .name = fmt::format("rows/{}{} T={} {} -> {}", act_dtype_name(act),
-                           bias || gelu ? std::string(",") + dense_epilogue_name(bias, gelu) : "",
-                           T, d, n_out),
+       .name =
+           fmt::format("{}rows/{}{} T={} {} -> {}", what, act_dtype_name(in.act),
+                       bias || in.gelu ? std::string(",") + dense_epilogue_name(bias, in.gelu) : "",
+                       T, d, n_out),
        .run = [&](const RunOptions& o) { return run_dense_rows(in, o); },
        .compare =
            [&](const DenseOutputs& out) {
-             return compare_dense(run_dense_reference(in), out, act);
+             return compare_dense(run_dense_reference(in), out, in.act);
            },
        .same = [](const DenseOutputs& a, const DenseOutputs& b) { return a.y.data == b.y.data; },
        .predicted =
-           [&] { return LaunchLog{sim::predict_dense_rows(T, d, n_out, act, bias, gelu)}; },
+           [&] { return LaunchLog{sim::predict_dense_rows(T, d, n_out, in.act, bias, in.gelu)}; },
        .bytes = fmt::format("{} weight rows", n_out)},
       opt);
+}
+
+VerifyRow verify_dense(const ModelConfig& model, int64_t n_out, ActDType act, bool bias, bool gelu,
+                       const RunOptions& opt) {
+  const int64_t T = model.residual.tokens, d = model.residual.d;
+  return verify_dense_inputs(make_dense_inputs(T, d, n_out, act, model.seed, bias, gelu), "", opt);
 }
 
 }  // namespace
@@ -119,6 +133,15 @@ Component dense_component() {
         {"dense bias+gelu", [=, &model, &opt] {
            return verify_dense(model, hidden, ActDType::bf16, true, true, opt);
          }}};
+  };
+  // The router's logits with the layer's released ffn.gate.weight (BF16 values) at the
+  // release's width, f32 activations.
+  c.checkpoint_rows = [](const CheckpointLayer& l, const RunOptions& opt) {
+    return std::vector<VerifyJob>{{"dense router logits", [&l, &opt] {
+                                     return verify_dense_inputs(
+                                         router_logits_inputs(l),
+                                         fmt::format("layers.{}.ffn.gate ", l.tensors.layer), opt);
+                                   }}};
   };
   c.golden_specs = [] {
     using A = ActDType;

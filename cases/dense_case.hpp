@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cases/case.hpp"
 #include "cases/tensor_check.hpp"
 #include "optimized/dense.hpp"
 
@@ -13,6 +14,10 @@ namespace tandem {
 // With `bias`: a bias in [-1, 1]; `gelu`: exact GELU after it.
 DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed,
                               bool bias = false, bool gelu = false);
+
+// The router's logits on a layer of released weights: tokens seeded activations of the release's
+// width (f32) into the layer's ffn.gate.weight [experts, d].
+DenseInputs router_logits_inputs(const CheckpointLayer& l);
 
 using DenseReference = KernelReference<DenseOutputs>;  // [T, n_out]
 DenseReference run_dense_reference(const DenseInputs& in);

@@ -318,15 +318,15 @@ bool same_outputs(const ResidualStackOutputs& a, const ResidualStackOutputs& b) 
   return same;
 }
 
-VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType act,
-                          const RunOptions& opt) {
-  const ResidualConfig& cfg = model.residual;
+VerifyRow verify_residual_inputs(const ResidualStackInputs& in, ResidualPath path,
+                                 const std::string& what, const RunOptions& opt) {
+  const ResidualConfig& cfg = in.cfg;
+  const ActDType act = in.act;
   VerifyRow row;
   row.component = "residual";
-  row.name = fmt::format("{}/{} T={} d={} sites={}", residual_path_name(path), act_dtype_name(act),
-                         cfg.tokens, cfg.d, cfg.sites);
+  row.name = fmt::format("{}/{}{} T={} d={} sites={}", residual_path_name(path),
+                         act_dtype_name(act), what, cfg.tokens, cfg.d, cfg.sites);
   row.backend = backend_name(opt.backend);
-  const ResidualStackInputs in = make_residual_inputs(cfg, cfg.tokens, act, model.seed);
   const auto truth = reference::run_truth(in, path);
   const auto baseline = baseline_error_draws(in, path, truth);
   const ResidualStackOutputs out = run_residual_stack(in, path, opt);
@@ -348,6 +348,31 @@ VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType 
   return row;
 }
 
+VerifyRow verify_residual(const ModelConfig& model, ResidualPath path, ActDType act,
+                          const RunOptions& opt) {
+  const ResidualConfig& cfg = model.residual;
+  return verify_residual_inputs(make_residual_inputs(cfg, cfg.tokens, act, model.seed), path, "",
+                                opt);
+}
+
+// A layer's two sites (attention, FFN) with its released mixing tensors at the release's width
+// and scalars; the activations, RMSNorm weights and the sublayer stand-ins seeded.
+VerifyRow verify_residual_checkpoint(const CheckpointLayer& l, ResidualPath path,
+                                     const RunOptions& opt) {
+  const ReleaseConfig& r = l.release;
+  ResidualConfig cfg;
+  cfg.d = r.hidden, cfg.sinkhorn_iters = r.sinkhorn_iters, cfg.hc_eps = r.hc_eps;
+  cfg.norm_eps = r.norm_eps, cfg.sites = 2, cfg.tokens = int(l.tokens);
+  ResidualStackInputs in = make_residual_inputs(cfg, l.tokens, ActDType::bf16, l.seed);
+  const HcSiteTensors* released[] = {&l.tensors.hc_attn, &l.tensors.hc_ffn};
+  for (size_t s = 0; s < 2; ++s) {
+    in.sites[s].fn = released[s]->fn, in.sites[s].base = released[s]->base;
+    in.sites[s].scale = released[s]->scale;
+  }
+  return verify_residual_inputs(in, path, fmt::format(" layers.{} hc_attn+hc_ffn", l.tensors.layer),
+                                opt);
+}
+
 }  // namespace
 
 Component residual_component() {
@@ -359,6 +384,13 @@ Component residual_component() {
       for (ActDType a : {ActDType::f32, ActDType::bf16})
         jobs.push_back({fmt::format("residual {}/{}", residual_path_name(p), act_dtype_name(a)),
                         [=, &model, &opt] { return verify_residual(model, p, a, opt); }});
+    return jobs;
+  };
+  c.checkpoint_rows = [](const CheckpointLayer& l, const RunOptions& opt) {
+    std::vector<VerifyJob> jobs;
+    for (ResidualPath p : {ResidualPath::v4_unfused, ResidualPath::v41_single_pass})
+      jobs.push_back({fmt::format("residual {} on released tensors", residual_path_name(p)),
+                      [=, &l, &opt] { return verify_residual_checkpoint(l, p, opt); }});
     return jobs;
   };
   c.golden_specs = [] {

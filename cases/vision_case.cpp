@@ -6,6 +6,7 @@
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
+#include "cases/dense_case.hpp"
 #include "core/json_fields.hpp"
 #include "core/philox.hpp"
 #include "optimized/vision.hpp"
@@ -69,14 +70,28 @@ std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResu
   for (double& v : baseline.data) v = round_to(act, float(v));
   checks.push_back({"rope", compare_to_truth(truth.span(), baseline.span(), as_doubles(out.rope.x),
                                              out_dtype(act), in.rope.x.dim(2))});
-  // The experts are discrete: the float gate (the kernels' precision, same formula) selects them.
-  const reference::MoeGateRef base = reference::moe_gate<float>(in.gate);
-  checks.push_back(exact_check("experts", base.experts, out.gate.experts));
-  const Tensor<double> truth_w = reference::moe_weights<double>(in.gate, base.experts);
-  checks.push_back({"gate_weights",
-                    compare_to_truth(truth_w.span(), base.weights.span(),
-                                     as_doubles(out.gate.weights), OutDType::F32, in.gate.top_k)});
+  for (TensorCheck& c : compare_gate(in.gate, out.gate)) checks.push_back(std::move(c));
   return checks;
+}
+
+std::vector<TensorCheck> compare_gate(const MoeGateInputs& in, const MoeGateOutputs& out) {
+  // The experts are discrete: the float gate (the kernels' precision, same formula) selects them.
+  const reference::MoeGateRef base = reference::moe_gate<float>(in);
+  const Tensor<double> truth_w = reference::moe_weights<double>(in, base.experts);
+  return {exact_check("experts", base.experts, out.experts),
+          {"gate_weights", compare_to_truth(truth_w.span(), base.weights.span(),
+                                            as_doubles(out.weights), OutDType::F32, in.top_k)}};
+}
+
+MoeGateInputs router_gate_inputs(const CheckpointLayer& l) {
+  const Tensor<double> logits = run_dense_reference(router_logits_inputs(l)).baseline;
+  MoeGateInputs g;
+  g.logits = Tensor<float>(logits.shape);
+  for (size_t i = 0; i < logits.data.size(); ++i) g.logits.data[i] = float(logits.data[i]);
+  for (int64_t t = 0; t < l.tokens; ++t) g.is_image.push_back(uint8_t(t % 2));
+  g.bias_text = l.tensors.gate.bias.data, g.bias_vl = l.tensors.gate.bias_vl.data;
+  g.top_k = l.release.top_k, g.route_scale = float(l.release.route_scale);
+  return g;
 }
 
 // ================================================================ the vision component
@@ -183,6 +198,24 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
       opt);
 }
 
+VerifyRow verify_router_gate(const CheckpointLayer& l, const RunOptions& opt) {
+  const MoeGateInputs g = router_gate_inputs(l);
+  const int64_t T = g.logits.dim(0), E = g.logits.dim(1);
+  return verify_kernel_row<MoeGateOutputs>(
+      {.component = "vision",
+       .name = fmt::format("layers.{}.ffn.gate bias/bias_vl T={} E={} k={}", l.tensors.layer, T, E,
+                           g.top_k),
+       .run = [&](const RunOptions& o) { return run_moe_gate(g, o); },
+       .compare = [&](const MoeGateOutputs& out) { return compare_gate(g, out); },
+       .same =
+           [](const MoeGateOutputs& a, const MoeGateOutputs& b) {
+             return a.experts.data == b.experts.data && a.weights.data == b.weights.data;
+           },
+       .predicted = [&] { return LaunchLog{sim::predict_moe_gate(T, E, g.top_k)}; },
+       .bytes = "every logit once"},
+      opt);
+}
+
 }  // namespace
 
 Component vision_component() {
@@ -193,6 +226,12 @@ Component vision_component() {
     for (ActDType a : {ActDType::f32, ActDType::bf16})
       jobs.push_back({"vision", [=, &model, &opt] { return verify_vision(model, a, opt); }});
     return jobs;
+  };
+  // The modality router's gate with the layer's released biases (text and image tokens
+  // alternating) on the logits of its released ffn.gate.weight.
+  c.checkpoint_rows = [](const CheckpointLayer& l, const RunOptions& opt) {
+    return std::vector<VerifyJob>{
+        {"vision router gate", [&l, &opt] { return verify_router_gate(l, opt); }}};
   };
   c.golden_specs = [] {
     using A = ActDType;

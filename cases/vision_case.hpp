@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cases/case.hpp"
 #include "cases/residual_case.hpp"  // TensorCheck
 #include "core/vision_config.hpp"
 #include "optimized/vision.hpp"
@@ -32,6 +33,14 @@ struct VisionResults {
 VisionResults run_vision(const VisionInputs& in, ActDType act, const RunOptions& opt);
 
 // Unshuffle, its inverse, the gate's experts: bit-exact; RoPE and gate weights: tolerance.
+// The MoE gate's experts bit for bit against the float reference's, its weights under the
+// tolerance policy.
+std::vector<TensorCheck> compare_gate(const MoeGateInputs& in, const MoeGateOutputs& out);
+// The gate on a layer of released weights: the float reference's logits of router_logits_inputs,
+// text and image tokens alternating, the layer's ffn.gate.bias / bias_vl, the release's top-k and
+// route scale.
+MoeGateInputs router_gate_inputs(const CheckpointLayer& l);
+
 std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out,
                                         ActDType act);
 

@@ -82,13 +82,13 @@ FileReader::~FileReader() { ::close(fd_); }
 
 std::string FileReader::read(uint64_t offset, uint64_t count) const {
   if (offset > size_ || count > size_ - offset)
-    throw_bad_input("{}: bytes [{}, {}) are past its end ({} bytes)", path_, offset,
-                    offset + count, size_);
+    throw_bad_input("{}: bytes [{}, {}) are past its end ({} bytes)", path_, offset, offset + count,
+                    size_);
   std::string bytes(static_cast<size_t>(count), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done,
-                              static_cast<off_t>(offset + done));
+    const ssize_t n =
+        ::pread(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw_bad_input("{}: read failed: {}", path_, std::strerror(errno));
     if (n == 0) throw_bad_input("{}: file shrank while being read", path_);

@@ -158,7 +158,7 @@ LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int
   const int64_t E = r.routed_experts;
   t.gate = {bf16_as_float(c.read(p + "ffn.gate.weight", DType::BF16, {E, d}), {E, d}),
             read_f32(c, p + "ffn.gate.bias", {E}), read_f32(c, p + "ffn.gate.bias_vl", {E})};
-  if (!r.engram) return t;
+  if (!r.engram || engram_rows.empty()) return t;
   const auto& ids = r.engram->layer_ids;
   const auto at = std::find(ids.begin(), ids.end(), layer);
   if (at == ids.end()) return t;
@@ -167,12 +167,12 @@ LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int
   EngramTensors e;
   e.rows = engram_rows;
   const int64_t n = int64_t(engram_rows.size());
-  e.embed = typed<uint8_t>(c.read_rows(p + "engram.embed.weight", DType::F8_E4M3,
-                                       {tables.rows, hd}, engram_rows),
-                           {n, hd});
-  e.embed_scale = typed<uint8_t>(c.read_rows(p + "engram.embed.scale", DType::F8_E8M0,
-                                             {tables.rows, hd / 32}, engram_rows),
-                                 {n, hd / 32});
+  e.embed = typed<uint8_t>(
+      c.read_rows(p + "engram.embed.weight", DType::F8_E4M3, {tables.rows, hd}, engram_rows),
+      {n, hd});
+  e.embed_scale = typed<uint8_t>(
+      c.read_rows(p + "engram.embed.scale", DType::F8_E8M0, {tables.rows, hd / 32}, engram_rows),
+      {n, hd / 32});
   e.wkv = read_fp8_linear(c, p + "engram.wkv", 5 * d, in, r.fp8_block);
   e.q_weight = read_f32_or_bf16(c, p + "engram.q_weight", {4, d});
   e.k_weight = read_f32_or_bf16(c, p + "engram.k_weight", {4, d});

@@ -77,8 +77,9 @@ struct LayerTensors {
   std::optional<EngramTensors> engram;  // at release.engram's layers only
 };
 
-// Layer `layer` of release `r` from checkpoint `c` (names bare: layers.N.*); Engram's table read
-// at `engram_rows` only. BadInput naming the tensor and file for anything missing or misshapen.
+// Layer `layer` of release `r` from checkpoint `c` (names bare: layers.N.*); Engram's tensors at
+// its layers when `engram_rows` names table rows to read (only those). BadInput naming the tensor
+// and file for anything missing or misshapen.
 LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int layer,
                                 const std::vector<int64_t>& engram_rows);
 

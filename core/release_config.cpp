@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace tandem {
@@ -246,6 +247,11 @@ ReleaseConfig parse_release_config(const JsonFields& f) {
   }
   if (f.has("vision")) r.vision = parse_vision(f.object("vision"));
   return r;
+}
+
+ReleaseConfig load_release_config(const std::filesystem::path& path) {
+  const nlohmann::json j = parse_json(read_file(path, kMaxJsonBytes), path.string());
+  return parse_release_config(JsonFields(j, path.string()));
 }
 
 std::vector<std::string> builtin_release_names() {

@@ -3,6 +3,7 @@
 // presets are derived from, and the sizes release-shape verification works at. Built in:
 // v4-flash, v4-pro, v4.1-flash; the same JSON form can be loaded from a file.
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,7 @@ struct ReleaseConfig {
 };
 
 ReleaseConfig parse_release_config(const JsonFields& f);
+ReleaseConfig load_release_config(const std::filesystem::path& path);  // BadInput naming it
 ReleaseConfig builtin_release(const std::string& name);        // BadInput naming the built-in names
 nlohmann::json builtin_release_json(const std::string& name);  // its JSON form
 std::vector<std::string> builtin_release_names();

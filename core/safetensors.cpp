@@ -15,10 +15,10 @@ struct DTypeInfo {
   std::string_view name;
   size_t size;
 };
-constexpr DTypeInfo kDTypes[] = {{DType::F64, "F64", 8},   {DType::F32, "F32", 4},
-                                 {DType::BF16, "BF16", 2}, {DType::F8_E4M3, "F8_E4M3", 1},
+constexpr DTypeInfo kDTypes[] = {{DType::F64, "F64", 8},         {DType::F32, "F32", 4},
+                                 {DType::BF16, "BF16", 2},       {DType::F8_E4M3, "F8_E4M3", 1},
                                  {DType::F8_E8M0, "F8_E8M0", 1}, {DType::U8, "U8", 1},
-                                 {DType::I32, "I32", 4},   {DType::I64, "I64", 8}};
+                                 {DType::I32, "I32", 4},         {DType::I64, "I64", 8}};
 
 const DTypeInfo& info(DType d) {
   return *std::find_if(std::begin(kDTypes), std::end(kDTypes),
@@ -162,8 +162,7 @@ StHeader parse_safetensors_header(std::string_view json, uint64_t data_size,
     covered = e;
   }
   if (covered != data_size)
-    throw_bad_input("{}: {} trailing bytes not covered by any tensor", source,
-                    data_size - covered);
+    throw_bad_input("{}: {} trailing bytes not covered by any tensor", source, data_size - covered);
   return h;
 }
 
@@ -187,8 +186,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
 
 std::string SafetensorsFile::read(const StEntry& e, uint64_t offset, uint64_t count) const {
   if (offset > e.end - e.begin || count > e.end - e.begin - offset)
-    throw_bad_input("{}: bytes [{}, {}) of a {}-byte tensor", file_.name(), offset,
-                    offset + count, e.end - e.begin);
+    throw_bad_input("{}: bytes [{}, {}) of a {}-byte tensor", file_.name(), offset, offset + count,
+                    e.end - e.begin);
   return file_.read(header_.data_start + e.begin + offset, count);
 }
 

@@ -10,13 +10,12 @@
 #include <cmath>
 
 #include "optimized/kernel.cuh"
+#include "problem/vision.hpp"
 
 // Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
 namespace tandem::TANDEM_BACKEND_NS {
 
-inline constexpr int kMoeMaxExperts = 256;
 inline constexpr int kMoeExpertsPerLane = kMoeMaxExperts / kWarpSize;
-inline constexpr int kMoeMaxTopK = 16;
 inline constexpr int kMoeWarpsPerBlock = 4;
 static_assert(kMoeMaxExperts % kWarpSize == 0, "experts are spread evenly over the lanes");
 

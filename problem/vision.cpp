@@ -133,10 +133,11 @@ void validate_rope_inputs(const RopeInputs& in) {
 void validate_moe_gate_inputs(const MoeGateInputs& in) {
   const int64_t T = in.logits.shape.size() == 2 ? in.logits.dim(0) : -1;
   const int64_t E = T >= 0 ? in.logits.dim(1) : 0;
-  if (T < 1 || E < 1 || E > 256)
-    throw_bad_input("moe gate input: expected logits [T >= 1, 1 <= E <= 256]");
-  if (in.top_k < 1 || in.top_k > 16 || in.top_k > E)
-    throw_bad_input("moe gate: top_k must be in [1, min(16, E = {})], got {}", E, in.top_k);
+  if (T < 1 || E < 1 || E > kMoeMaxExperts)
+    throw_bad_input("moe gate input: expected logits [T >= 1, 1 <= E <= {}]", kMoeMaxExperts);
+  if (in.top_k < 1 || in.top_k > kMoeMaxTopK || in.top_k > E)
+    throw_bad_input("moe gate: top_k must be in [1, min({}, E = {})], got {}", kMoeMaxTopK, E,
+                    in.top_k);
   if (in.is_image.size() != size_t(T) || in.bias_text.size() != size_t(E) ||
       in.bias_vl.size() != size_t(E))
     throw_bad_input("moe gate input: is_image [T], bias_text [E] and bias_vl [E] expected");

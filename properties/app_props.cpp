@@ -12,11 +12,13 @@
 
 #include "app/commands.hpp"
 #include "app/verify.hpp"
+#include "case_budget.hpp"
 #include "core/atomic_file.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
 #include "optimized/backend.hpp"
 #include "sim/traffic.hpp"
+#include "synthetic_checkpoint.hpp"
 #include "test_dir.hpp"
 
 namespace tandem {
@@ -49,6 +51,67 @@ TEST(App, InfoNamesTheBackends) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("emu available"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("best backend"), std::string::npos);
+}
+
+// `tandem verify --weights DIR --layer L`: the components that run on released tensors (the
+// residual sites' hc_attn / hc_ffn, the router's ffn.gate) on a synthetic checkpoint in the
+// release's layout, their rows at the release's widths; a bad checkpoint is exit 2 naming the
+// tensor and the file.
+void expect_checkpoint_rows(const std::vector<std::string>& args, const std::string& d,
+                            const std::string& experts) {
+  const CliRun r = tandem(args);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["pass"].get<bool>());
+  std::multiset<std::string> components;
+  for (const auto& c : j["cases"]) {
+    const std::string name = c["case"], component = c["component"];
+    components.insert(component);
+    EXPECT_NE(name.find("layers.2"), std::string::npos) << name;
+    const std::string width = component == "residual" ? "d=" + d
+                              : component == "dense"  ? d + " -> " + experts
+                                                      : "E=" + experts;
+    EXPECT_NE(name.find(width), std::string::npos) << name;
+    EXPECT_TRUE(c["schedules"].get<std::string>().starts_with("3 identical")) << c["schedules"];
+  }
+  EXPECT_EQ(components, (std::multiset<std::string>{"residual", "residual", "dense", "vision"}));
+}
+
+TEST(App, VerifyRunsOnACheckpointLayersTensors) {
+  const TestDir dir;
+  const ReleaseConfig small = small_release();  // d = 64, 8 experts
+  make_checkpoint(small, false).write(dir.path());
+  nlohmann::json release = builtin_release_json("v4.1-flash");
+  release["hidden"] = small.hidden, release["routed_experts"] = small.routed_experts;
+  write_file_atomic(dir / "release.json", std::string_view(release.dump()));
+  expect_checkpoint_rows({"verify", "--json", "--backend", "emu", "--weights", dir.str(),
+                          "--release-file", (dir / "release.json").string(), "--layer", "2"},
+                         "64", "8");
+  const CliRun missing = tandem({"verify", "--weights", dir.str(), "--release-file",
+                                 (dir / "release.json").string(), "--layer", "3"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("tensor 'layers.3.hc_attn_fn' missing from weight_map"),
+            std::string::npos)
+      << missing.err;
+  EXPECT_EQ(tandem({"verify", "--layer", "2"}).code, 2);  // --layer needs --weights
+  const CliRun absent = tandem({"verify", "--weights", (dir / "nothing").string(), "--layer", "2"});
+  EXPECT_EQ(absent.code, 2);
+  EXPECT_NE(absent.err.find("model.safetensors.index.json: cannot open"), std::string::npos)
+      << absent.err;
+  const CliRun bad_release = tandem({"verify", "--weights", dir.str(), "--release-file",
+                                     (dir / "nothing.json").string(), "--layer", "2"});
+  EXPECT_EQ(bad_release.code, 2);
+}
+
+// At V4.1-Flash's own widths (d = 5120, 384 experts): ~20 s under the emulator, so in the
+// exhaustive tier (a RapidCheck budget above the quick tier's).
+TEST(App, VerifyRunsOnACheckpointLayerAtTheReleasesWidths) {
+  if (test::scaled_cases(1) < 2) GTEST_SKIP() << "release widths: the exhaustive tier";
+  const TestDir dir;
+  make_checkpoint(builtin_release("v4.1-flash"), false).write(dir.path());
+  expect_checkpoint_rows({"verify", "--json", "--backend", "emu", "--weights", dir.str(), "--layer",
+                          "2", "--tokens", "1"},
+                         "5120", "384");
 }
 
 TEST(App, VerifyJsonPassesOnTheEmulator) {
@@ -645,7 +708,7 @@ TEST(App, KernelFaultFailsItsRowAndTheRunGoesOn) {
   EXPECT_FALSE(bad.pass);
   EXPECT_EQ(bad.first_divergence, "emitted");
   EXPECT_NE(bad.detail.find("-1"), std::string::npos);
-  const auto j = app::to_json({bad}, builtin_model("tiny"));
+  const auto j = app::to_json({bad}, "tiny");
   EXPECT_FALSE(j["pass"].get<bool>());
   EXPECT_NE(app::render_table({bad}).find("FAIL (first divergence: emitted)"), std::string::npos);
   EXPECT_THROW(app::run_row("dspark", "decode", opt,

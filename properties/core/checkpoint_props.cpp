@@ -14,97 +14,11 @@
 #include "core/dtype.hpp"
 #include "core/engram_config.hpp"
 #include "core/philox.hpp"
+#include "synthetic_checkpoint.hpp"
 #include "test_dir.hpp"
 
 namespace tandem {
 namespace {
-
-// V4.1-Flash's layout at d = 64, 8 experts and small Engram tables.
-ReleaseConfig small_release() {
-  nlohmann::json j = builtin_release_json("v4.1-flash");
-  j["hidden"] = 64, j["routed_experts"] = 8;
-  j["engram"]["table_base"] = 50;
-  return parse_release_config(JsonFields(j, "small"));
-}
-
-Tensor<float> seeded(const Shape& shape, uint32_t id) {
-  Tensor<float> t(shape);
-  for (size_t i = 0; i < t.data.size(); ++i)
-    t.data[i] = float(int32_t(philox_draw(77, id, uint32_t(i)).v[0] % 2001) - 1000) / 256.0f;
-  return t;
-}
-
-Tensor<uint8_t> seeded_bytes(const Shape& shape, uint32_t id, uint8_t avoid) {
-  Tensor<uint8_t> t(shape);
-  for (size_t i = 0; i < t.data.size(); ++i) {
-    t.data[i] = uint8_t(philox_draw(78, id, uint32_t(i)).v[0]);
-    if (t.data[i] == avoid) t.data[i] = 0;  // no NaN code
-  }
-  return t;
-}
-
-void put_bytes(Safetensors& st, const std::string& name, DType dtype, const Tensor<uint8_t>& t) {
-  st.tensors[name] = {dtype, t.shape, std::string(t.data.begin(), t.data.end())};
-}
-
-void put_bf16(Safetensors& st, const std::string& name, const Tensor<float>& t) {
-  Tensor<bf16> b(t.shape);
-  for (size_t i = 0; i < t.data.size(); ++i) b.data[i] = bf16(t.data[i]);
-  st.put(name, b);
-}
-
-// Layers 1 (Engram) and 2 of small_release(): mHC and router in shard 1, Engram in shard 2.
-struct Written {
-  Safetensors shard1, shard2;
-  std::map<std::string, std::string> weight_map;
-  Fp8BlockMatrix wkv;
-  int64_t table_rows = 0;
-
-  void write(const std::filesystem::path& dir) const {
-    write_safetensors(dir / "model-00001-of-00002.safetensors", shard1);
-    write_safetensors(dir / "model-00002-of-00002.safetensors", shard2);
-    write_index(dir, weight_map);
-  }
-  static void write_index(const std::filesystem::path& dir,
-                          const std::map<std::string, std::string>& map) {
-    const nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", map}};
-    write_file_atomic(dir / kCheckpointIndex, std::string_view(index.dump()));
-  }
-};
-
-Written make_checkpoint(const ReleaseConfig& r) {
-  Written w;
-  const int64_t d = r.hidden, E = r.routed_experts;
-  uint32_t id = 0;
-  for (int layer : {1, 2}) {
-    const std::string p = fmt::format("layers.{}.", layer);
-    for (const char* site : {"hc_attn", "hc_ffn"}) {
-      w.shard1.put(p + site + "_fn", seeded({24, 4 * d}, ++id));
-      w.shard1.put(p + site + "_base", seeded({24}, ++id));
-      w.shard1.put(p + site + "_scale", seeded({3}, ++id));
-    }
-    put_bf16(w.shard1, p + "ffn.gate.weight", seeded({E, d}, ++id));
-    w.shard1.put(p + "ffn.gate.bias", seeded({E}, ++id));
-    w.shard1.put(p + "ffn.gate.bias_vl", seeded({E}, ++id));
-  }
-  const EngramLayerTables tables = engram_tables(*r.engram).at(0);  // layer 1
-  w.table_rows = tables.rows;
-  const int64_t hd = r.engram->head_dim, in = int64_t(r.engram->lookups()) * hd;
-  put_bytes(w.shard2, "layers.1.engram.embed.weight", DType::F8_E4M3,
-            seeded_bytes({tables.rows, hd}, ++id, 0x7f));
-  put_bytes(w.shard2, "layers.1.engram.embed.scale", DType::F8_E8M0,
-            seeded_bytes({tables.rows, hd / 32}, ++id, 0xff));
-  w.wkv = quantize_fp8_blocks(seeded({5 * d, in}, ++id), r.fp8_block);
-  put_bytes(w.shard2, "layers.1.engram.wkv.weight", DType::F8_E4M3, w.wkv.codes);
-  put_bytes(w.shard2, "layers.1.engram.wkv.scale", DType::F8_E8M0, w.wkv.scales);
-  w.shard2.put("layers.1.engram.q_weight", seeded({4, d}, ++id));
-  put_bf16(w.shard2, "layers.1.engram.k_weight", seeded({4, d}, ++id));
-  for (const auto& [name, t] : w.shard1.tensors)
-    w.weight_map[name] = "model-00001-of-00002.safetensors";
-  for (const auto& [name, t] : w.shard2.tensors)
-    w.weight_map[name] = "model-00002-of-00002.safetensors";
-  return w;
-}
 
 template <class T>
 Tensor<T> stored(const Safetensors& st, const std::string& name) {
@@ -154,16 +68,18 @@ TEST(Checkpoint, BadCheckpointsNameTheTensorAndFile) {
     Written w = ok;
     w.weight_map.erase("layers.1.hc_ffn_base");
     w.write(dir.path());
-    expect_bad_input(load(dir), "model.safetensors.index.json: tensor 'layers.1.hc_ffn_base' "
-                                "missing from weight_map");
+    expect_bad_input(load(dir),
+                     "model.safetensors.index.json: tensor 'layers.1.hc_ffn_base' "
+                     "missing from weight_map");
   }
   {  // listed, but not in its shard
     const TestDir dir;
     Written w = ok;
     w.shard1.tensors.erase("layers.1.ffn.gate.bias");
     w.write(dir.path());
-    expect_bad_input(load(dir), "model-00001-of-00002.safetensors: tensor 'layers.1.ffn.gate."
-                                "bias' missing (the index puts it in this shard)");
+    expect_bad_input(load(dir),
+                     "model-00001-of-00002.safetensors: tensor 'layers.1.ffn.gate."
+                     "bias' missing (the index puts it in this shard)");
   }
   {  // wrong dtype, wrong shape
     const TestDir dir;
