@@ -1,8 +1,8 @@
 // Differential: sparse_decode_attn under the emulator against the reference for fuzzed shapes
 // (V4 / V4.1 formats, heads, window, cache entries, selection size, ratio, positions from the
-// ring's first fill on, page sizes), queries scaled 1/8x..16x, sinks from -inf to large, random
-// -1 holes in the index lists, schedules and block sizes. (Queries up to 16x: the 64x of
-// attention_fuzz has not been measured for false alarms here yet.)
+// ring's first fill on, page sizes), queries scaled 1/8x..64x (as attention_fuzz: 18,243 runs at
+// up to 64x raised no false alarm), sinks from -inf to large, random -1 holes in the index lists,
+// schedules and block sizes.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   s.start = in.ConsumeIntegralInRange<int64_t>(0, 1200);
   s.page_size = in.ConsumeIntegralInRange(1, 64);
   SparseAttnInputs x = make_sparse_attn_inputs(s, in.ConsumeIntegral<uint64_t>());
-  const float scale = in.ConsumeFloatingPointInRange(0.125f, 16.0f);
+  const float scale = in.ConsumeFloatingPointInRange(0.125f, 64.0f);
   for (float& v : x.q.data) v = bf16_decode(bf16_encode(v * scale));
   for (float& sink : x.sinks.data)
     sink = in.ConsumeBool() ? -INFINITY : in.ConsumeFloatingPointInRange(-30.0f, 30.0f);
