@@ -19,6 +19,8 @@
 #include "core/git_commit.hpp"
 #include "core/json_fields.hpp"
 #include "golden/golden.hpp"
+#include "problem/dense.hpp"
+#include "problem/vision.hpp"
 #include "sim/traffic.hpp"
 
 namespace tandem::app {
@@ -82,6 +84,19 @@ struct CheckpointFlags {
   int64_t tokens = 2;
 };
 
+// The widths the checkpoint rows' kernels take (the residual's and dense rows' staged rows, the
+// gate's experts in a warp's registers), named in the release's terms before anything runs.
+void check_release_widths(const ReleaseConfig& r, const std::string& source) {
+  if (r.hidden % 8 != 0 || r.hidden > kDenseMaxInputs)
+    throw_bad_input("{}: field 'hidden': a multiple of 8 up to {} for the kernels, got {}", source,
+                    kDenseMaxInputs, r.hidden);
+  if (r.routed_experts > kMoeMaxExperts || r.top_k > kMoeMaxTopK)
+    throw_bad_input(
+        "{}: fields 'routed_experts' / 'top_k': the gate takes up to {} experts and "
+        "top-{}, got {} and {}",
+        source, kMoeMaxExperts, kMoeMaxTopK, r.routed_experts, r.top_k);
+}
+
 int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, const RunOptions& opt,
                bool json, std::ostream& out) {
   const auto j = to_json(rows, what);
@@ -102,13 +117,16 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
     if (weights.layer < 0) throw_bad_input("--weights: give the layer to verify (--layer L)");
     if (weights.tokens < 1 || weights.tokens > 64)
       throw_bad_input("--tokens: in [1, 64], got {}", weights.tokens);
+    if (!execute) return 0;  // parsing only: no file is read
     CheckpointLayer layer;
     layer.release = weights.release_file.empty() ? builtin_release(weights.release)
                                                  : load_release_config(weights.release_file);
+    check_release_widths(layer.release, weights.release_file.empty()
+                                            ? "--release " + weights.release
+                                            : weights.release_file);
     layer.tensors = load_layer_tensors(Checkpoint(weights.dir), layer.release, weights.layer, {});
     layer.tokens = weights.tokens;
     layer.seed = builtin_model("tiny").seed;
-    if (!execute) return 0;
     const auto rows = verify_checkpoint(layer, opt, !json && isatty(STDERR_FILENO), components);
     return print_rows(
         rows, fmt::format("{} layer {} of {}", layer.release.name, weights.layer, weights.dir), opt,

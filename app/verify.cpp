@@ -60,12 +60,12 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
 std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const RunOptions& opt,
                                          bool progress,
                                          const std::vector<std::string>& components) {
-  return run_jobs(select_jobs(components,
-                              [&](const Component& c) {
-                                return c.checkpoint_rows ? c.checkpoint_rows(layer, opt)
-                                                         : std::vector<VerifyJob>{};
-                              }),
-                  opt, progress);
+  const std::vector<Job> jobs = select_jobs(components, [&](const Component& c) {
+    return c.checkpoint_rows ? c.checkpoint_rows(layer, opt) : std::vector<VerifyJob>{};
+  });
+  if (jobs.empty())  // passing on nothing would be a false green
+    throw_bad_input("--component: none of those runs on released weights (--weights)");
+  return run_jobs(jobs, opt, progress);
 }
 
 VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,

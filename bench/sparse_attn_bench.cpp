@@ -1,10 +1,10 @@
 // sparse_decode_attn throughput: decode steps (a token's attention in one layer) /s and bytes/s
 // (the byte model's reads and writes) under emu at a small shape, with the float reference there
 // for the emulator's overhead; on a GPU at the release's sizes (DESIGN 5.5, 5.6): window 128 +
-// V4.1's top-512 (and the 2048 of its candidate blocks) over a 64K-token context at r = 2,
-// V4-Flash's top-512 and V4-Pro's top-1024 (128 heads) at r = 4, 64 tokens a call. A call uploads
-// the pools and downloads the outputs, so on a GPU bytes/s is the call's rate, a lower bound on the
-// kernel's.
+// V4.1's top-512 (and, as a heavier point, 2048 selected entries) over a 64K-token context at r =
+// 2, V4-Flash's top-512 and V4-Pro's top-1024 (128 heads) at r = 4, 64 tokens a call. A call
+// uploads the pools and downloads the outputs, so on a GPU bytes/s is the call's rate, a lower
+// bound on the kernel's.
 #include <benchmark/benchmark.h>
 
 #include "cases/sparse_attn_case.hpp"

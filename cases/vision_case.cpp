@@ -88,8 +88,11 @@ MoeGateInputs router_gate_inputs(const CheckpointLayer& l) {
   MoeGateInputs g;
   g.logits = Tensor<float>(logits.shape);
   for (size_t i = 0; i < logits.data.size(); ++i) g.logits.data[i] = float(logits.data[i]);
-  for (int64_t t = 0; t < l.tokens; ++t) g.is_image.push_back(uint8_t(t % 2));
-  g.bias_text = l.tensors.gate.bias.data, g.bias_vl = l.tensors.gate.bias_vl.data;
+  // Image tokens (alternating) only where the release has a vision tower and its bias_vl.
+  const bool vision = !l.tensors.gate.bias_vl.data.empty();
+  for (int64_t t = 0; t < l.tokens; ++t) g.is_image.push_back(uint8_t(vision && t % 2));
+  g.bias_text = l.tensors.gate.bias.data;
+  g.bias_vl = vision ? l.tensors.gate.bias_vl.data : g.bias_text;
   g.top_k = l.release.top_k, g.route_scale = float(l.release.route_scale);
   return g;
 }
@@ -203,7 +206,8 @@ VerifyRow verify_router_gate(const CheckpointLayer& l, const RunOptions& opt) {
   const int64_t T = g.logits.dim(0), E = g.logits.dim(1);
   return verify_kernel_row<MoeGateOutputs>(
       {.component = "vision",
-       .name = fmt::format("layers.{}.ffn.gate bias/bias_vl T={} E={} k={}", l.tensors.layer, T, E,
+       .name = fmt::format("layers.{}.ffn.gate {} T={} E={} k={}", l.tensors.layer,
+                           l.tensors.gate.bias_vl.data.empty() ? "bias" : "bias/bias_vl", T, E,
                            g.top_k),
        .run = [&](const RunOptions& o) { return run_moe_gate(g, o); },
        .compare = [&](const MoeGateOutputs& out) { return compare_gate(g, out); },

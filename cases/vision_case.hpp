@@ -37,8 +37,8 @@ VisionResults run_vision(const VisionInputs& in, ActDType act, const RunOptions&
 // tolerance policy.
 std::vector<TensorCheck> compare_gate(const MoeGateInputs& in, const MoeGateOutputs& out);
 // The gate on a layer of released weights: the float reference's logits of router_logits_inputs,
-// text and image tokens alternating, the layer's ffn.gate.bias / bias_vl, the release's top-k and
-// route scale.
+// text and image tokens alternating (text only without bias_vl: V4), the layer's ffn.gate.bias /
+// bias_vl, the release's top-k and route scale.
 MoeGateInputs router_gate_inputs(const CheckpointLayer& l);
 
 std::vector<TensorCheck> compare_vision(const VisionInputs& in, const VisionResults& out,

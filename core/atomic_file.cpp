@@ -60,12 +60,16 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const char> 
   }
 }
 
-FileReader::FileReader(const std::filesystem::path& path) : path_(path.string()) {
+FileReader::FileReader(const std::filesystem::path& path, bool follow_symlinks)
+    : path_(path.string()) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
-  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  fd_ =
+      ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW));
   if (fd_ < 0) {
     const int err = errno;
     if (err == EISDIR) throw_bad_input("{}: is a directory, expected a file", path_);
+    if (err == ELOOP && !follow_symlinks)
+      throw_bad_input("{}: a symlink, where a file of its own is expected", path_);
     throw_bad_input("{}: cannot open: {}", path_, std::strerror(err));
   }
   Fd owner{fd_};  // closes it if a check below throws

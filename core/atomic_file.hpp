@@ -31,7 +31,8 @@ std::string read_file(const std::filesystem::path& path, uint64_t max_bytes = kM
 // shards); opening anything else is BadInput naming it, as read_file.
 class FileReader {
  public:
-  explicit FileReader(const std::filesystem::path& path);
+  // With follow_symlinks false, a symlink is refused when it is opened (O_NOFOLLOW).
+  explicit FileReader(const std::filesystem::path& path, bool follow_symlinks = true);
   ~FileReader();
   FileReader(const FileReader&) = delete;
   FileReader& operator=(const FileReader&) = delete;

@@ -95,7 +95,7 @@ const SafetensorsFile& Checkpoint::shard_of(const std::string& name) const {
     if (std::filesystem::is_symlink(status))
       throw_bad_input("{}: a symlink; shards are files of the checkpoint's directory",
                       path.string());
-    shard = std::make_unique<SafetensorsFile>(path);
+    shard = std::make_unique<SafetensorsFile>(path, false);  // nor one swapped in since
   }
   return *shard;
 }
@@ -157,7 +157,8 @@ LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int
   t.hc_ffn = read_hc_site(c, p + "hc_ffn", d);
   const int64_t E = r.routed_experts;
   t.gate = {bf16_as_float(c.read(p + "ffn.gate.weight", DType::BF16, {E, d}), {E, d}),
-            read_f32(c, p + "ffn.gate.bias", {E}), read_f32(c, p + "ffn.gate.bias_vl", {E})};
+            read_f32(c, p + "ffn.gate.bias", {E}),
+            r.vision ? read_f32(c, p + "ffn.gate.bias_vl", {E}) : Tensor<float>{}};
   if (!r.engram || engram_rows.empty()) return t;
   const auto& ids = r.engram->layer_ids;
   const auto at = std::find(ids.begin(), ids.end(), layer);

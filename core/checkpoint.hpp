@@ -55,7 +55,8 @@ struct HcSiteTensors {
   Tensor<float> fn, base, scale;
 };
 // The MoE router (DESIGN 5.6): ffn.gate.weight [experts, d] BF16 (as floats: exact), ffn.gate.bias
-// and bias_vl [experts] F32.
+// [experts] F32, and bias_vl [experts] F32 for image tokens where the release has a vision tower
+// (V4.1; empty for V4).
 struct RouterTensors {
   Tensor<float> weight, bias, bias_vl;
 };

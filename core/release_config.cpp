@@ -12,7 +12,8 @@ namespace {
 // DESIGN 5.6's table, 5.5's layer kinds and records, 5.2's Engram layout and 5.3's vision tower.
 // V4-Pro's layer list "2 HCA + 29 x (CSA, HCA) + CSA" is 30 CSA + 31 HCA; V4.1's cache owners are
 // its kv_source_layers [2, 8, 14, 20]: three r = 2 layers and one r = 1 layer, each with an
-// MXFP4 index key (the other layers read their source's cache). Its attention kinds: layers 0-1
+// MXFP4 index key (the other layers read their source's cache), and the two window-only layers
+// 0-1, which come before any source and keep their own rings. Its attention kinds: layers 0-1
 // window-only; 2-19 r = 2 with index sources 2, 8, 14 (the others reuse); 20-39 r = 1, layer 20
 // scoring the candidate blocks, 24, 28, 32, 36 selecting inside them, the others reusing.
 constexpr const char* kReleases = R"json([
@@ -47,7 +48,8 @@ constexpr const char* kReleases = R"json([
  "routed_experts": 384, "shared_experts": 1, "top_k": 6, "expert_hidden": 2304, "route_scale": 1.5,
  "hc_mult": 4, "sinkhorn_iters": 20, "hc_eps": 1e-6, "norm_eps": 1e-20, "fp8_block": 32,
  "window": 128, "window_record_bytes": 528,
- "kv_caches": [{"ratio": 2, "layers": 3, "record_bytes": 288, "index_key_bytes": 68},
+ "kv_caches": [{"ratio": 0, "layers": 2, "record_bytes": 0, "index_key_bytes": 0},
+               {"ratio": 2, "layers": 3, "record_bytes": 288, "index_key_bytes": 68},
                {"ratio": 1, "layers": 1, "record_bytes": 288, "index_key_bytes": 68}],
  "attention": [{"ratio": 0, "layers": 2, "selection": "window"},
                {"ratio": 2, "layers": 3, "selection": "scan"},
@@ -96,7 +98,8 @@ AttentionLayers parse_attention_layers(const JsonFields& f) {
 }
 
 // Every layer has one kind; a kind with compressed entries reads a cache of its ratio, with index
-// keys where it scans or reuses a selection; a reuser follows an index source of its ratio.
+// keys where it scans or reuses a selection; a reuser follows an index source of its ratio, a
+// layer selecting inside the candidates follows their scorer.
 void validate_attention(const ReleaseConfig& r, const JsonFields& f) {
   int layers = 0;
   for (size_t i = 0; i < r.attention.size(); ++i) {
@@ -126,6 +129,13 @@ void validate_attention(const ReleaseConfig& r, const JsonFields& f) {
         });
     if (a.selection == KvSelection::reuse && !source_before)
       throw_bad_input("{}: 'reuse' before any index source of ratio {}", where, a.ratio);
+    const bool scorer_before =
+        std::any_of(r.attention.begin(), r.attention.begin() + i, [&](const AttentionLayers& s) {
+          return s.ratio == a.ratio && s.selection == KvSelection::candidates;
+        });
+    if (a.selection == KvSelection::in_candidates && !scorer_before)
+      throw_bad_input("{}: 'in_candidates' before any 'candidates' layer of ratio {}", where,
+                      a.ratio);
   }
   if (layers != r.layers)
     throw_bad_input("{}: {} layers, the model has {}", f.where("attention"), layers, r.layers);

@@ -178,7 +178,8 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
   return st;
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, bool follow_symlinks)
+    : file_(path, follow_symlinks) {
   const std::string first = file_.read(0, std::min<uint64_t>(8, file_.size()));
   const uint64_t start = safetensors_data_start(first, file_.size(), file_.name());
   header_ = parse_safetensors_header(file_.read(8, start - 8), file_.size() - start, file_.name());

@@ -62,7 +62,7 @@ StHeader parse_safetensors_header(std::string_view json, uint64_t data_size,
 // bytes read on demand.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::filesystem::path& path);
+  explicit SafetensorsFile(const std::filesystem::path& path, bool follow_symlinks = true);
   const StHeader& header() const { return header_; }
   const std::string& name() const { return file_.name(); }
   // Bytes [offset, offset + count) of the tensor's payload.

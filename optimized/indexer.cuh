@@ -156,7 +156,8 @@ inline constexpr uint32_t kTopkNone = 0;  // below every finite score's key: pad
 
 // The k largest of key_at(p) over p in [0, length), ties to the lower p, into sh.key/sh.index
 // (index_at(p), increasing in p) [0, count), sorted by kByIndex's order; returns count =
-// min(k, length). key_at and index_at are called by every thread, five times per p.
+// min(k, length). key_at runs five times for each p (once a pass, by one thread), index_at only
+// for the p that are selected.
 template <bool kByIndex, class KeyAt, class IndexAt>
 __device__ __forceinline__ int select_largest(const KeyAt& key_at, const IndexAt& index_at,
                                               int length, int k, TopkShared& sh) {

@@ -101,6 +101,21 @@ TEST(App, VerifyRunsOnACheckpointLayersTensors) {
   const CliRun bad_release = tandem({"verify", "--weights", dir.str(), "--release-file",
                                      (dir / "nothing.json").string(), "--layer", "2"});
   EXPECT_EQ(bad_release.code, 2);
+  EXPECT_NE(bad_release.err.find("nothing.json: cannot open"), std::string::npos)
+      << bad_release.err;
+  release["hidden"] = 60;  // not a multiple of 8
+  write_file_atomic(dir / "release.json", std::string_view(release.dump()));
+  const CliRun narrow = tandem({"verify", "--weights", dir.str(), "--release-file",
+                                (dir / "release.json").string(), "--layer", "2"});
+  EXPECT_EQ(narrow.code, 2);
+  EXPECT_NE(narrow.err.find("release.json: field 'hidden'"), std::string::npos) << narrow.err;
+  release["hidden"] = small.hidden;
+  write_file_atomic(dir / "release.json", std::string_view(release.dump()));
+  const CliRun none =  // nothing of kvcache runs on released weights
+      tandem({"verify", "--weights", dir.str(), "--release-file", (dir / "release.json").string(),
+              "--layer", "2", "--component", "kvcache"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("none of those runs on released weights"), std::string::npos) << none.err;
 }
 
 // At V4.1-Flash's own widths (d = 5120, 384 experts): ~20 s under the emulator, so in the

@@ -504,13 +504,14 @@ TEST(KvTraffic, PersistentBytesPerTokenFromTheFormats) {
 }
 
 // The releases' caches per sequence: V4.1-Flash at 1000 tokens (4 kv-source layers: three
-// r = 2 and one r = 1, each with MXFP4 index keys and a v41_window ring).
+// r = 2 and one r = 1, each with MXFP4 index keys and a v41_window ring; and the rings of the two
+// window-only layers).
 TEST(KvTraffic, ReleaseSequenceBytes) {
   const sim::KvSequenceBytes b =
       sim::release_sequence_bytes(builtin_release("v4.1-flash"), 1000, 64);
   EXPECT_EQ(b.compressed, 3 * 8 * 64 * 288 + 16 * 64 * 288);  // 500 entries -> 8 pages; 1000 -> 16
   EXPECT_EQ(b.index_keys, 3 * 8 * 64 * 68 + 16 * 64 * 68);
-  EXPECT_EQ(b.window, 4 * 2 * 64 * 528);
+  EXPECT_EQ(b.window, 6 * 2 * 64 * 528);
   EXPECT_EQ(b.states, 3 * 2 * 512 * 4 * 2);  // r = 1 keeps no partial group
   // Persistent bytes per token, the limit of a long sequence, are DESIGN 5.5's 890.
   const sim::KvSequenceBytes big =

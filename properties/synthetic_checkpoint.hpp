@@ -38,7 +38,7 @@ inline Tensor<uint8_t> seeded_bytes(const Shape& shape, uint32_t id, uint8_t avo
   Tensor<uint8_t> t(shape);
   for (size_t i = 0; i < t.data.size(); ++i) {
     t.data[i] = uint8_t(philox_draw(78, id, uint32_t(i)).v[0]);
-    if (t.data[i] == avoid) t.data[i] = 0;  // no NaN code
+    if (t.data[i] == avoid) t.data[i] = 0;  // not the code `avoid` (a NaN's)
   }
   return t;
 }

@@ -211,8 +211,13 @@ std::vector<KvDecodeRead> release_decode_reads(const ReleaseConfig& r, int64_t t
     if (a.ratio > 0) {
       const KvCacheLayers k = cache_of(a.ratio);
       const int64_t entries = kv_entries(tokens, a.ratio);
+      // The kept blocks' entries: all when every block is kept, else keep - 1 full blocks and
+      // the newest (pinned), which may be partial.
+      const int64_t B = r.index_candidate_block, blocks = B > 0 ? (entries + B - 1) / B : 0;
       const int64_t candidates =
-          std::min<int64_t>(entries, int64_t(r.index_candidate_blocks) * r.index_candidate_block);
+          blocks <= r.index_candidate_blocks
+              ? entries
+              : (r.index_candidate_blocks - 1) * B + entries - (blocks - 1) * B;
       const int64_t top_k = r.index_top_k;
       int64_t selected = 0, scanned = 0;
       switch (a.selection) {

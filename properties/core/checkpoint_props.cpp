@@ -122,7 +122,7 @@ TEST(Checkpoint, BadCheckpointsNameTheTensorAndFile) {
     const std::string shard = read_file(dir / "model-00002-of-00002.safetensors");
     write_file_atomic(dir / "model-00002-of-00002.safetensors",
                       std::string_view(shard).substr(0, shard.size() / 2));
-    expect_bad_input(load(dir), "model-00002-of-00002.safetensors");
+    expect_bad_input(load(dir), "model-00002-of-00002.safetensors: field 'layers.1.");
     write_file_atomic(dir / kCheckpointIndex, std::string_view(R"({"weight_map": [1, 2]})"));
     expect_bad_input(load(dir), "field 'weight_map': an object");
     std::filesystem::remove(dir / kCheckpointIndex);

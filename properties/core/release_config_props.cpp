@@ -85,7 +85,9 @@ TEST(Release, BadAttentionKindsAreNamed) {
   expect_bad([](auto& j) { j["index_candidate_blocks"] = 0; }, "index_candidate_blocks");
   expect_bad([](auto& j) { std::swap(j["attention"][1], j["attention"][2]); },
              "'reuse' before any index source");
-  expect_bad([](auto& j) { j["kv_caches"][0]["index_key_bytes"] = 0; }, "needs index keys");
+  expect_bad([](auto& j) { j["kv_caches"][1]["index_key_bytes"] = 0; }, "needs index keys");
+  expect_bad([](auto& j) { std::swap(j["attention"][3], j["attention"][4]); },
+             "'in_candidates' before any 'candidates' layer of ratio 1");
 }
 
 TEST(Release, BadFieldsAreNamed) {

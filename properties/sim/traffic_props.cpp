@@ -129,6 +129,11 @@ TEST(Traffic, DecodeKvReadsByLayerKind) {
   EXPECT_EQ(kind(big.kv_decode, "r=1 candidates").index_scan, int64_t{1 << 20} * 68);
   EXPECT_EQ(kind(big.kv_decode, "r=2 reuse").selected, 15 * 512 * 288);
   EXPECT_DOUBLE_EQ(row(big.decode, "kv read").baseline, 40 * (2048 * 656.0 + (1 << 20) * 132.0));
+  // Five entries past a multiple of 8: the pinned newest block holds 5 of them.
+  w.context = (1 << 20) + 5;
+  EXPECT_EQ(
+      kind(simulate(builtin_preset("v4.1-flash"), w).kv_decode, "r=1 in_candidates").index_scan,
+      4 * (2047 * 8 + 5) * 68);
 }
 
 // V4-Flash at 1000 tokens: CSA (r = 4, 250 entries, top-512, 68 B keys) and HCA (r = 128: all 7
