@@ -291,6 +291,43 @@ CaseReport check_topk(const LoadedCase& c, const JsonFields& config, const RunOp
            exact_output("indices", "kernel", expected, out.indices)}};
 }
 
+// V4.1's candidates: the scorer's rows through for_each_tensor (scores, lengths) and the later
+// layer's own scores (later.scores); expected: the reference's blocks and selection inside them.
+BuiltCase build_candidates(int64_t T, int64_t n, int ratio, int64_t start, int block, int keep,
+                           int k, uint64_t seed) {
+  const CandidateCase c = make_candidate_case(T, n, ratio, start, 0.3, block, keep, k, seed);
+  BuiltCase b;
+  b.config = {{"kind", "candidates"}, {"block", block}, {"keep", keep}, {"top_k", k}};
+  for_each_tensor(c.blocks, [&](const char* name, const auto& t) { b.blob.put(name, t); });
+  b.blob.put("later.scores", c.topk.scores);
+  b.blob.put("expected.blocks", c.topk.blocks);
+  b.blob.put("expected.indices", reference::candidate_topk(c.topk));
+  b.outputs = {{"blocks", "exact"}, {"indices", "exact"}};
+  return b;
+}
+
+CaseReport check_candidates(const LoadedCase& c, const JsonFields& config, const RunOptions& opt) {
+  config.reject_unknown({"kind", "block", "keep", "top_k"});
+  CandidateCase in;
+  in.blocks.block = int(config.integer("block", 1, 1024));
+  in.blocks.keep = int(config.integer("keep", 1, kTopkMax));
+  for_each_tensor(in.blocks, [&](const char* name, auto& t) { load_tensor(c, name, t); });
+  const CandidateBlocksOutputs blocks = run_candidate_blocks(in.blocks, opt);  // validates first
+  const int64_t T = in.blocks.scores.dim(0);
+  const Tensor<int32_t> want_blocks =
+      get_shaped<int32_t>(c, "expected.blocks", {T, int64_t(in.blocks.keep)});
+  in.topk = {get_shaped<float>(c, "later.scores", in.blocks.scores.shape), in.blocks.lengths,
+             want_blocks, in.blocks.block, int(config.integer("top_k", 1, kTopkMax))};
+  const TopkOutputs selected = run_candidate_topk(in.topk, opt);  // validates the stored blocks
+  const Tensor<int32_t> want =
+      get_shaped<int32_t>(c, "expected.indices", {T, int64_t(in.topk.top_k)});
+  return {c.name,
+          {exact_output("blocks", "reference", want_blocks, reference::candidate_blocks(in.blocks)),
+           exact_output("blocks", "kernel", want_blocks, blocks.blocks),
+           exact_output("indices", "reference", want, reference::candidate_topk(in.topk)),
+           exact_output("indices", "kernel", want, selected.indices)}};
+}
+
 }  // namespace
 
 Component indexer_component() {
@@ -332,14 +369,18 @@ Component indexer_component() {
         {"indexer_topk_ties", 1001,
          [](uint64_t seed) { return build_topk(4, 700, 64, 4, 2000, 0.4, seed); }},
         {"indexer_topk_padding", 1002,
-         [](uint64_t seed) { return build_topk(6, 40, 24, 2, 10, 0.5, seed); }}};
+         [](uint64_t seed) { return build_topk(6, 40, 24, 2, 10, 0.5, seed); }},
+        {"indexer_candidates", 1005,
+         [](uint64_t seed) { return build_candidates(3, 500, 1, 480, 8, 16, 24, seed); }}};
   };
   c.check = [](const LoadedCase& c, const RunOptions& opt) {
     const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
     const std::string kind = config.string("kind");
     if (kind == "logits") return check_index_logits(c, config, opt);
     if (kind == "topk") return check_topk(c, config, opt);
-    throw_bad_input("{}: expected logits or topk, got '{}'", config.where("kind"), kind);
+    if (kind == "candidates") return check_candidates(c, config, opt);
+    throw_bad_input("{}: expected logits, topk or candidates, got '{}'", config.where("kind"),
+                    kind);
   };
   return c;
 }
