@@ -19,6 +19,7 @@
 #include "core/git_commit.hpp"
 #include "core/json_fields.hpp"
 #include "golden/golden.hpp"
+#include "optimized/emu/hazard.hpp"
 #include "problem/dense.hpp"
 #include "problem/vision.hpp"
 #include "sim/traffic.hpp"
@@ -56,6 +57,7 @@ struct BackendFlags {
   std::string backend = "auto";
   std::string schedule = "in-order";
   int block_threads = 128;
+  bool no_hazard_check = false;
 
   void add_to(CLI::App& cmd) {
     cmd.add_option("--backend", backend, "auto (cuda if a GPU is found, else emu), emu or cuda")
@@ -63,8 +65,11 @@ struct BackendFlags {
     cmd.add_option("--schedule", schedule, "emu resume order: in-order, reversed, shuffled:SEED");
     cmd.add_option("--block-threads", block_threads, "threads per block (multiple of 32)")
         ->check(kDecimalInteger);
+    cmd.add_flag("--no-hazard-check", no_hazard_check,
+                 "emu: do not watch shared memory for races (faster; on by default)");
   }
   RunOptions resolve() const {
+    emu::set_hazard_check(!no_hazard_check);  // process-wide: every command says it anew
     RunOptions o;
     o.backend = backend == "auto"   ? best_backend()
                 : backend == "cuda" ? Backend::cuda

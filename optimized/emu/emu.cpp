@@ -6,15 +6,18 @@
 // switches dominate the emulator's time (bench/, README "Emulator speed").
 #include "optimized/emu/emu.hpp"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/context/fiber.hpp>
 #include <boost/context/pooled_fixedsize_stack.hpp>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -62,7 +65,38 @@ struct Thread {
   ctx::fiber fiber;  // resumes this thread; empty while it runs
   Park park = Park::running;
   unsigned exchange_half = 0;  // which half of Block::exchange this thread's next shuffle uses
+  bool fence = false;          // parked at a __syncwarp (orders shared memory), not a shuffle
   Builtins builtins{};
+};
+
+// ---- the hazard detector's shadow state: one Cell per byte of shared memory. A record is live
+// only for the block that made it (its `block` generation) and the block-barrier interval it was
+// made in (`epoch`); inside a warp a later __syncwarp (a newer warp epoch) also orders it.
+constexpr uint16_t kNone = 0xffff, kSeveral = 0xfffe;  // thread ids are < 1024
+constexpr uint16_t kSeveralWarps = 0xffff;
+
+struct Record {
+  uint32_t block = 0;  // 0: never, in any block
+  uint32_t epoch = 0, warp_epoch = 0;
+};
+
+struct Cell {
+  Record write;
+  uint16_t writer = kNone;
+  bool atomic = false;  // the live write is an atomic (others' atomics do not race with it)
+  Record read;
+  // Readers since the interval began: `reader`, another one `other_reader` (from another warp
+  // when read_warp is kSeveralWarps), the warp they read from.
+  uint16_t reader = kNone, other_reader = kNone, read_warp = 0;
+};
+
+struct Detector {
+  std::vector<Cell> static_cells, dynamic_cells;
+  uint32_t block = 0;  // this block's generation
+  uint32_t epoch = 0;  // block barriers released in this block
+  std::vector<uint32_t> warp_epoch;
+  std::optional<Hazard> first;
+  uint64_t count = 0;
 };
 
 struct Block {
@@ -77,6 +111,7 @@ struct Block {
   std::vector<unsigned> order;
   size_t cursor = 0;
   ctx::fiber scheduler;
+  Detector* detector = nullptr;  // null: hazard check off
 };
 
 // What the kernel's builtins and every switch read: plain pointers, so that a thread_local
@@ -92,8 +127,19 @@ constinit thread_local Current g;
 struct HostThread {
   LaunchLog log;
   Schedule schedule;
+  Detector detector;
 };
 thread_local HostThread host;
+
+std::atomic<bool> g_hazard_check{true};
+
+// Every kernel's static __shared__ (the section emu.hpp puts them in; weak: a program with no
+// kernel that declares one has no such section).
+extern "C" char __start_tandem_shared[] __attribute__((weak));
+extern "C" char __stop_tandem_shared[] __attribute__((weak));
+const uintptr_t g_static_shared = reinterpret_cast<uintptr_t>(__start_tandem_shared);
+const size_t g_static_shared_bytes =
+    __start_tandem_shared ? size_t(__stop_tandem_shared - __start_tandem_shared) : 0;
 
 // NOTE: the pool keeps stacks between blocks; 256 KiB leaves room for sanitizer frames.
 ctx::pooled_fixedsize_stack& stack_pool() {
@@ -143,6 +189,129 @@ void park(Park p) {
   switch_to_next(&t);
 }
 
+// ---- hazard detection
+
+enum class Access { read, write, atomic };
+
+struct Accessor {
+  unsigned tid, warp;
+  uint32_t warp_epoch;
+};
+
+bool live(const Record& r, const Detector& d) { return r.block == d.block && r.epoch == d.epoch; }
+
+// Whether a live record by `who` happens before `me`'s access without a block barrier: the same
+// thread, or the same warp across a __syncwarp.
+bool ordered(const Record& r, uint16_t who, const Accessor& me) {
+  return who == me.tid || (who / 32 == me.warp && r.warp_epoch < me.warp_epoch);
+}
+
+struct Found {
+  HazardKind kind;
+  unsigned other;
+};
+
+std::optional<Found> read_cell(Cell& c, const Accessor& me, const Detector& d) {
+  // The common case, a value staged in an earlier interval that several warps read: no hazard,
+  // nothing to record.
+  if (c.write.block == d.block && c.write.epoch != d.epoch && c.read_warp == kSeveralWarps &&
+      live(c.read, d))
+    return std::nullopt;
+  std::optional<Found> found;
+  if (c.write.block != d.block)
+    found = Found{HazardKind::uninitialized_read, Hazard::kNoOther};
+  else if (c.write.epoch == d.epoch && !ordered(c.write, c.writer, me))
+    found = Found{HazardKind::read_after_write, c.writer};
+  const bool older_in_warp = c.read_warp == me.warp && c.read.warp_epoch < me.warp_epoch;
+  if (!live(c.read, d) || older_in_warp) {
+    c.read = {d.block, d.epoch, me.warp_epoch};
+    c.reader = uint16_t(me.tid), c.other_reader = kNone, c.read_warp = uint16_t(me.warp);
+  } else if (c.read_warp != kSeveralWarps && c.read_warp != me.warp) {
+    c.read_warp = kSeveralWarps, c.other_reader = uint16_t(me.tid);  // a reader of another warp
+  } else if (c.read_warp == me.warp && c.reader != me.tid && c.other_reader == kNone) {
+    c.other_reader = uint16_t(me.tid);
+  }
+  return found;
+}
+
+// A reader of the live interval that `me` is not ordered after, if any.
+uint16_t unordered_reader(const Cell& c, const Accessor& me, const Detector& d) {
+  if (!live(c.read, d)) return kNone;
+  if (c.read_warp == kSeveralWarps) return c.reader / 32 != me.warp ? c.reader : c.other_reader;
+  if (c.read_warp != me.warp) return c.reader;
+  if (c.read.warp_epoch < me.warp_epoch) return kNone;
+  return c.reader != me.tid ? c.reader : c.other_reader;
+}
+
+std::optional<Found> write_cell(Cell& c, bool atomic, const Accessor& me, const Detector& d) {
+  std::optional<Found> found;
+  const bool unordered_write = live(c.write, d) && !ordered(c.write, c.writer, me);
+  if (atomic && c.write.block != d.block)  // an atomic reads the value it updates
+    found = Found{HazardKind::uninitialized_read, Hazard::kNoOther};
+  else if (unordered_write && !(atomic && c.atomic))
+    found =
+        Found{HazardKind::write_after_write, c.writer == kSeveral ? Hazard::kSeveral : c.writer};
+  else if (const uint16_t reader = unordered_reader(c, me, d); reader != kNone)
+    found = Found{HazardKind::write_after_read, reader};
+  c.writer = atomic && c.atomic && unordered_write ? kSeveral : uint16_t(me.tid);
+  c.atomic = atomic;
+  c.write = {d.block, d.epoch, me.warp_epoch};
+  return found;
+}
+
+std::string locate(const void* pc) {
+  Dl_info info;
+  if (pc && dladdr(pc, &info) && info.dli_fname)
+    return fmt::format(
+        "{}+{:#x}", info.dli_fname,
+        reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase));
+  return "?";
+}
+
+// Checks an access of `size` bytes at `offset` of the block's static or dynamic shared memory.
+__attribute__((noinline)) void check_shared(Block& b, bool dynamic, size_t offset, size_t limit,
+                                            unsigned size, Access a, const void* pc) {
+  Detector& d = *b.detector;
+  Cell* cells = (dynamic ? d.dynamic_cells : d.static_cells).data();
+  const Thread& t = *g.thread;
+  const auto tid = static_cast<unsigned>(&t - b.threads.data());
+  const Accessor me{tid, tid / 32, d.warp_epoch[tid / 32]};
+  std::optional<Found> found;
+  for (size_t i = offset; i < std::min(limit, offset + size); ++i) {
+    auto f = a == Access::read ? read_cell(cells[i], me, d)
+                               : write_cell(cells[i], a == Access::atomic, me, d);
+    if (f && !found) found = f;
+  }
+  if (!found) return;
+  ++d.count;
+  const uint3 block = t.builtins.block_idx;
+  if (!d.first)
+    d.first = Hazard{found->kind,  b.kernel,  {block.x, block.y, block.z}, dynamic, offset, tid,
+                     found->other, locate(pc)};
+}
+
+// Every traced load and store of the kernel sources comes here: most are global memory or the
+// fiber's stack and return at once (kept small: it runs for every access).
+inline void trace(const void* p, unsigned size, Access a, const void* pc) {
+  Block* b = g.block;
+  if (!b || !b->detector || !g.thread) return;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  const auto dynamic_base = reinterpret_cast<uintptr_t>(b->dyn_smem.data());
+  const size_t dynamic_bytes = 8 * b->dyn_smem.size();
+  if (addr - g_static_shared < g_static_shared_bytes)
+    check_shared(*b, false, addr - g_static_shared, g_static_shared_bytes, size, a, pc);
+  else if (addr - dynamic_base < dynamic_bytes)
+    check_shared(*b, true, addr - dynamic_base, dynamic_bytes, size, a, pc);
+}
+
+template <class T>
+T atomic_add_traced(T* p, T v, const void* pc) {
+  trace(p, sizeof(T), Access::atomic, pc);
+  const T old = *p;  // fibers never preempt each other: the read-modify-write is atomic
+  *p = old + v;
+  return old;
+}
+
 class Orderer {
  public:
   explicit Orderer(const Schedule& s) : s_(s), rng_(s.seed) {}
@@ -169,13 +338,16 @@ bool release_warps(Block& b) {
       any_waiting |= b.threads[i].park == Park::warp_barrier;
     }
     if (!all_parked || !any_waiting) continue;
+    bool fence = false;
     for (size_t i = w; i < end; ++i) {
       if (b.threads[i].park == Park::done)
         throw std::runtime_error(
             fmt::format("emu: kernel {}: a full-warp shuffle in warp {} while lane {} has exited",
                         b.kernel, w / 32, i % 32));
       b.threads[i].park = Park::running;
+      fence |= std::exchange(b.threads[i].fence, false);
     }
+    if (fence && b.detector) ++b.detector->warp_epoch[w / 32];
     released = true;
   }
   return released;
@@ -189,6 +361,7 @@ bool release_block_barrier(Block& b) {
   bool any = false;
   for (Thread& t : b.threads)
     if (t.park == Park::block_barrier) t.park = Park::running, any = true;
+  if (any && b.detector) ++b.detector->epoch;
   return any;
 }
 
@@ -225,6 +398,11 @@ const Builtins& builtins() { return current().builtins; }
 
 void syncthreads() { park(Park::block_barrier); }
 
+void syncwarp(unsigned mask) {
+  current().fence = true;
+  (void)warp_exchange(0, 0, mask);
+}
+
 uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
   if (mask != 0xffffffffu) kernel_fault(fmt::format("shuffle mask {:#x}: only full warps", mask));
   Thread& t = current();
@@ -240,6 +418,12 @@ uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
   return slots[warp_base + (src & 31u)];
 }
 
+int atomic_add(int* p, int v) { return atomic_add_traced(p, v, __builtin_return_address(0)); }
+unsigned atomic_add(unsigned* p, unsigned v) {
+  return atomic_add_traced(p, v, __builtin_return_address(0));
+}
+float atomic_add(float* p, float v) { return atomic_add_traced(p, v, __builtin_return_address(0)); }
+
 void* dynamic_shared() {
   if (!g.block) kernel_fault("dynamic shared memory outside a kernel");
   return g.block->dyn_smem.data();
@@ -249,6 +433,28 @@ void count_bytes(Traffic c, bool write, uint64_t bytes) {
   if (!g.counts) kernel_fault("global memory access outside a kernel");
   (write ? g.counts->written : g.counts->read)[static_cast<int>(c)] += bytes;
 }
+
+namespace {
+
+void prepare(Detector& d, size_t dynamic_bytes, size_t threads) {
+  if (d.static_cells.size() < g_static_shared_bytes) d.static_cells.resize(g_static_shared_bytes);
+  if (d.dynamic_cells.size() < dynamic_bytes) d.dynamic_cells.resize(dynamic_bytes);
+  d.warp_epoch.assign((threads + 31) / 32, 0);
+}
+
+void begin_block(Detector& d) {
+  if (++d.block == 0) {  // generations wrapped: forget every record
+    std::fill(d.static_cells.begin(), d.static_cells.end(), Cell{});
+    std::fill(d.dynamic_cells.begin(), d.dynamic_cells.end(), Cell{});
+    d.block = 1;
+  }
+  d.epoch = 0;
+  std::fill(d.warp_epoch.begin(), d.warp_epoch.end(), 0);
+  d.first.reset();
+  d.count = 0;
+}
+
+}  // namespace
 
 void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
             const std::function<void()>& body) {
@@ -272,15 +478,19 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
           std::vector<uint64_t>((dynamic_smem + 7) / 8),
           std::vector<unsigned>(threads),
           0,
-          {}};
+          {},
+          hazard_check() ? &host.detector : nullptr};
+  if (b.detector) prepare(*b.detector, 8 * b.dyn_smem.size(), threads);
   for (unsigned linear : block_order) {
     std::fill(b.dyn_smem.begin(), b.dyn_smem.end(), ~uint64_t{0});
+    if (b.detector) begin_block(*b.detector);
     const uint3 bidx{linear % grid.x, linear / grid.x % grid.y, linear / (grid.x * grid.y)};
     for (unsigned i = 0; i < threads; ++i)
       b.threads[i] = {
           {},
           Park::running,
           0,
+          false,
           {{i % block.x, i / block.x % block.y, i / (block.x * block.y)}, bidx, block, grid}};
     g.block = &b;
     try {
@@ -290,13 +500,102 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
       throw;
     }
     g.block = nullptr;
+    if (b.detector && b.detector->first) {
+      g.counts = nullptr;
+      throw HazardError(*b.detector->first, b.detector->count);
+    }
   }
   g.counts = nullptr;
   host.log.push_back(std::move(counts));
 }
+
+bool hazard_check_built() {
+#if defined(TANDEM_EMU_HAZARDS)
+  return true;
+#else
+  return false;
+#endif
+}
+void set_hazard_check(bool on) { g_hazard_check = on; }
+bool hazard_check() { return g_hazard_check && hazard_check_built(); }
+
+std::string_view hazard_kind_name(HazardKind k) {
+  switch (k) {
+    case HazardKind::read_after_write:
+      return "read-after-write";
+    case HazardKind::write_after_read:
+      return "write-after-read";
+    case HazardKind::write_after_write:
+      return "write-after-write";
+    case HazardKind::uninitialized_read:
+      return "uninitialized read";
+  }
+  return "?";
+}
+
+std::string Hazard::describe() const {
+  const std::string who = fmt::format("thread {}", thread);
+  const std::string them =
+      other == kSeveral ? "several threads' atomics" : fmt::format("thread {}", other);
+  std::string what;
+  switch (kind) {
+    case HazardKind::read_after_write:
+      what = fmt::format("{} reads what {} wrote", who, them);
+      break;
+    case HazardKind::write_after_read:
+      what = fmt::format("{} writes what {} read", who, them);
+      break;
+    case HazardKind::write_after_write:
+      what = fmt::format("{} writes what {} wrote", who, them);
+      break;
+    case HazardKind::uninitialized_read:
+      return fmt::format(
+          "{} in block ({},{},{}): {} reads {} byte {} that no thread of the block "
+          "wrote (at {})",
+          hazard_kind_name(kind), block[0], block[1], block[2], who,
+          dynamic ? "dynamic shared" : "static __shared__", offset, location);
+  }
+  return fmt::format(
+      "{} in block ({},{},{}) on {} byte {}: {} with no barrier between them (at {})",
+      hazard_kind_name(kind), block[0], block[1], block[2],
+      dynamic ? "dynamic shared" : "static __shared__", offset, what, location);
+}
+
+HazardError::HazardError(const Hazard& first, uint64_t count)
+    : KernelFault(fmt::format("{} shared memory", first.kernel),
+                  fmt::format("emu: kernel {}: shared-memory hazard: {}; {} hazardous access(es) "
+                              "in that block",
+                              first.kernel, first.describe(), count)),
+      first_(first),
+      count_(count) {}
 
 LaunchLog take_launch_log() { return std::exchange(host.log, {}); }
 
 void set_schedule(const Schedule& s) { host.schedule = s; }
 
 }  // namespace tandem::emu
+
+#if defined(TANDEM_EMU_HAZARDS)
+// The load/store tracing callbacks of clang's -fsanitize-coverage=trace-loads,trace-stores, with
+// which CMake builds the kernel sources for the emulator (never this file).
+extern "C" {
+#define TANDEM_TRACE(bytes)                                                                \
+  void __sanitizer_cov_load##bytes(void* p) {                                              \
+    tandem::emu::trace(p, bytes, tandem::emu::Access::read, __builtin_return_address(0));  \
+  }                                                                                        \
+  void __sanitizer_cov_store##bytes(void* p) {                                             \
+    tandem::emu::trace(p, bytes, tandem::emu::Access::write, __builtin_return_address(0)); \
+  }
+TANDEM_TRACE(1)
+TANDEM_TRACE(2)
+TANDEM_TRACE(4)
+TANDEM_TRACE(8)
+TANDEM_TRACE(16)
+#undef TANDEM_TRACE
+// The coverage counters the tracing needs a section for; libFuzzer's definition wins in fuzzers.
+__attribute__((weak)) void __sanitizer_cov_8bit_counters_init(char*, char*) {}
+// ThreadSanitizer's module constructor: the kernel sources take -fsanitize=thread only to keep
+// the optimizer from speculating loads (CMakeLists.txt); no ThreadSanitizer runtime is linked.
+__attribute__((weak)) void __tsan_init() {}
+}
+#endif

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 
+#include "optimized/emu/hazard.hpp"
 #include "optimized/emu/schedule.hpp"
 #include "problem/traffic.hpp"
 
@@ -43,7 +44,9 @@ struct dim3 {
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static  // one instance per kernel; blocks run one after another
+// One instance per kernel (blocks run one after another), all of them in one linker section so
+// that the emulator can poison them before every block and watch them for hazards (emu.cpp).
+#define __shared__ __attribute__((section("tandem_shared"))) static
 #define __launch_bounds__(...)
 
 namespace tandem::emu {
@@ -55,11 +58,19 @@ struct Builtins {
 
 const Builtins& builtins();
 void syncthreads();
+// __syncwarp: a full-warp barrier that also orders the warp's shared-memory accesses (a shuffle
+// exchanges registers only).
+void syncwarp(unsigned mask);
 // Exchanges one 64-bit word per lane across the calling thread's full warp; returns the word
 // lane `src` contributed. All 32 lanes must take part (DESIGN: full-warp shuffles only).
 uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask);
 void* dynamic_shared();
 void count_bytes(Traffic c, bool write, uint64_t bytes);
+// Atomic read-modify-writes, done in emu.cpp where accesses are not traced: the hazard detector
+// sees each as one atomic access (atomics do not race with each other, only with plain accesses).
+int atomic_add(int* p, int v);
+unsigned atomic_add(unsigned* p, unsigned v);
+float atomic_add(float* p, float v);
 
 // The schedule for launches from this host thread.
 void set_schedule(const Schedule& s);
@@ -88,10 +99,7 @@ inline unsigned lane_id() { return builtins().thread_idx.x % 32; }
 #define gridDim (::tandem::emu::builtins().grid_dim)
 
 inline void __syncthreads() { ::tandem::emu::syncthreads(); }
-// A full-warp barrier (memory ordering comes free: fibers share one address space).
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  (void)::tandem::emu::warp_exchange(0, 0, mask);
-}
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::tandem::emu::syncwarp(mask); }
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   const unsigned lane = ::tandem::emu::lane_id();
@@ -109,11 +117,8 @@ T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   const unsigned src = lane + delta;
   return ::tandem::emu::shuffle(mask, v, src / width == lane / width ? src : lane);
 }
-// Fibers never preempt each other, so a read-modify-write is atomic here.
 template <class T>
 T atomicAdd(T* p, T v) {
-  const T old = *p;
-  *p = old + v;
-  return old;
+  return ::tandem::emu::atomic_add(p, v);
 }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "emu_test_kernels.hpp"
+#include "optimized/emu/hazard.hpp"
 #include "optimized/emu/schedule.hpp"
 
 namespace tandem {
@@ -16,12 +17,15 @@ std::vector<float> iota_floats(int n) {
 }
 
 TEST(Emu, ScheduleCheckCatchesAMissingBarrier) {
+  // The schedules alone, as on a build without the detector (which would stop the launch first).
+  emu::set_hazard_check(false);
   const auto in = iota_floats(64);
   const auto schedules = emu::test_schedules();
   ASSERT_GE(schedules.size(), 3u);
   bool differs = false;
   const auto first = emu_test::racy_neighbour_sum(in, schedules[0]);
   for (const auto& s : schedules) differs |= emu_test::racy_neighbour_sum(in, s) != first;
+  emu::set_hazard_check(true);
   EXPECT_TRUE(differs) << "the racy kernel gave identical results under every schedule";
 }
 
@@ -79,6 +83,127 @@ TEST(Emu, CountsGlobalBytesPerLaunch) {
 
 TEST(Emu, DivergentBarrierIsReportedNotHung) {
   EXPECT_THROW(emu_test::divergent_barrier(), std::runtime_error);
+}
+
+// ---- the shared-memory hazard detector
+
+using emu_test::Pattern;
+
+// Skips where the build has no load/store tracing (a compiler other than clang).
+#define REQUIRE_HAZARD_CHECK() \
+  if (!emu::hazard_check_built()) GTEST_SKIP() << "built without clang's load/store tracing"
+
+const emu::Schedule kInOrder{emu::Order::in_order, 0}, kReversed{emu::Order::reversed, 0};
+
+// The first hazard found under `s`, which must be one.
+emu::Hazard hazard(Pattern p, const emu::Schedule& s) {
+  const auto h = emu_test::hazard_of(p, s);
+  if (!h) ADD_FAILURE() << "no hazard reported under " << s.name();
+  return h.value_or(emu::Hazard{});
+}
+
+void expect_hazard(const emu::Hazard& h, emu::HazardKind kind, unsigned thread, unsigned other) {
+  EXPECT_EQ(h.kernel, "hazard_pattern");
+  EXPECT_EQ(emu::hazard_kind_name(h.kind), emu::hazard_kind_name(kind)) << h.describe();
+  EXPECT_EQ(h.thread, thread) << h.describe();
+  EXPECT_EQ(h.other, other) << h.describe();
+}
+
+TEST(EmuHazards, TheRacyKernelIsReportedUnderEverySchedule) {
+  REQUIRE_HAZARD_CHECK();
+  const auto in = iota_floats(64);
+  for (const auto& s : emu::test_schedules()) {
+    try {
+      emu_test::racy_neighbour_sum(in, s);
+      ADD_FAILURE() << "no hazard reported under " << s.name();
+    } catch (const emu::HazardError& e) {
+      EXPECT_EQ(e.first().kernel, "neighbour_sum");
+      EXPECT_NE(std::string(e.what()).find("neighbour_sum"), std::string::npos);
+      EXPECT_GT(e.count(), 1u);  // every thread's read of its neighbour races
+    }
+  }
+}
+
+TEST(EmuHazards, AMissingBarrierIsReadAfterWriteOrWriteAfterRead) {
+  REQUIRE_HAZARD_CHECK();
+  const emu::Hazard h = hazard(Pattern::missing_barrier, kInOrder);
+  expect_hazard(h, emu::HazardKind::read_after_write, 1, 0);
+  EXPECT_FALSE(h.dynamic);
+  EXPECT_EQ(h.block, (std::array<unsigned, 3>{0, 0, 0}));
+  EXPECT_NE(h.location, "?");
+  expect_hazard(hazard(Pattern::missing_barrier, kReversed), emu::HazardKind::write_after_read, 0,
+                1);
+}
+
+TEST(EmuHazards, TwoWritersWithoutABarrier) {
+  REQUIRE_HAZARD_CHECK();
+  expect_hazard(hazard(Pattern::write_write, kInOrder), emu::HazardKind::write_after_write, 33, 0);
+  expect_hazard(hazard(Pattern::write_write, kReversed), emu::HazardKind::write_after_write, 0, 33);
+}
+
+TEST(EmuHazards, AWriterAfterManyReadersNamesAnotherThread) {
+  REQUIRE_HAZARD_CHECK();
+  expect_hazard(hazard(Pattern::many_readers_one_writer, kInOrder),
+                emu::HazardKind::write_after_read, 5, 0);
+  // Warp 1 read first: the writer in warp 0 races with it.
+  expect_hazard(hazard(Pattern::many_readers_one_writer, kReversed),
+                emu::HazardKind::write_after_read, 5, 63);
+}
+
+TEST(EmuHazards, SyncwarpOrdersItsWarpOnly) {
+  REQUIRE_HAZARD_CHECK();
+  expect_hazard(hazard(Pattern::missing_syncwarp, kInOrder), emu::HazardKind::read_after_write, 1,
+                0);
+  expect_hazard(hazard(Pattern::syncwarp_across_warps, kInOrder), emu::HazardKind::read_after_write,
+                32, 0);
+  // A shuffle moves registers; it does not order shared memory (CUDA's memory model).
+  expect_hazard(hazard(Pattern::shuffle_is_no_fence, kInOrder), emu::HazardKind::read_after_write,
+                1, 0);
+  for (const auto& s : emu::test_schedules()) {
+    EXPECT_FALSE(emu_test::hazard_of(Pattern::syncwarp, s)) << s.name();
+    EXPECT_FALSE(emu_test::hazard_of(Pattern::warp_reads_then_syncwarp, s)) << s.name();
+  }
+}
+
+TEST(EmuHazards, AtomicsRaceOnlyWithPlainAccesses) {
+  REQUIRE_HAZARD_CHECK();
+  for (const auto& s : emu::test_schedules()) {
+    ASSERT_FALSE(emu_test::hazard_of(Pattern::atomics, s)) << s.name();
+    const auto values = emu_test::pattern_values(Pattern::atomics, s);
+    for (int i = 0; i < emu_test::kHazardBlock; ++i)
+      EXPECT_EQ(values[i], (i == 0 ? 64 : i) + 64) << s.name() << " thread " << i;
+  }
+  expect_hazard(hazard(Pattern::atomic_after_plain, kInOrder), emu::HazardKind::write_after_write,
+                1, 0);
+  expect_hazard(hazard(Pattern::atomic_after_plain, kReversed), emu::HazardKind::write_after_write,
+                0, emu::Hazard::kSeveral);
+}
+
+TEST(EmuHazards, ReadsOfSharedMemoryTheBlockNeverWrote) {
+  REQUIRE_HAZARD_CHECK();
+  for (const auto& s : emu::test_schedules()) {
+    const emu::Hazard st = hazard(Pattern::uninitialized_static, s);
+    EXPECT_EQ(st.kind, emu::HazardKind::uninitialized_read) << st.describe();
+    EXPECT_EQ(st.other, emu::Hazard::kNoOther);
+    EXPECT_FALSE(st.dynamic);
+    const emu::Hazard dy = hazard(Pattern::uninitialized_dynamic, s);
+    EXPECT_EQ(dy.kind, emu::HazardKind::uninitialized_read) << dy.describe();
+    EXPECT_TRUE(dy.dynamic);
+    EXPECT_EQ(dy.offset, (emu_test::kHazardBlock - 1 - dy.thread) * sizeof(int));
+    // What block 0 left in shared memory is not block 1's: a GPU gives each block its own.
+    const emu::Hazard prev = hazard(Pattern::previous_block, s);
+    EXPECT_EQ(prev.kind, emu::HazardKind::uninitialized_read) << prev.describe();
+    EXPECT_EQ(prev.block, (std::array<unsigned, 3>{1, 0, 0}));
+  }
+}
+
+TEST(EmuHazards, OffMeansUnchecked) {
+  REQUIRE_HAZARD_CHECK();
+  emu::set_hazard_check(false);
+  const auto h = emu_test::hazard_of(Pattern::missing_barrier, kInOrder);
+  emu::set_hazard_check(true);
+  EXPECT_FALSE(h);
+  EXPECT_TRUE(emu_test::hazard_of(Pattern::missing_barrier, kInOrder));
 }
 
 TEST(Emu, ScheduleNamesParse) {

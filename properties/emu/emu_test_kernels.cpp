@@ -73,6 +73,70 @@ __global__ void divergent_barrier_kernel() {
     (void)__shfl_sync(0xffffffffu, 1, 0);
 }
 
+__global__ void hazard_pattern_kernel(Pattern pattern, int* out) {
+  __shared__ int s[kHazardBlock];
+  __shared__ int unwritten[kHazardBlock];
+  TANDEM_DYNAMIC_SHARED(int, dynamic);
+  const int id = threadIdx.x, lane = id % kWarpSize;
+  s[id] = id;
+  __syncthreads();
+  int got = 0;
+  switch (pattern) {
+    case Pattern::missing_barrier:
+      if (id == 0) s[1] = 7;
+      if (id == 1) got = s[1];
+      break;
+    case Pattern::write_write:
+      if (id == 0 || id == 33) s[5] = id;
+      break;
+    case Pattern::many_readers_one_writer:
+      got = s[0];
+      if (id == 5) s[0] = 9;
+      break;
+    case Pattern::missing_syncwarp:
+    case Pattern::syncwarp:
+    case Pattern::syncwarp_across_warps:
+      if (id == 0) s[2] = 7;
+      if (pattern != Pattern::missing_syncwarp) __syncwarp();
+      if (id == (pattern == Pattern::syncwarp_across_warps ? 32 : 1)) got = s[2];
+      break;
+    case Pattern::warp_reads_then_syncwarp:
+      if (id < kWarpSize) got = s[0];
+      __syncwarp();
+      if (id == 0) s[0] = 9;
+      break;
+    case Pattern::shuffle_is_no_fence:
+      if (id == 0) s[2] = 7;
+      got = __shfl_sync(0xffffffffu, lane, 0);
+      if (id == 1) got = s[2];
+      break;
+    case Pattern::atomics:
+      atomicAdd(&s[0], 1);
+      __syncthreads();
+      got = s[0];
+      break;
+    case Pattern::atomic_after_plain:
+      if (id == 0)
+        s[0] = 100;
+      else
+        atomicAdd(&s[0], 1);
+      break;
+    case Pattern::uninitialized_static:
+      got = unwritten[kHazardBlock - 1 - id];
+      break;
+    case Pattern::uninitialized_dynamic:
+      got = dynamic[kHazardBlock - 1 - id];
+      break;
+    case Pattern::previous_block:
+      if (blockIdx.x == 0) unwritten[id] = id;
+      __syncthreads();
+      got = unwritten[(id + 1) % kHazardBlock];
+      break;
+  }
+  __syncthreads();
+  if (blockIdx.x == 0) st(out + id, s[id] + got, Traffic::activation);
+}
+
 std::vector<float> neighbour(const std::vector<float>& in, const emu::Schedule& s, bool racy) {
   emu::set_schedule(s);
   std::vector<float> out(in.size(), NAN);
@@ -136,6 +200,24 @@ LaunchCounts vector_copy_counts(int n) {
   TANDEM_LAUNCH("vector_copy", vector_copy_kernel, dim3(blocks), dim3(threads), 0, in.data(),
                 out.data(), n);
   return emu::take_launch_log().at(0);
+}
+
+std::vector<int> pattern_values(Pattern p, const emu::Schedule& s) {
+  emu::set_schedule(s);
+  std::vector<int> out(kHazardBlock, -1);
+  TANDEM_LAUNCH("hazard_pattern", hazard_pattern_kernel, dim3(2), dim3(kHazardBlock),
+                kHazardBlock * sizeof(int), p, out.data());
+  emu::take_launch_log();
+  return out;
+}
+
+std::optional<emu::Hazard> hazard_of(Pattern p, const emu::Schedule& s) {
+  try {
+    pattern_values(p, s);
+  } catch (const emu::HazardError& e) {
+    return e.first();
+  }
+  return std::nullopt;
 }
 
 void divergent_barrier() {

@@ -2,8 +2,10 @@
 // Small kernels that exercise the emulator (built under TANDEM_EMU in emu_test_kernels.cpp),
 // with host wrappers. Each runs one launch under `schedule` and returns its output.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "optimized/emu/hazard.hpp"
 #include "optimized/emu/schedule.hpp"
 #include "problem/traffic.hpp"
 
@@ -31,5 +33,29 @@ std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by,
 LaunchCounts vector_copy_counts(int n);
 // A kernel where half the block waits at __syncthreads and half does not: must be reported.
 void divergent_barrier();
+
+// Shared-memory access patterns for the hazard detector, each in a 64-thread block (two warps)
+// whose shared ints s[64] every thread first sets to its id, behind a barrier.
+enum class Pattern {
+  missing_barrier,           // thread 0 writes s[1], thread 1 reads it
+  write_write,               // threads 0 and 33 write s[5]
+  many_readers_one_writer,   // every thread reads s[0], then thread 5 writes it
+  missing_syncwarp,          // lane 0 writes s[2], lane 1 reads it
+  syncwarp,                  // the same with __syncwarp between: race-free
+  syncwarp_across_warps,     // thread 0 writes s[2], __syncwarp, thread 32 reads it
+  warp_reads_then_syncwarp,  // warp 0 reads s[0], __syncwarp, lane 0 writes it: race-free
+  shuffle_is_no_fence,       // lane 0 writes s[2], a shuffle, lane 1 reads it
+  atomics,                   // every thread atomicAdd(&s[0], 1), a barrier, every thread reads it
+  atomic_after_plain,        // thread 0 writes s[0], the others atomicAdd to it
+  uninitialized_static,      // every thread reads s[63 - id] of a second array nobody wrote
+  uninitialized_dynamic,     // the same in dynamic shared memory
+  previous_block,            // block 0 writes the second array; block 1 only reads it
+};
+inline constexpr int kHazardBlock = 64;
+// Runs the pattern (two blocks) under `s`; the detector's report, if it found one.
+std::optional<emu::Hazard> hazard_of(Pattern p, const emu::Schedule& s);
+// What the pattern's block 0 computes (s[id] after the pattern, per thread): the schedules agree
+// on it for the race-free patterns.
+std::vector<int> pattern_values(Pattern p, const emu::Schedule& s);
 
 }  // namespace tandem::emu_test
