@@ -185,7 +185,6 @@ __device__ __forceinline__ int select_largest(const KeyAt& key_at, const IndexAt
   // Pass 4: every key above u* into slots [0, greater) (any order), then the keys equal to u* in
   // p order into the next `need` slots (a block scan ranks a chunk's ties).
   const int greater = sh.greater, need = sh.need;
-  __syncthreads();  // every thread has read them
   if (threadIdx.x == 0) sh.cursor = 0, sh.taken = 0;
   __syncthreads();
   for (int base = 0; base < length; base += blockDim.x) {
