@@ -268,13 +268,24 @@ std::string locate(const void* pc) {
   return "?";
 }
 
+// Counts a hazard; keeps the block's first (out of line: the check below runs for every shared
+// access, a report almost never).
+__attribute__((noinline)) void report(Block& b, const Found& found, bool dynamic, size_t offset,
+                                      unsigned tid, const void* pc) {
+  Detector& d = *b.detector;
+  ++d.count;
+  const uint3 block = b.threads[tid].builtins.block_idx;
+  if (!d.first)
+    d.first = Hazard{found.kind,  b.kernel,  {block.x, block.y, block.z}, dynamic, offset, tid,
+                     found.other, locate(pc)};
+}
+
 // Checks an access of `size` bytes at `offset` of the block's static or dynamic shared memory.
 __attribute__((noinline)) void check_shared(Block& b, bool dynamic, size_t offset, size_t limit,
                                             unsigned size, Access a, const void* pc) {
   Detector& d = *b.detector;
   Cell* cells = (dynamic ? d.dynamic_cells : d.static_cells).data();
-  const Thread& t = *g.thread;
-  const auto tid = static_cast<unsigned>(&t - b.threads.data());
+  const auto tid = static_cast<unsigned>(g.thread - b.threads.data());
   const Accessor me{tid, tid / 32, d.warp_epoch[tid / 32]};
   std::optional<Found> found;
   for (size_t i = offset; i < std::min(limit, offset + size); ++i) {
@@ -282,12 +293,7 @@ __attribute__((noinline)) void check_shared(Block& b, bool dynamic, size_t offse
                                : write_cell(cells[i], a == Access::atomic, me, d);
     if (f && !found) found = f;
   }
-  if (!found) return;
-  ++d.count;
-  const uint3 block = t.builtins.block_idx;
-  if (!d.first)
-    d.first = Hazard{found->kind,  b.kernel,  {block.x, block.y, block.z}, dynamic, offset, tid,
-                     found->other, locate(pc)};
+  if (found) report(b, *found, dynamic, offset, tid, pc);
 }
 
 // Every traced load and store of the kernel sources comes here: most are global memory or the
