@@ -110,37 +110,37 @@ const StEntry& Checkpoint::find(const std::string& name) const {
 }
 
 const StEntry& Checkpoint::entry(const std::string& name, DType dtype, const Shape& shape) const {
-  const SafetensorsFile& shard = shard_of(name);
   const StEntry& e = find(name);
   if (e.dtype != dtype)
-    throw_bad_input("{}: tensor '{}': dtype {} where {} is expected", shard.name(), name,
+    throw_bad_input("{}: tensor '{}': dtype {} where {} is expected", shard_of(name).name(), name,
                     dtype_name(e.dtype), dtype_name(dtype));
   if (e.shape != shape)
-    throw_bad_input("{}: tensor '{}': shape {} where {} is expected", shard.name(), name,
+    throw_bad_input("{}: tensor '{}': shape {} where {} is expected", shard_of(name).name(), name,
                     shape_text(e.shape), shape_text(shape));
   return e;
 }
 
 std::string Checkpoint::read(const std::string& name, DType dtype, const Shape& shape) const {
   const StEntry& e = entry(name, dtype, shape);
+  const SafetensorsFile& shard = shard_of(name);
   if (e.end - e.begin > kMaxReadBytes)
-    throw_bad_input("{}: tensor '{}': {} bytes, too large to read whole (read rows)",
-                    shard_of(name).name(), name, e.end - e.begin);
-  return shard_of(name).read(e, 0, e.end - e.begin);
+    throw_bad_input("{}: tensor '{}': {} bytes, too large to read whole (read rows)", shard.name(),
+                    name, e.end - e.begin);
+  return shard.read(e, 0, e.end - e.begin);
 }
 
 std::string Checkpoint::read_rows(const std::string& name, DType dtype, const Shape& shape,
                                   const std::vector<int64_t>& rows) const {
   const StEntry& e = entry(name, dtype, shape);
+  const SafetensorsFile& shard = shard_of(name);
   if (shape.empty() || shape[0] == 0)
-    throw_bad_input("{}: tensor '{}' has no rows", shard_of(name).name(), name);
+    throw_bad_input("{}: tensor '{}' has no rows", shard.name(), name);
   const uint64_t row_bytes = (e.end - e.begin) / uint64_t(shape[0]);
   std::string out;
   for (const int64_t r : rows) {
     if (r < 0 || r >= shape[0])
-      throw_bad_input("{}: tensor '{}': row {} outside [0, {})", shard_of(name).name(), name, r,
-                      shape[0]);
-    out += shard_of(name).read(e, uint64_t(r) * row_bytes, row_bytes);
+      throw_bad_input("{}: tensor '{}': row {} outside [0, {})", shard.name(), name, r, shape[0]);
+    out += shard.read(e, uint64_t(r) * row_bytes, row_bytes);
   }
   return out;
 }

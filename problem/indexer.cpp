@@ -11,11 +11,9 @@ namespace tandem {
 
 namespace {
 
-// scores [T, N] and lengths [T] in [0, N]; `read(t, j)` says whether the kernel reads entry j of
-// row t (those must be finite).
-template <class Read>
-void validate_rows(const char* what, const Tensor<float>& scores, const Tensor<int32_t>& lengths,
-                   Read read) {
+// scores [T, N] and lengths [T] in [0, N].
+void validate_row_shapes(const char* what, const Tensor<float>& scores,
+                         const Tensor<int32_t>& lengths) {
   if (scores.shape.size() != 2 || scores.dim(0) < 1 || scores.dim(1) < 1 ||
       scores.dim(0) > (int64_t{1} << 24) || scores.dim(1) > (int64_t{1} << 30))
     throw_bad_input("{} input 'scores': expected [T in [1, 2^24], N in [1, 2^30]]", what);
@@ -27,12 +25,27 @@ void validate_rows(const char* what, const Tensor<float>& scores, const Tensor<i
     if (len < 0 || len > N)
       throw_bad_input("{} input 'lengths'[{}] = {}: outside [0, {}]", what, t, len, N);
   }
+}
+
+// The scores the kernel reads (`read(t, j)` says whether it reads entry j of row t, within the
+// row's length) are finite. After validate_row_shapes.
+template <class Read>
+void validate_read_scores(const char* what, const Tensor<float>& scores,
+                          const Tensor<int32_t>& lengths, Read read) {
+  const int64_t T = scores.dim(0), N = scores.dim(1);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < lengths.data[size_t(t)]; ++j) {
       const float s = scores.data[size_t(t * N + j)];
       if (!std::isfinite(s) && read(t, j))
         throw_bad_input("{} input 'scores'[{}, {}] is {} (within the row's length)", what, t, j, s);
     }
+}
+
+template <class Read>
+void validate_rows(const char* what, const Tensor<float>& scores, const Tensor<int32_t>& lengths,
+                   Read read) {
+  validate_row_shapes(what, scores, lengths);
+  validate_read_scores(what, scores, lengths, read);
 }
 
 void validate_count(const char* what, const char* field, int v, int hi) {
@@ -68,7 +81,7 @@ void validate_candidate_topk_inputs(const CandidateTopkInputs& in) {
   validate_count(what, "block", in.block, 1024);
   validate_count(what, "top_k", in.top_k, kTopkMax);
   // Rows and lengths first (the blocks' range depends on them), scores' finiteness last.
-  validate_rows(what, in.scores, in.lengths, [](int64_t, int64_t) { return false; });
+  validate_row_shapes(what, in.scores, in.lengths);
   const int64_t T = in.scores.dim(0);
   if (in.blocks.shape.size() != 2 || in.blocks.dim(0) != T || in.blocks.dim(1) < 1 ||
       in.blocks.dim(1) > kTopkMax)
@@ -88,7 +101,7 @@ void validate_candidate_topk_inputs(const CandidateTopkInputs& in) {
         throw_bad_input("{} input 'blocks'[{}, {}] = {}: not above the one before", what, t, i, b);
     }
   }
-  validate_rows(what, in.scores, in.lengths, [&](int64_t t, int64_t j) {
+  validate_read_scores(what, in.scores, in.lengths, [&](int64_t t, int64_t j) {
     const int32_t* row = in.blocks.ptr() + t * C;
     return std::binary_search(row, row + candidate_count(in, t), int32_t(j / in.block));
   });

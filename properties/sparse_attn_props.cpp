@@ -21,6 +21,7 @@
 #include "core/atomic_file.hpp"
 #include "core/safetensors.hpp"
 #include "golden/golden.hpp"
+#include "golden_edit.hpp"
 #include "reference/kvcache.hpp"
 #include "reference/sparse_attn.hpp"
 #include "sim/sparse_attn_traffic.hpp"
@@ -200,25 +201,12 @@ TEST(SparseAttn, BadInputNamesTheField) {
 // manifest's SHA-256 following an edited blob): each is BadInput naming the field or the tensor
 // and its element, before anything large is allocated or any index is followed.
 TEST(SparseAttnGolden, HostileFilesAreBadInputNamingTheField) {
-  namespace fs = std::filesystem;
   const TestDir tmp;
-  const fs::path shipped = fs::path(TANDEM_SOURCE_DIR) / "golden" / "cases";
   for (const char* name : {"sparse_attn_v41", "sparse_attn_v4"}) {
-    const nlohmann::json original =
-        nlohmann::json::parse(read_file(shipped / (std::string(name) + ".json")));
-    const std::string blob_name = original["blob"].get<std::string>();
-    const std::string blob = read_file(shipped / blob_name);
-    const fs::path manifest = tmp / (std::string(name) + ".json");
-    auto check = [&](const std::function<void(nlohmann::json&, Safetensors&)>& edit,
-                     const std::string& expect) {
-      nlohmann::json m = original;
-      Safetensors st = parse_safetensors(blob, blob_name);
-      edit(m, st);
-      const std::string bytes = serialize_safetensors(st);
-      m["blob_sha256"] = sha256_hex(bytes);
-      write_file_atomic(tmp / blob_name, std::string_view(bytes));
-      write_file_atomic(manifest, std::string_view(m.dump()));
-      expect_bad_input([&] { golden::check_case(manifest, {}); }, expect);
+    const GoldenCaseEdit golden(tmp.path(), name);
+    const nlohmann::json& original = golden.manifest();
+    auto check = [&](const GoldenCaseEdit::Edit& edit, const std::string& expect) {
+      golden.expect_bad_input(edit, expect);
     };
     auto tensor = [](const char* t, const std::function<void(Tensor<int32_t>&)>& edit) {
       return [=](nlohmann::json&, Safetensors& st) {
