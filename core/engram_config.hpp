@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/device_limits.hpp"
 #include "core/json_fields.hpp"
 
 namespace tandem {
@@ -40,6 +41,13 @@ struct EngramConfig {
 };
 
 EngramConfig parse_engram_config(const JsonFields& f);
+// The gate kernel's dynamic shared memory for E = lookups x head_dim inputs and width d: the
+// looked-up rows e [E], their FP8 tile scales [E / 32] and kv = Wkv e [5d], as floats. A config
+// is refused past kMaxDynamicShared (V4-Pro's d = 7168 with 24 lookups: 171 KiB).
+inline size_t engram_gate_shared_bytes(int64_t E, int64_t d) {
+  return sizeof(float) * size_t(E + E / 32 + 5 * d);
+}
+
 // The layout fields alone (layer_ids, max_order, heads, head_dim, table_base, vocab,
 // compressed_vocab, pad_id), the rest at their defaults; unknown keys are the caller's to refuse.
 EngramConfig parse_engram_layout(const JsonFields& f);

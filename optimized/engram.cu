@@ -44,7 +44,9 @@ void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<flo
     wkv_values.upload(in.wkv.data);
   }
   const EngramWkv wkv{wkv_values.data(), wkv_codes.data(), wkv_scales.data(), B};
-  const size_t smem = sizeof(float) * (size_t(E) + size_t(E) / kFp8MinBlock + 9 * size_t(d));
+  static_assert(kFp8MinBlock == 32, "engram_gate_shared_bytes counts a scale per 32 inputs");
+  const size_t smem = engram_gate_shared_bytes(E, d);
+  if (smem > kDefaultDynamicShared) TANDEM_ALLOW_DYNAMIC_SHARED(engram_gate<Act>, smem);
   TANDEM_LAUNCH(launch_name("engram_gate", act_dtype_of<Act>()).c_str(), engram_gate<Act>,
                 dim3(unsigned(T)), dim3(opt.block_threads), smem, h.data(),
                 ids.data() + kEngramHistory, rows.data(), wkv, gate_w.data(), d, E,

@@ -150,7 +150,9 @@ __device__ __forceinline__ float warp_row_dot_fp8(const uint8_t* __restrict__ co
 
 // h: [T, 4, d] (Act); ids: [T] (negative: gate 0); rows: [T, E] floats, E = lookups * 256;
 // wkv: [5d, E]; gate_w: [4, d]; gates: [T, 4]; h_out: [T, 4, d].
-// Dynamic shared memory: (E + E / 32 + 5d + 4d) floats.
+// Dynamic shared memory: engram_gate_shared_bytes(E, d). h is read twice (the gate's sums, then
+// the update) rather than staged: staging it would take 4d more floats (V4-Pro's d = 7168 would
+// not fit a block).
 template <class Act>
 __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict__ ids,
                             const float* __restrict__ rows, EngramWkv wkv,
@@ -164,8 +166,7 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
   TANDEM_DYNAMIC_SHARED(float, smem);
   float* e = smem;                    // [E]
   float* kv = smem + E;               // [5d]
-  float* hs = smem + E + 5 * d;       // [4d]
-  float* e_scale = smem + E + 9 * d;  // [E / block]: FP8 input tile scales
+  float* e_scale = smem + E + 5 * d;  // [E / block]: FP8 input tile scales
   const int64_t t = blockIdx.x;
   if (threadIdx.x == 0) image = ld(ids + t, Traffic::activation) < 0;
   for (int i = threadIdx.x * 4; i < E; i += blockDim.x * 4) {
@@ -200,7 +201,6 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
 #pragma unroll
       for (int k = 0; k < P::N; ++k) {
         const float key = kv[s * d + n + k];
-        hs[s * d + n + k] = hv[k];
         acc[3 * s] += hv[k] * wv[k] * key;
         acc[3 * s + 1] += hv[k] * hv[k];
         acc[3 * s + 2] += key * key;
@@ -225,8 +225,9 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
   for (int s = 0; s < 4; ++s) {
     for (int n = threadIdx.x * P::N; n < d; n += blockDim.x * P::N) {
       float out[P::N];
+      P::load(h + (t * 4 + s) * d + n, out, Traffic::activation);
 #pragma unroll
-      for (int k = 0; k < P::N; ++k) out[k] = hs[s * d + n + k] + gate[s] * kv[4 * d + n + k];
+      for (int k = 0; k < P::N; ++k) out[k] += gate[s] * kv[4 * d + n + k];
       P::store(h_out + (t * 4 + s) * d + n, out, Traffic::activation);
     }
   }

@@ -1,6 +1,7 @@
 #pragma once
 // What every kernel source includes: the backend (real CUDA under nvcc, optimized/emu under the
 // host compiler with TANDEM_EMU), the launch macro, tagged global loads/stores and reductions.
+#include "core/device_limits.hpp"
 #include "core/dtype.hpp"
 #include "problem/traffic.hpp"
 
@@ -9,8 +10,12 @@
 #define TANDEM_BACKEND_NS emu_backend
 // Launches `kernel` (a function or function pointer) named `name` under the emulator.
 #define TANDEM_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::tandem::emu::dynamic_shared())
-#define TANDEM_LAUNCH(name, kernel, grid, block, smem, ...) \
-  ::tandem::emu::launch(name, grid, block, smem, [&] { kernel(__VA_ARGS__); })
+#define TANDEM_LAUNCH(name, kernel, grid, block, smem, ...)                        \
+  ::tandem::emu::launch(name, ::tandem::emu::kernel_id(kernel), grid, block, smem, \
+                        [&] { kernel(__VA_ARGS__); })
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory (past kDefaultDynamicShared).
+#define TANDEM_ALLOW_DYNAMIC_SHARED(kernel, bytes) \
+  ::tandem::emu::set_max_dynamic_shared(::tandem::emu::kernel_id(kernel), bytes)
 #else
 #include <cuda_runtime.h>
 
@@ -25,6 +30,9 @@
     kernel<<<grid, block, smem>>>(__VA_ARGS__);             \
     CUDA_CHECK(cudaGetLastError());                         \
   } while (0)
+#define TANDEM_ALLOW_DYNAMIC_SHARED(kernel, bytes)                                     \
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                  static_cast<int>(bytes)))
 #endif
 
 // Inside the backend namespace: emu and cuda builds of the same source must not share symbols.

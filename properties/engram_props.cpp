@@ -8,6 +8,8 @@
 #include <cmath>
 #include <set>
 
+#include "bad_input.hpp"
+#include "case_budget.hpp"
 #include "cases/engram_case.hpp"
 #include "core/philox.hpp"
 #include "optimized/engram_prefetch.hpp"
@@ -151,6 +153,41 @@ TEST(EngramEmu, CampaignFindingAtD8PassesWithEnoughBaselineOrders) {
   const auto out = run_engram_layer(in, {Backend::emu, {}, 128});
   for (const auto& t : compare_engram(run_engram_reference(in), out, ActDType::f32))
     EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
+}
+
+// The release's widths (V4-Flash 4096, V4.1-Flash 5120, V4-Pro 7168): the gate kernel's kv row
+// [5d] alone is 80-140 KiB of shared memory, past CUDA's default 48 KiB (the launcher raises the
+// kernel's attribute, as on the GPU). One lookup keeps Wkv [5d, 256] small; 24 lookups run at
+// small d in KernelsMatchReference. ~2 s a width under emu: V4-Pro's alone unless the budget is
+// the exhaustive tier's.
+TEST(EngramEmu, ReleaseWidths) {
+  const std::vector<int> widths =
+      test::scaled_cases(1) >= 2 ? std::vector<int>{4096, 5120, 7168} : std::vector<int>{7168};
+  for (const int d : widths) {
+    EngramConfig c = small_config(d);
+    c.max_order = 2, c.heads = 1, c.wkv_fp8_block = 32;
+    const int64_t T = 1;
+    const auto in = make_engram_inputs(c, small_map(), synthetic_token_ids(T, c.vocab, 7, false), 1,
+                                       ActDType::bf16, 7);
+    const auto out = run_engram_layer(in, {Backend::emu, {}, 256});
+    for (const auto& t : compare_engram(run_engram_reference(in), out, ActDType::bf16))
+      EXPECT_TRUE(t.result.pass) << "d " << d << " " << t.name << ": " << t.result.summary();
+    const auto predicted = sim::predict_engram_layer(c, T, 0, ActDType::bf16);
+    ASSERT_EQ(out.launches.size(), predicted.size());
+    for (size_t i = 0; i < predicted.size(); ++i) {
+      EXPECT_EQ(out.launches[i].read, predicted[i].read) << out.launches[i].kernel;
+      EXPECT_EQ(out.launches[i].written, predicted[i].written) << out.launches[i].kernel;
+    }
+  }
+}
+
+TEST(EngramConfig, WidthIsBoundedByTheGateKernelsSharedMemory) {
+  nlohmann::json j = to_json(small_config(10352));  // 24 lookups: (6144 + 192 + 5d) x 4 B
+  j["max_order"] = 4, j["heads"] = 8;
+  EXPECT_EQ(parse_engram_config(JsonFields(j, "engram")).d, 10352);
+  j["d"] = 10360;
+  expect_bad_input([&] { parse_engram_config(JsonFields(j, "engram")); },
+                   "field 'd': 10360 with 24 lookups of 256 needs 232544 B");
 }
 
 RC_GTEST_PROP(EngramPrefetch, HostGeneratorEqualsReference, ()) {

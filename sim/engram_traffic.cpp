@@ -15,7 +15,8 @@ LaunchLog predict_engram_layer(const EngramConfig& cfg, int64_t tokens, int64_t 
   gather.read[int(Traffic::weight)] = uint64_t(lookup_tokens) * L * cfg.row_bytes();
   gather.written[int(Traffic::activation)] = T * E * sizeof(float);
   LaunchCounts gate{launch_name("engram_gate", act)};
-  gate.read[int(Traffic::activation)] = T * (sizeof(int64_t) + E * sizeof(float) + 4 * d * e);
+  // h twice: the gate's sums, then the update (engram_gate does not stage it).
+  gate.read[int(Traffic::activation)] = T * (sizeof(int64_t) + E * sizeof(float) + 2 * 4 * d * e);
   // Wkv per token: float values, or (FP8) one code byte per weight plus each row's block scales.
   const uint64_t B = cfg.wkv_fp8_block;
   const uint64_t wkv_bytes = B ? 5 * d * (E + E / B) : 5 * d * E * sizeof(float);

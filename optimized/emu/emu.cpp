@@ -16,12 +16,15 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
+#include "core/device_limits.hpp"
 #include "core/error.hpp"
 
 namespace tandem::emu {
@@ -442,6 +445,17 @@ void count_bytes(Traffic c, bool write, uint64_t bytes) {
 
 namespace {
 
+// The kernels' dynamic shared memory attribute (cudaFuncSetAttribute), process-wide as on a GPU.
+std::mutex g_attributes_mutex;
+std::unordered_map<const void*, size_t> g_max_dynamic_shared;
+
+size_t max_dynamic_shared(const void* fn) {
+  const std::lock_guard lock(g_attributes_mutex);
+  const auto it = g_max_dynamic_shared.find(fn);
+  return it == g_max_dynamic_shared.end() ? kDefaultDynamicShared
+                                          : std::max(it->second, kDefaultDynamicShared);
+}
+
 void prepare(Detector& d, size_t dynamic_bytes, size_t threads) {
   if (d.static_cells.size() < g_static_shared_bytes) d.static_cells.resize(g_static_shared_bytes);
   if (d.dynamic_cells.size() < dynamic_bytes) d.dynamic_cells.resize(dynamic_bytes);
@@ -462,15 +476,25 @@ void begin_block(Detector& d) {
 
 }  // namespace
 
-void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
+void set_max_dynamic_shared(const void* fn, size_t bytes) {
+  if (bytes > kMaxDynamicShared)
+    throw std::runtime_error(fmt::format(
+        "emu: cudaFuncSetAttribute: {} B of dynamic shared memory, past the {} B a block can have",
+        bytes, kMaxDynamicShared));
+  const std::lock_guard lock(g_attributes_mutex);
+  g_max_dynamic_shared[fn] = bytes;
+}
+
+void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dynamic_smem,
             const std::function<void()>& body) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-  if (threads == 0 || threads > 1024 || blocks == 0 ||
-      dynamic_smem > (48u << 10))  // CUDA's default limit
+  if (threads == 0 || threads > 1024 || blocks == 0 || dynamic_smem > max_dynamic_shared(fn))
     throw std::runtime_error(fmt::format(
-        "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem", kernel,
-        grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem));
+        "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem (at "
+        "most {} B for this kernel)",
+        kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem,
+        max_dynamic_shared(fn)));
   LaunchCounts counts{kernel};
   g.counts = &counts;
   Orderer orderer(host.schedule);
@@ -487,6 +511,9 @@ void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
           {},
           hazard_check() ? &host.detector : nullptr};
   if (b.detector) prepare(*b.detector, 8 * b.dyn_smem.size(), threads);
+  // Static shared memory starts poisoned (NaN) in every launch; what one block leaves for the next
+  // is the detector's to report (an uninitialized read), the memset being too dear per block.
+  if (g_static_shared_bytes) std::memset(__start_tandem_shared, 0xff, g_static_shared_bytes);
   for (unsigned linear : block_order) {
     std::fill(b.dyn_smem.begin(), b.dyn_smem.end(), ~uint64_t{0});
     if (b.detector) begin_block(*b.detector);

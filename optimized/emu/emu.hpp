@@ -75,8 +75,16 @@ float atomic_add(float* p, float v);
 // The schedule for launches from this host thread.
 void set_schedule(const Schedule& s);
 
-void launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
+// `fn` identifies the kernel function (for its dynamic shared memory attribute).
+void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dynamic_smem,
             const std::function<void()>& body);
+// cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes): launches of `fn`
+// may then use up to `bytes` of dynamic shared memory (at most kMaxDynamicShared).
+void set_max_dynamic_shared(const void* fn, size_t bytes);
+template <class F>
+const void* kernel_id(F* fn) {
+  return reinterpret_cast<const void*>(fn);
+}
 // The byte counts of every launch since the last call (per host thread).
 LaunchLog take_launch_log();
 

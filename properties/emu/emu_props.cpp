@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "core/device_limits.hpp"
 #include "emu_test_kernels.hpp"
 #include "optimized/emu/hazard.hpp"
 #include "optimized/emu/schedule.hpp"
@@ -64,6 +65,14 @@ TEST(Emu, DynamicSharedMemoryPerBlock) {
     const auto sums = emu_test::dynamic_shared_block_sums(in, 64, s);
     for (int b = 0; b < 4; ++b) EXPECT_EQ(sums[b], 64 * 64 * b + 63 * 64 / 2) << s.name();
   }
+}
+
+TEST(Emu, DynamicSharedMemoryPastTheDefaultNeedsTheAttribute) {
+  EXPECT_EQ(emu_test::dynamic_shared_sum(kDefaultDynamicShared, 0), 64);
+  EXPECT_THROW(emu_test::dynamic_shared_sum(kDefaultDynamicShared + 4, 0), std::runtime_error);
+  EXPECT_EQ(emu_test::dynamic_shared_sum(kMaxDynamicShared, kMaxDynamicShared), 64);
+  EXPECT_THROW(emu_test::dynamic_shared_sum(kMaxDynamicShared + 4, kMaxDynamicShared + 4),
+               std::runtime_error);  // sm_90 grants at most 227 KiB
 }
 
 TEST(Emu, TwoDimensionalIndicesCoverTheGridOnce) {

@@ -184,6 +184,16 @@ std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block
   return out;
 }
 
+int dynamic_shared_sum(size_t smem, size_t allow) {
+  emu::set_schedule({});
+  std::vector<int> in(64, 1);
+  int out = -1;
+  TANDEM_ALLOW_DYNAMIC_SHARED(dynamic_shared_kernel, allow ? allow : kDefaultDynamicShared);
+  TANDEM_LAUNCH("dynamic_shared", dynamic_shared_kernel, dim3(1), dim3(64), smem, in.data(), &out);
+  emu::take_launch_log();
+  return out;
+}
+
 std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by,
                             const emu::Schedule& s) {
   emu::set_schedule(s);

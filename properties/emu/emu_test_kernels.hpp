@@ -26,6 +26,9 @@ int atomic_count(int grid, int block, const emu::Schedule& s);
 // Block sums through dynamic shared memory of `block` ints; one output per block.
 std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block,
                                            const emu::Schedule& s);
+// The same sums (64 threads, one block) with `smem` bytes of dynamic shared memory, the kernel's
+// attribute set to `allow` bytes first (cudaFuncSetAttribute; 0: back to the default).
+int dynamic_shared_sum(size_t smem, size_t allow);
 // Every thread writes its global linear id (2D grid of 2D blocks).
 std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by,
                             const emu::Schedule& s);
