@@ -108,7 +108,11 @@ int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, cons
   if (json) {
     out << j.dump(2) << "\n";
   } else {
-    out << fmt::format("tandem verify: {} on {}\n", what, backend_name(opt.backend))
+    out << fmt::format("tandem verify: {} on {}{}\n", what, backend_name(opt.backend),
+                       opt.backend == Backend::emu ? emu::hazard_check()
+                                                         ? ", shared memory checked for races"
+                                                         : ", shared memory NOT checked for races"
+                                                   : "")
         << render_table(rows) << (j["pass"].get<bool>() ? "all cases PASS\n" : "FAILED\n");
   }
   return j["pass"].get<bool>() ? 0 : 1;

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "core/error.hpp"
+#include "optimized/emu/hazard.hpp"
 
 namespace tandem::app {
 
@@ -132,7 +133,11 @@ nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& mo
                      {"detail", r.detail},
                      {"launches", launches_json(r.launches)}});
   }
-  return {{"model", model}, {"pass", pass}, {"cases", cases}};
+  // Whether the emulator's rows also had their shared memory checked for races.
+  return {{"model", model},
+          {"pass", pass},
+          {"shared_memory_hazard_check", emu::hazard_check()},
+          {"cases", cases}};
 }
 
 }  // namespace tandem::app

@@ -17,6 +17,7 @@
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
 #include "optimized/backend.hpp"
+#include "optimized/emu/hazard.hpp"
 #include "sim/traffic.hpp"
 #include "synthetic_checkpoint.hpp"
 #include "test_dir.hpp"
@@ -140,6 +141,7 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
+  EXPECT_EQ(j["shared_memory_hazard_check"].get<bool>(), emu::hazard_check_built());
   // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: 2 logits, 2 top-k rows,
   // V4.1's candidates; + sparse_attn: V4.1 and V4.
   EXPECT_EQ(j["cases"].size(), 18u + 17u + 5u + 2u);
@@ -168,6 +170,13 @@ TEST(App, VerifyTableHasVerdicts) {
   EXPECT_NE(r.out.find("all cases PASS"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("v41-single-pass/bf16"), std::string::npos);
   EXPECT_NE(r.out.find("moe "), std::string::npos);
+  if (emu::hazard_check_built())
+    EXPECT_NE(r.out.find("on emu, shared memory checked for races"), std::string::npos) << r.out;
+  const CliRun unchecked =
+      tandem({"verify", "--json", "--backend", "emu", "--no-hazard-check", "--component", "dense"});
+  EXPECT_EQ(unchecked.code, 0) << unchecked.err;
+  EXPECT_FALSE(nlohmann::json::parse(unchecked.out)["shared_memory_hazard_check"].get<bool>());
+  emu::set_hazard_check(true);  // the flag is process-wide: on again for the tests after this one
   for (const char* other : {"engram ", "vision ", "dspark ", "model ", "attention "})
     EXPECT_EQ(r.out.find(std::string("\n") + other), std::string::npos) << other << r.out;
   const CliRun bad = tandem({"verify", "--component", "resdual"});
