@@ -123,16 +123,17 @@ EngramConfig parse_engram_config(const JsonFields& f) {
         "{}: {} + 10007 x layer {} exceeds 2^64 - 1 (numpy would seed with the exact "
         "sum)",
         f.where("seed"), c.seed, top_layer);
-  // The bound is the gate kernel's shared memory (engram_gate_shared_bytes): d <= 10,355 with
+  // The bound is the gate kernel's shared memory (engram_gate_shared_bytes): d <= 10,248 with
   // 24 lookups of 256.
   c.d = static_cast<int>(f.integer("d", 8, 1 << 16));
   if (c.d % 8) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
   const size_t smem = engram_gate_shared_bytes(int64_t{c.lookups()} * c.head_dim, c.d);
-  if (smem > kMaxDynamicShared)
+  if (smem + kEngramGateStaticShared > kMaxDynamicShared)
     throw_bad_input(
         "{}: {} with {} lookups of {} needs {} B of shared memory in the gate kernel, past the "
         "{} B a block can have",
-        f.where("d"), c.d, c.lookups(), c.head_dim, smem, kMaxDynamicShared);
+        f.where("d"), c.d, c.lookups(), c.head_dim, smem + kEngramGateStaticShared,
+        kMaxDynamicShared);
   c.norm_eps = f.number("norm_eps", 0.0, 1e-2);
   c.tokens = static_cast<int>(f.integer("tokens", 1, 1 << 20));
   if (f.has("skip_marker_lookups")) c.skip_marker_lookups = f.boolean("skip_marker_lookups");

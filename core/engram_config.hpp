@@ -42,11 +42,13 @@ struct EngramConfig {
 
 EngramConfig parse_engram_config(const JsonFields& f);
 // The gate kernel's dynamic shared memory for E = lookups x head_dim inputs and width d: the
-// looked-up rows e [E], their FP8 tile scales [E / 32] and kv = Wkv e [5d], as floats. A config
-// is refused past kMaxDynamicShared (V4-Pro's d = 7168 with 24 lookups: 171 KiB).
+// looked-up rows e [E], their FP8 tile scales [E / 32] and kv = Wkv e [5d], as floats. With its
+// static __shared__ (at most kEngramGateStaticShared) it must fit a block: a config is refused
+// past kMaxDynamicShared - kEngramGateStaticShared (V4-Pro's d = 7168 at 24 lookups: 164.75 KiB).
 inline size_t engram_gate_shared_bytes(int64_t E, int64_t d) {
   return sizeof(float) * size_t(E + E / 32 + 5 * d);
 }
+inline constexpr size_t kEngramGateStaticShared = 2048;
 
 // The layout fields alone (layer_ids, max_order, heads, head_dim, table_base, vocab,
 // compressed_vocab, pad_id), the rest at their defaults; unknown keys are the caller's to refuse.

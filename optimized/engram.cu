@@ -45,8 +45,9 @@ void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<flo
   }
   const EngramWkv wkv{wkv_values.data(), wkv_codes.data(), wkv_scales.data(), B};
   static_assert(kFp8MinBlock == 32, "engram_gate_shared_bytes counts a scale per 32 inputs");
+  // The attribute always: static + dynamic past 48 KiB needs it too.
   const size_t smem = engram_gate_shared_bytes(E, d);
-  if (smem > kDefaultDynamicShared) TANDEM_ALLOW_DYNAMIC_SHARED(engram_gate<Act>, smem);
+  TANDEM_ALLOW_DYNAMIC_SHARED(engram_gate<Act>, smem);
   TANDEM_LAUNCH(launch_name("engram_gate", act_dtype_of<Act>()).c_str(), engram_gate<Act>,
                 dim3(unsigned(T)), dim3(opt.block_threads), smem, h.data(),
                 ids.data() + kEngramHistory, rows.data(), wkv, gate_w.data(), d, E,

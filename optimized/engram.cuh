@@ -6,7 +6,8 @@
 // engram_gate: kv = Wkv e (one warp per output row, e staged in shared memory; as the release's
 // FP8 linear, e is first quantized per B values in shared memory and the weight rows are e4m3
 // codes with a ue8m0 scale per B x B block), the 4 per-stream gates from one block reduction,
-// then h_i += gate_i * value in the same pass over h.
+// then h_i += gate_i * value (h read again rather than staged: V4-Pro's width would not fit).
+#include "core/engram_config.hpp"  // kEngramGateStaticShared
 #include "optimized/kernel.cuh"
 
 // Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
@@ -163,6 +164,8 @@ __global__ void engram_gate(const Act* __restrict__ h, const int64_t* __restrict
   __shared__ float scratch[kMaxWarps * kSums];
   __shared__ float gate[4];
   __shared__ bool image;
+  static_assert(sizeof(scratch) + sizeof(gate) + sizeof(image) <= kEngramGateStaticShared,
+                "the config's width bound reserves kEngramGateStaticShared beside the dynamic");
   TANDEM_DYNAMIC_SHARED(float, smem);
   float* e = smem;                    // [E]
   float* kv = smem + E;               // [5d]

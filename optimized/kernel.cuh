@@ -48,7 +48,7 @@ __device__ __forceinline__ T ld(const T* p, Traffic c) {
 #if defined(TANDEM_EMU)
   emu::count_bytes(c, false, sizeof(T));
   T v;
-  memcpy(static_cast<void*>(&v), p, sizeof(T));  // no aliasing assumptions on the host
+  __builtin_memcpy(static_cast<void*>(&v), p, sizeof(T));  // no aliasing assumptions on the host
   return v;
 #else
   return *p;
@@ -58,7 +58,7 @@ template <class T>
 __device__ __forceinline__ void st(T* p, const T& v, Traffic c) {
 #if defined(TANDEM_EMU)
   emu::count_bytes(c, true, sizeof(T));
-  memcpy(static_cast<void*>(p), &v, sizeof(T));
+  __builtin_memcpy(static_cast<void*>(p), &v, sizeof(T));
 #else
   *p = v;
 #endif

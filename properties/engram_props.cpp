@@ -182,12 +182,13 @@ TEST(EngramEmu, ReleaseWidths) {
 }
 
 TEST(EngramConfig, WidthIsBoundedByTheGateKernelsSharedMemory) {
-  nlohmann::json j = to_json(small_config(10352));  // 24 lookups: (6144 + 192 + 5d) x 4 B
+  // 24 lookups: (6144 + 192 + 5d) x 4 B dynamic + the kernel's static reserve of 2 KiB.
+  nlohmann::json j = to_json(small_config(10248));
   j["max_order"] = 4, j["heads"] = 8;
-  EXPECT_EQ(parse_engram_config(JsonFields(j, "engram")).d, 10352);
-  j["d"] = 10360;
+  EXPECT_EQ(parse_engram_config(JsonFields(j, "engram")).d, 10248);
+  j["d"] = 10256;
   expect_bad_input([&] { parse_engram_config(JsonFields(j, "engram")); },
-                   "field 'd': 10360 with 24 lookups of 256 needs 232544 B");
+                   "field 'd': 10256 with 24 lookups of 256 needs 232512 B");
 }
 
 RC_GTEST_PROP(EngramPrefetch, HostGeneratorEqualsReference, ()) {

@@ -85,8 +85,9 @@ struct Record {
 
 struct Cell {
   Record write;
-  uint16_t writer = kNone;
-  bool atomic = false;  // the live write is an atomic (others' atomics do not race with it)
+  uint16_t writer = kNone;   // kSeveral: atomics by several threads, of warp `writer_warp`
+  uint16_t writer_warp = 0;  // kSeveralWarps: of several warps
+  bool atomic = false;       // the live write is an atomic (others' atomics do not race with it)
   Record read;
   // Readers since the interval began: `reader`, another one `other_reader` (from another warp
   // when read_warp is kSeveralWarps), the warp they read from.
@@ -115,7 +116,11 @@ struct Block {
   size_t cursor = 0;
   ctx::fiber scheduler;
   Detector* detector = nullptr;  // null: hazard check off
+  size_t dyn_bytes = 0;          // the launch's dynamic shared memory (dyn_smem rounds it up)
 };
+// Dynamic shared memory is followed by a red zone, so that the detector sees an access past the
+// launch's size as one (an out-of-bounds report) rather than as unrelated host memory.
+constexpr size_t kRedZoneWords = 32;
 
 // What the kernel's builtins and every switch read: plain pointers, so that a thread_local
 // access needs no initialisation guard.
@@ -203,10 +208,15 @@ struct Accessor {
 
 bool live(const Record& r, const Detector& d) { return r.block == d.block && r.epoch == d.epoch; }
 
-// Whether a live record by `who` happens before `me`'s access without a block barrier: the same
-// thread, or the same warp across a __syncwarp.
-bool ordered(const Record& r, uint16_t who, const Accessor& me) {
-  return who == me.tid || (who / 32 == me.warp && r.warp_epoch < me.warp_epoch);
+// Whether the live write happens before `me`'s access without a block barrier: the same thread,
+// or the same warp (every writer of it, for atomics by several) across a __syncwarp.
+bool write_ordered(const Cell& c, const Accessor& me) {
+  return c.writer == me.tid || (c.writer_warp == me.warp && c.write.warp_epoch < me.warp_epoch);
+}
+
+// The thread a report names for the cell's writer.
+unsigned reported_writer(const Cell& c) {
+  return c.writer == kSeveral ? Hazard::kSeveral : c.writer;
 }
 
 struct Found {
@@ -223,8 +233,8 @@ std::optional<Found> read_cell(Cell& c, const Accessor& me, const Detector& d) {
   std::optional<Found> found;
   if (c.write.block != d.block)
     found = Found{HazardKind::uninitialized_read, Hazard::kNoOther};
-  else if (c.write.epoch == d.epoch && !ordered(c.write, c.writer, me))
-    found = Found{HazardKind::read_after_write, c.writer};
+  else if (c.write.epoch == d.epoch && !write_ordered(c, me))
+    found = Found{HazardKind::read_after_write, reported_writer(c)};
   const bool older_in_warp = c.read_warp == me.warp && c.read.warp_epoch < me.warp_epoch;
   if (!live(c.read, d) || older_in_warp) {
     c.read = {d.block, d.epoch, me.warp_epoch};
@@ -248,15 +258,19 @@ uint16_t unordered_reader(const Cell& c, const Accessor& me, const Detector& d) 
 
 std::optional<Found> write_cell(Cell& c, bool atomic, const Accessor& me, const Detector& d) {
   std::optional<Found> found;
-  const bool unordered_write = live(c.write, d) && !ordered(c.write, c.writer, me);
+  const bool unordered_write = live(c.write, d) && !write_ordered(c, me);
   if (atomic && c.write.block != d.block)  // an atomic reads the value it updates
     found = Found{HazardKind::uninitialized_read, Hazard::kNoOther};
   else if (unordered_write && !(atomic && c.atomic))
-    found =
-        Found{HazardKind::write_after_write, c.writer == kSeveral ? Hazard::kSeveral : c.writer};
+    found = Found{HazardKind::write_after_write, reported_writer(c)};
   else if (const uint16_t reader = unordered_reader(c, me, d); reader != kNone)
     found = Found{HazardKind::write_after_read, reader};
-  c.writer = atomic && c.atomic && unordered_write ? kSeveral : uint16_t(me.tid);
+  if (atomic && c.atomic && unordered_write) {  // one more of several atomics
+    c.writer = kSeveral;
+    if (c.writer_warp != me.warp) c.writer_warp = kSeveralWarps;
+  } else {
+    c.writer = uint16_t(me.tid), c.writer_warp = uint16_t(me.warp);
+  }
   c.atomic = atomic;
   c.write = {d.block, d.epoch, me.warp_epoch};
   return found;
@@ -279,16 +293,19 @@ __attribute__((noinline)) void report(Block& b, const Found& found, bool dynamic
   ++d.count;
   const uint3 block = b.threads[tid].builtins.block_idx;
   if (!d.first)
-    d.first = Hazard{found.kind,  b.kernel,  {block.x, block.y, block.z}, dynamic, offset, tid,
-                     found.other, locate(pc)};
+    d.first = Hazard{found.kind, b.kernel,    {block.x, block.y, block.z},
+                     dynamic,    offset,      b.dyn_bytes,
+                     tid,        found.other, locate(pc)};
 }
 
 // Checks an access of `size` bytes at `offset` of the block's static or dynamic shared memory.
 __attribute__((noinline)) void check_shared(Block& b, bool dynamic, size_t offset, size_t limit,
                                             unsigned size, Access a, const void* pc) {
   Detector& d = *b.detector;
-  Cell* cells = (dynamic ? d.dynamic_cells : d.static_cells).data();
   const auto tid = static_cast<unsigned>(g.thread - b.threads.data());
+  if (dynamic && offset + size > b.dyn_bytes)  // past the launch's size (or its 8-byte padding)
+    return report(b, {HazardKind::out_of_bounds, Hazard::kNoOther}, dynamic, offset, tid, pc);
+  Cell* cells = (dynamic ? d.dynamic_cells : d.static_cells).data();
   const Accessor me{tid, tid / 32, d.warp_epoch[tid / 32]};
   std::optional<Found> found;
   for (size_t i = offset; i < std::min(limit, offset + size); ++i) {
@@ -505,11 +522,12 @@ void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dy
   Block b{kernel,
           std::vector<Thread>(threads),
           std::vector<uint64_t>(2 * threads),
-          std::vector<uint64_t>((dynamic_smem + 7) / 8),
+          std::vector<uint64_t>((dynamic_smem + 7) / 8 + kRedZoneWords),
           std::vector<unsigned>(threads),
           0,
           {},
           hazard_check() ? &host.detector : nullptr};
+  b.dyn_bytes = dynamic_smem;
   if (b.detector) prepare(*b.detector, 8 * b.dyn_smem.size(), threads);
   // Static shared memory starts poisoned (NaN) in every launch; what one block leaves for the next
   // is the detector's to report (an uninitialized read), the memset being too dear per block.
@@ -562,6 +580,8 @@ std::string_view hazard_kind_name(HazardKind k) {
       return "write-after-write";
     case HazardKind::uninitialized_read:
       return "uninitialized read";
+    case HazardKind::out_of_bounds:
+      return "out-of-bounds access";
   }
   return "?";
 }
@@ -581,6 +601,12 @@ std::string Hazard::describe() const {
     case HazardKind::write_after_write:
       what = fmt::format("{} writes what {} wrote", who, them);
       break;
+    case HazardKind::out_of_bounds:
+      return fmt::format(
+          "{} in block ({},{},{}): {} accesses dynamic shared byte {}, past the {} B "
+          "the launch has (at {})",
+          hazard_kind_name(kind), block[0], block[1], block[2], who, offset, dynamic_bytes,
+          location);
     case HazardKind::uninitialized_read:
       return fmt::format(
           "{} in block ({},{},{}): {} reads {} byte {} that no thread of the block "

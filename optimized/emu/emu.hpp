@@ -45,8 +45,10 @@ struct dim3 {
 #define __host__
 #define __forceinline__ inline
 // One instance per kernel (blocks run one after another), all of them in one linker section so
-// that the emulator can poison them before every block and watch them for hazards (emu.cpp).
-#define __shared__ __attribute__((section("tandem_shared"))) static
+// that the emulator can poison them before every launch and watch them for hazards (emu.cpp).
+// `used`: the optimizer must keep every access (a static whose address never escapes would
+// otherwise be folded: an unwritten field read as its zero initializer, untraced).
+#define __shared__ __attribute__((section("tandem_shared"), used)) static
 #define __launch_bounds__(...)
 
 namespace tandem::emu {
@@ -92,9 +94,9 @@ template <class T>
 T shuffle(unsigned mask, T v, unsigned src) {
   static_assert(sizeof(T) <= 8, "emu shuffles move at most 64 bits");
   uint64_t w = 0;
-  std::memcpy(&w, &v, sizeof(T));
+  __builtin_memcpy(&w, &v, sizeof(T));
   w = warp_exchange(w, src, mask);
-  std::memcpy(&v, &w, sizeof(T));
+  __builtin_memcpy(&v, &w, sizeof(T));
   return v;
 }
 inline unsigned lane_id() { return builtins().thread_idx.x % 32; }

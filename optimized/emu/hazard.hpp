@@ -15,7 +15,13 @@ namespace tandem::emu {
 // (-fsanitize-coverage=trace-loads,trace-stores); every traced access that lands in a block's
 // shared memory is checked against the last writer and readers of each byte since the last
 // barrier that orders the two threads (__syncthreads for the block, __syncwarp inside a warp).
-enum class HazardKind { read_after_write, write_after_read, write_after_write, uninitialized_read };
+enum class HazardKind {
+  read_after_write,
+  write_after_read,
+  write_after_write,
+  uninitialized_read,
+  out_of_bounds,  // dynamic shared memory past the launch's size
+};
 std::string_view hazard_kind_name(HazardKind k);
 
 struct Hazard {
@@ -24,6 +30,7 @@ struct Hazard {
   std::array<unsigned, 3> block;  // blockIdx x, y, z
   bool dynamic;          // dynamic (extern) shared memory, or the kernels' static __shared__
   size_t offset;         // byte offset in that space
+  size_t dynamic_bytes;  // the launch's dynamic shared memory
   unsigned thread;       // linear id of the thread whose access found the hazard
   unsigned other;        // the earlier accessor's linear id; kNoOther for uninitialized reads
   std::string location;  // where the access is in the binary ("file+0xoffset", for addr2line)

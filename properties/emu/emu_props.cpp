@@ -17,16 +17,25 @@ std::vector<float> iota_floats(int n) {
   return v;
 }
 
+// Switches the hazard check for a scope (it is process-wide), back as it was at the end.
+class HazardCheckScope {
+ public:
+  explicit HazardCheckScope(bool on) : was_(emu::hazard_check()) { emu::set_hazard_check(on); }
+  ~HazardCheckScope() { emu::set_hazard_check(was_); }
+
+ private:
+  bool was_;
+};
+
 TEST(Emu, ScheduleCheckCatchesAMissingBarrier) {
   // The schedules alone, as on a build without the detector (which would stop the launch first).
-  emu::set_hazard_check(false);
+  const HazardCheckScope off(false);
   const auto in = iota_floats(64);
   const auto schedules = emu::test_schedules();
   ASSERT_GE(schedules.size(), 3u);
   bool differs = false;
   const auto first = emu_test::racy_neighbour_sum(in, schedules[0]);
   for (const auto& s : schedules) differs |= emu_test::racy_neighbour_sum(in, s) != first;
-  emu::set_hazard_check(true);
   EXPECT_TRUE(differs) << "the racy kernel gave identical results under every schedule";
 }
 
@@ -71,7 +80,9 @@ TEST(Emu, DynamicSharedMemoryPastTheDefaultNeedsTheAttribute) {
   EXPECT_EQ(emu_test::dynamic_shared_sum(kDefaultDynamicShared, 0), 64);
   EXPECT_THROW(emu_test::dynamic_shared_sum(kDefaultDynamicShared + 4, 0), std::runtime_error);
   EXPECT_EQ(emu_test::dynamic_shared_sum(kMaxDynamicShared, kMaxDynamicShared), 64);
-  EXPECT_THROW(emu_test::dynamic_shared_sum(kMaxDynamicShared + 4, kMaxDynamicShared + 4),
+  EXPECT_THROW(emu_test::dynamic_shared_sum(kMaxDynamicShared + 4, kMaxDynamicShared),
+               std::runtime_error);  // past the attribute
+  EXPECT_THROW(emu_test::dynamic_shared_sum(kMaxDynamicShared, kMaxDynamicShared + 4),
                std::runtime_error);  // sm_90 grants at most 227 KiB
 }
 
@@ -206,12 +217,30 @@ TEST(EmuHazards, ReadsOfSharedMemoryTheBlockNeverWrote) {
   }
 }
 
+TEST(EmuHazards, AtomicsOfOneWarpAreOrderedBySyncwarp) {
+  REQUIRE_HAZARD_CHECK();
+  for (const auto& s : emu::test_schedules())
+    EXPECT_FALSE(emu_test::hazard_of(Pattern::atomics_then_syncwarp, s)) << s.name();
+  // Atomics by two warps, then a plain read with no barrier: the report names them as several.
+  expect_hazard(hazard(Pattern::read_after_atomics, kInOrder), emu::HazardKind::read_after_write,
+                40, emu::Hazard::kSeveral);
+}
+
+TEST(EmuHazards, DynamicSharedMemoryPastTheLaunchsSize) {
+  REQUIRE_HAZARD_CHECK();
+  const emu::Hazard h = hazard(Pattern::dynamic_overrun, kInOrder);
+  EXPECT_EQ(h.kind, emu::HazardKind::out_of_bounds) << h.describe();
+  EXPECT_EQ(h.offset, (emu_test::kHazardBlock + 1) * sizeof(int));
+  EXPECT_EQ(h.dynamic_bytes, emu_test::kHazardBlock * sizeof(int));
+  EXPECT_NE(h.describe().find("past the 256 B the launch has"), std::string::npos) << h.describe();
+}
+
 TEST(EmuHazards, OffMeansUnchecked) {
   REQUIRE_HAZARD_CHECK();
-  emu::set_hazard_check(false);
-  const auto h = emu_test::hazard_of(Pattern::missing_barrier, kInOrder);
-  emu::set_hazard_check(true);
-  EXPECT_FALSE(h);
+  {
+    const HazardCheckScope off(false);
+    EXPECT_FALSE(emu_test::hazard_of(Pattern::missing_barrier, kInOrder));
+  }
   EXPECT_TRUE(emu_test::hazard_of(Pattern::missing_barrier, kInOrder));
 }
 

@@ -127,6 +127,18 @@ __global__ void hazard_pattern_kernel(Pattern pattern, int* out) {
     case Pattern::uninitialized_dynamic:
       got = dynamic[kHazardBlock - 1 - id];
       break;
+    case Pattern::atomics_then_syncwarp:
+      if (id < 2) atomicAdd(&s[0], 1);
+      __syncwarp();
+      if (id == 0) got = s[0];
+      break;
+    case Pattern::read_after_atomics:
+      if (id == 0 || id == 33) atomicAdd(&s[0], 1);
+      if (id == 40) got = s[0];
+      break;
+    case Pattern::dynamic_overrun:
+      if (id == 0) got = dynamic[kHazardBlock + 1];
+      break;
     case Pattern::previous_block:
       if (blockIdx.x == 0) unwritten[id] = id;
       __syncthreads();

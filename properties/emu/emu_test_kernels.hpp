@@ -53,6 +53,9 @@ enum class Pattern {
   uninitialized_static,      // every thread reads s[63 - id] of a second array nobody wrote
   uninitialized_dynamic,     // the same in dynamic shared memory
   previous_block,            // block 0 writes the second array; block 1 only reads it
+  atomics_then_syncwarp,     // lanes 0 and 1 atomicAdd(&s[0], 1), __syncwarp, lane 0 reads it
+  read_after_atomics,        // threads 0 and 33 atomicAdd(&s[0], 1), thread 40 reads it
+  dynamic_overrun,           // thread 0 reads dynamic[65] of the launch's 64 ints
 };
 inline constexpr int kHazardBlock = 64;
 // Runs the pattern (two blocks) under `s`; the detector's report, if it found one.
