@@ -127,8 +127,9 @@ EngramConfig parse_engram_config(const JsonFields& f) {
   // 24 lookups of 256.
   c.d = static_cast<int>(f.integer("d", 8, 1 << 16));
   if (c.d % 8) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
-  const size_t smem = engram_gate_shared_bytes(int64_t{c.lookups()} * c.head_dim, c.d);
-  if (smem + kEngramGateStaticShared > kMaxDynamicShared)
+  const int64_t E = int64_t{c.lookups()} * c.head_dim;
+  const size_t smem = engram_gate_shared_bytes(E, c.d);
+  if (!engram_gate_fits(E, c.d))
     throw_bad_input(
         "{}: {} with {} lookups of {} needs {} B of shared memory in the gate kernel, past the "
         "{} B a block can have",

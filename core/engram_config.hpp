@@ -49,6 +49,10 @@ inline size_t engram_gate_shared_bytes(int64_t E, int64_t d) {
   return sizeof(float) * size_t(E + E / 32 + 5 * d);
 }
 inline constexpr size_t kEngramGateStaticShared = 2048;
+// Whether the gate kernel's dynamic and static shared memory fit one block.
+inline bool engram_gate_fits(int64_t E, int64_t d) {
+  return engram_gate_shared_bytes(E, d) + kEngramGateStaticShared <= kMaxDynamicShared;
+}
 
 // The layout fields alone (layer_ids, max_order, heads, head_dim, table_base, vocab,
 // compressed_vocab, pad_id), the rest at their defaults; unknown keys are the caller's to refuse.

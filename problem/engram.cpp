@@ -31,7 +31,7 @@ void validate_engram_inputs(const EngramInputs& in) {
   if (in.gate_w.shape != Shape{4, d}) throw_bad_input("engram input 'gate_w': expected [4, {}]", d);
   if (c.wkv_fp8_block != 0 && c.wkv_fp8_block != 32 && c.wkv_fp8_block != 128)
     throw_bad_input("engram config: wkv_fp8_block is 32, 128 or 0, got {}", c.wkv_fp8_block);
-  if (engram_gate_shared_bytes(E, d) + kEngramGateStaticShared > kMaxDynamicShared)
+  if (!engram_gate_fits(E, d))
     throw_bad_input(
         "engram config: lookups x 256 x 33/32 + 5d floats ({} B) and the gate kernel's static "
         "shared memory exceed the {} B a block can have (d = {})",

@@ -506,12 +506,12 @@ void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dy
             const std::function<void()>& body) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-  if (threads == 0 || threads > 1024 || blocks == 0 || dynamic_smem > max_dynamic_shared(fn))
+  const size_t smem_limit = max_dynamic_shared(fn);
+  if (threads == 0 || threads > 1024 || blocks == 0 || dynamic_smem > smem_limit)
     throw std::runtime_error(fmt::format(
         "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem (at "
         "most {} B for this kernel)",
-        kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem,
-        max_dynamic_shared(fn)));
+        kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem, smem_limit));
   LaunchCounts counts{kernel};
   g.counts = &counts;
   Orderer orderer(host.schedule);
@@ -587,6 +587,9 @@ std::string_view hazard_kind_name(HazardKind k) {
 }
 
 std::string Hazard::describe() const {
+  const std::string where =
+      fmt::format("{} in block ({},{},{})", hazard_kind_name(kind), block[0], block[1], block[2]);
+  const char* space = dynamic ? "dynamic shared" : "static __shared__";
   const std::string who = fmt::format("thread {}", thread);
   const std::string them =
       other == kSeveral ? "several threads' atomics" : fmt::format("thread {}", other);
@@ -603,21 +606,14 @@ std::string Hazard::describe() const {
       break;
     case HazardKind::out_of_bounds:
       return fmt::format(
-          "{} in block ({},{},{}): {} accesses dynamic shared byte {}, past the {} B "
-          "the launch has (at {})",
-          hazard_kind_name(kind), block[0], block[1], block[2], who, offset, dynamic_bytes,
-          location);
+          "{}: {} accesses dynamic shared byte {}, past the {} B the launch has (at {})", where,
+          who, offset, dynamic_bytes, location);
     case HazardKind::uninitialized_read:
-      return fmt::format(
-          "{} in block ({},{},{}): {} reads {} byte {} that no thread of the block "
-          "wrote (at {})",
-          hazard_kind_name(kind), block[0], block[1], block[2], who,
-          dynamic ? "dynamic shared" : "static __shared__", offset, location);
+      return fmt::format("{}: {} reads {} byte {} that no thread of the block wrote (at {})", where,
+                         who, space, offset, location);
   }
-  return fmt::format(
-      "{} in block ({},{},{}) on {} byte {}: {} with no barrier between them (at {})",
-      hazard_kind_name(kind), block[0], block[1], block[2],
-      dynamic ? "dynamic shared" : "static __shared__", offset, what, location);
+  return fmt::format("{} on {} byte {}: {} with no barrier between them (at {})", where, space,
+                     offset, what, location);
 }
 
 HazardError::HazardError(const Hazard& first, uint64_t count)
