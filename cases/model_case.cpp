@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
 #include "core/error.hpp"
 #include "core/json_fields.hpp"
 #include "optimized/model.hpp"
+#include "reference/kvcache.hpp"    // encode_record
 #include "reference/residual.hpp"  // ScopedSumOrder
 #include "sim/model_traffic.hpp"
 
@@ -45,8 +47,12 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
   const double d = m.residual.d, V = m.engram.vocab, E = m.vision.experts;
   const double H = m.shape.ffn_hidden, C = m.vision.width;
   const double lookup_width = double(m.engram.lookups()) * m.engram.head_dim;
+  // Attention: queries and output of 512-dim heads, the window's and the compressor's
+  // projections, the indexer's queries, weights and keys (every role, an upper bound).
+  const double attention = (2.0 * m.shape.heads + 3) * 512 * d + m.shape.index_heads * 129 * d +
+                           128 * 512;
   double n = 2 * V * d + C * 588 + 18 * C * d + 2 * d * d +
-             m.shape.blocks * (4 * d * d + E * d + 2 * E * H * d + 2 * 96 * d);
+             m.shape.blocks * (attention + E * d + 2 * E * H * d + 2 * 96 * d);
   for (const EngramLayerTables& t : engram_tables(m.engram))
     n += 5 * d * lookup_width + double(t.rows) * m.engram.row_bytes() / 4;
   if (n > kMaxModelWeights)
@@ -59,13 +65,10 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
 ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
   ModelWeights o;
   o.embed = floats(w.embed), o.special = floats(w.special), o.unembed = floats(w.unembed);
-  for (const auto& b : w.blocks) {
-    reference::Mat<double> qkv(3 * b.wq.rows(), b.wq.cols());
-    qkv << b.wq, b.wk, b.wv;
-    o.blocks.push_back({site_weights(b.attn_site), site_weights(b.ffn_site), floats(qkv),
-                        floats(b.wo), floats(b.router), b.bias_text, b.bias_vl, stacked(b.w_in),
+  for (const auto& b : w.blocks)
+    o.blocks.push_back({site_weights(b.attn_site), site_weights(b.ffn_site), b.attn,
+                        floats(b.router), b.bias_text, b.bias_vl, stacked(b.w_in),
                         stacked(b.w_out)});
-  }
   o.engram = w.engram;
   o.head_norm_w = floats(w.head.norm_w);
   o.image = {w.vision.patch_w, tap_floats(w.vision.w1), tap_floats(w.vision.b1),
@@ -89,7 +92,8 @@ namespace {
 template <class S>
 std::vector<reference::Tap> reference_taps(const ModelConfig& m,
                                            const reference::TinyModelWeights& w,
-                                           const ModelPrompt& p) {
+                                           const ModelPrompt& p,
+                                           const reference::ForcedTaps* forced) {
   std::vector<reference::Tap> taps;
   reference::Prompt prompt{p.ids, p.visual};
   if (!p.patches.data.empty()) {
@@ -99,21 +103,44 @@ std::vector<reference::Tap> reference_taps(const ModelConfig& m,
             {"image.tokens", std::move(e.tokens)},
             {"image.embed", std::move(e.embed)}};
   }
-  reference::TinyModelT<S>(m, w).append_prompt(prompt, &taps);
+  reference::TinyModelT<S>(m, w).append_prompt(prompt, &taps, forced);
   return taps;
+}
+
+// Taps compared exactly, whose differences change what is computed after them: the routing and
+// the selections.
+bool is_decision(const std::string& tap) {
+  return tap.ends_with(".experts") || tap.ends_with(kSelectionSuffix);
+}
+bool is_records(const std::string& tap) { return tap.ends_with(kRecordsSuffix); }
+// The attention's queries and output, stored bf16 between kernels.
+bool is_stored_bf16(const std::string& tap) {
+  return tap.ends_with(".attn.q") || tap.ends_with(".attn.o");
 }
 
 }  // namespace
 
+reference::ForcedTaps model_forced_taps(const ModelRun& run) {
+  reference::ForcedTaps r;
+  for (const ModelTap& t : run.taps)
+    if (is_records(t.name) || is_stored_bf16(t.name)) r[t.name] = t.value;
+  return r;
+}
+
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
-                                   const ModelPrompt& p) {
-  return {reference_taps<double>(m, w, p), run_model_baseline(m, w, p)};
+                                   const ModelPrompt& p, const ModelRun* forced) {
+  ModelReference ref;
+  if (forced) ref.forced = model_forced_taps(*forced);
+  const reference::ForcedTaps* records = forced ? &ref.forced : nullptr;
+  ref.truth = reference_taps<double>(m, w, p, records);
+  ref.baseline = reference_taps<float>(m, w, p, records);
+  return ref;
 }
 
 std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
                                                const reference::TinyModelWeights& w,
                                                const ModelPrompt& p) {
-  return reference_taps<float>(m, w, p);
+  return reference_taps<float>(m, w, p, nullptr);
 }
 
 void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeights& w,
@@ -125,16 +152,16 @@ void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeight
   constexpr int kRuns = 32;
   for (int order = 1; order < kRuns; ++order) {
     const reference::ScopedSumOrder scoped(order);
-    const std::vector<reference::Tap> b = run_model_baseline(m, w, p);
-    // A run that routes differently from the truth (a near tie) computes another function
-    // downstream: no draw of this one's error.
-    bool same_routing = true;
+    const std::vector<reference::Tap> b =
+        reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced);
+    // A run that routes or selects differently from the truth (a near tie) computes another
+    // function downstream: no draw of this one's error.
+    bool same_decisions = b.size() == ref.truth.size();
+    for (size_t i = 0; same_decisions && i < b.size(); ++i)
+      if (is_decision(b[i].name)) same_decisions = b[i].value.data == ref.truth[i].value.data;
+    if (!same_decisions) continue;
     for (size_t i = 0; i < b.size(); ++i)
-      if (b[i].name.ends_with(".experts"))
-        same_routing &= b[i].value.data == ref.truth[i].value.data;
-    if (!same_routing) continue;
-    for (size_t i = 0; i < b.size(); ++i)
-      if (!b[i].name.ends_with(".experts"))
+      if (!is_decision(b[i].name) && !is_records(b[i].name))
         keep_farthest(ref.baseline[i].value, b[i].value, ref.truth[i].value);
   }
 }
@@ -159,6 +186,45 @@ ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPromp
   return {std::move(image.taps), std::move(image.launches)};
 }
 
+namespace {
+
+// A ".records" tap: the truth read the optimized model's records (forced), so they agree; and
+// each record must be exactly the encoding of the stored values the optimized model tapped
+// before it (their closeness to the truth is that tap's check).
+TensorCheck records_check(const reference::Tap& truth, const Tensor<float>& got,
+                          const ModelTap* values) {
+  TensorCheck c = exact_check(truth.name, tap_floats(truth.value), got);
+  const std::string stem = truth.name.substr(0, truth.name.size() - std::strlen(kRecordsSuffix));
+  if (!c.result.pass) return c;
+  if (!values || values->name != stem || values->value.dim(0) != got.dim(0)) {
+    c.result.pass = false;
+    c.result.failure = fmt::format("no stored values tap '{}' before the records", stem);
+    return c;
+  }
+  const KvFormat f = model_record_format(truth.name);
+  const int64_t bytes = got.dim(1), dims = kv_format_info(f).dims();
+  const KvStoreOptions o = model_store_options(f, 1, 0);
+  Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
+  std::vector<uint8_t> want(static_cast<size_t>(bytes));
+  for (int64_t r = 0; r < got.dim(0); ++r) {
+    reference::encode_record(
+        o, std::span<const float>(values->value.ptr() + r * dims, size_t(dims)), 0, pool.span());
+    copy_record_out({kv_format_info(f), o.page_size}, pool.ptr(), 0, want.data());
+    for (int64_t k = 0; k < bytes; ++k)
+      if (float(want[size_t(k)]) != got.data[size_t(r * bytes + k)]) {
+        c.result.pass = false;
+        c.result.failure = fmt::format(
+            "record {} is not the encoding of its stored values: byte {} is {}, the values "
+            "encode to {}",
+            r, k, got.data[size_t(r * bytes + k)], want[size_t(k)]);
+        return c;
+      }
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun& out) {
   std::vector<TensorCheck> checks;
   for (size_t i = 0; i < ref.truth.size(); ++i) {
@@ -173,19 +239,27 @@ std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun
       continue;
     }
     const Tensor<float>& got = out.taps[i].value;
-    if (truth.name.ends_with(".experts")) {
+    if (is_decision(truth.name)) {
       checks.push_back(exact_check(truth.name, tap_floats(truth.value), got));
-      // The baseline bounds errors downstream only while it routes as the truth does.
+      // The baseline bounds errors downstream only while it decides as the truth does.
       if (ref.baseline[i].value.data != truth.value.data && checks.back().result.pass)
         checks.back().result.pass = false,
         checks.back().result.failure =
-            "the float baseline routes differently from the truth (a near tie): this prompt "
-            "cannot bound the later taps";
+            "the float baseline routes or selects differently from the truth (a near tie): this "
+            "prompt cannot bound the later taps";
+    } else if (is_records(truth.name)) {
+      checks.push_back(records_check(truth, got, i > 0 ? &out.taps[i - 1] : nullptr));
     } else {
+      // A record's stored values, the queries and the attention output are bf16; a row is one
+      // record or head there, one token elsewhere.
+      const bool bf16_values = is_stored_bf16(truth.name) ||
+                               (out.taps.size() > i + 1 && is_records(out.taps[i + 1].name));
       checks.push_back(
           {truth.name,
            compare_to_truth(truth.value.span(), ref.baseline[i].value.span(), as_doubles(got),
-                            OutDType::F32, truth.value.size() / truth.value.dim(0))});
+                            bf16_values ? OutDType::BF16 : OutDType::F32,
+                            bf16_values ? truth.value.shape.back()
+                                        : truth.value.size() / truth.value.dim(0))});
     }
   }
   if (out.taps.size() != ref.truth.size()) {
@@ -212,7 +286,7 @@ BuiltCase build_model(const ModelConfig& m, uint64_t seed) {
   for_each_tensor(p, [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
   for (const reference::Tap& t : run_model_reference(m, w, p).truth) {
     b.blob.put("expected." + t.name, t.value);
-    b.outputs.emplace_back(t.name, t.name.ends_with(".experts") ? "exact" : "tolerance");
+    b.outputs.emplace_back(t.name, is_decision(t.name) || is_records(t.name) ? "exact" : "tolerance");
   }
   return b;
 }
@@ -228,13 +302,14 @@ CaseReport check_model_case(const LoadedCase& c, const RunOptions& opt) {
     throw_bad_input("{}: tensor 'ids' holds {} tokens, at most 4096", c.blob_source, p.ids.size());
   const reference::TinyModelWeights w = reference::tiny_model_weights(m);
   const ModelRun out = run_model(m, optimized_model_weights(w), p, opt);  // validates the prompt
-  ModelReference ref = run_model_reference(m, w, p);
   CaseReport report{c.name, {}};
-  for (reference::Tap& t : ref.truth) {
+  // The reference on its own against the stored expectation; the optimized model against the
+  // reference that reads its records (run_model_reference).
+  for (reference::Tap& t : run_model_reference(m, w, p).truth) {
     const StTensor& stored = c.blob.get("expected." + t.name, c.blob_source);
     report.tensors.push_back(reference_check(t.name, doubles(t.value), stored));
-    t.value = c.blob.get_as<double>("expected." + t.name, c.blob_source);
   }
+  ModelReference ref = run_model_reference(m, w, p, &out);
   add_checks(report, check_model(m, w, p, ref, out), c.outputs);
   return report;
 }
@@ -274,7 +349,7 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   const ModelWeights ow = optimized_model_weights(w);
   const ModelRun out = run_model(model, ow, p, opt);
   row.launches = out.launches;
-  ModelReference ref = run_model_reference(model, w, p);
+  ModelReference ref = run_model_reference(model, w, p, &out);
   const std::vector<TensorCheck> checks = check_model(model, w, p, ref, out);
   fold_checks(row, checks);
   if (opt.backend != Backend::emu) return row;

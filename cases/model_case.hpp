@@ -27,9 +27,16 @@ ModelPrompt model_prompt(const ModelConfig& m, uint64_t seed, bool image);
 
 struct ModelReference {
   std::vector<reference::Tap> truth, baseline;
+  reference::ForcedTaps forced;  // the records both read (empty: their own)
 };
+// The taps of a run another reads in its place (reference::ForcedTaps): records, queries and
+// attention outputs.
+reference::ForcedTaps model_forced_taps(const ModelRun& run);
+// Truth and baseline; given the optimized run `forced`, both read its cache records and, where
+// they are the other correct bf16 rounding of their own, its stored queries and attention
+// outputs (reference::ForcedTaps), so the taps after them compare given the same stored inputs.
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
-                                   const ModelPrompt& p);
+                                   const ModelPrompt& p, const ModelRun* forced = nullptr);
 // The float baseline alone, one run in the given order: what the emulator's speed is measured
 // against (bench/model_bench).
 std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
@@ -38,8 +45,10 @@ std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
                    const RunOptions& opt);
 
-// One check per tap, in execution order: the routing (".experts") bit-exact, every other tap
-// by the tolerance policy with a row per token (its values share the token's norms, mixing
+// One check per tap, in execution order: the routing (".experts") and the selections
+// (".selection") bit-exact; records (".records") exact and each the encoding of the stored
+// values tapped before it, whose check is bf16's tolerance per record; every other tap by the
+// tolerance policy with a row per token (its values share the token's norms, mixing
 // coefficients and reductions, as in the residual case). A tap missing on either side fails.
 std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun& out);
 

@@ -22,7 +22,9 @@ constexpr std::string_view kTiny = R"({
              "max_tokens": 1024, "max_wh_ratio": 0},
   "dspark": {"vocab": 257, "backbone_width": 16, "backbone_layers": 4, "width": 32, "blocks": 3,
              "window": 128, "gamma": 5, "markov_rank": 8, "requests": 16, "temperature": 1.0},
-  "model": {"blocks": 4, "heads": 2, "ffn_hidden": 128, "prompt_tokens": 12}
+  "model": {"blocks": 4, "heads": 4, "ffn_hidden": 128, "prompt_tokens": 12,
+            "compress_ratios": [0, 2, 2, 1], "kv_source_layers": [1, 3],
+            "index_source_layers": [1, 3], "window_size": 8, "index_n_heads": 2, "index_topk": 4}
 })";
 
 }  // namespace
@@ -163,17 +165,103 @@ nlohmann::json to_json(const DsparkConfig& c) {
           {"temperature", c.temperature}};
 }
 
+namespace {
+
+// An array of integers in [lo, hi], at most `max` of them.
+std::vector<int> int_list(const JsonFields& f, const char* key, int lo, int hi, size_t max) {
+  const nlohmann::json& a = f.array(key);
+  if (a.size() > max) throw_bad_input("{}: {} entries, at most {}", f.where(key), a.size(), max);
+  std::vector<int> v;
+  for (const nlohmann::json& e : a) {
+    if (!e.is_number_integer() || e.get<int64_t>() < lo || e.get<int64_t>() > hi)
+      throw_bad_input("{}: entries are integers in [{}, {}], got {}", f.where(key), lo, hi,
+                      brief(e));
+    v.push_back(e.get<int>());
+  }
+  return v;
+}
+
+// Ascending distinct blocks, each compressing.
+void require_compressing_blocks(const JsonFields& f, const char* key, const std::vector<int>& v,
+                                const std::vector<int>& ratios) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0 && v[i] <= v[i - 1])
+      throw_bad_input("{}: blocks must be ascending and distinct, got {} after {}", f.where(key),
+                      v[i], v[i - 1]);
+    if (ratios[size_t(v[i])] == 0)
+      throw_bad_input("{}: block {} is window-only (compress_ratios[{}] = 0)", f.where(key), v[i],
+                      v[i]);
+  }
+}
+
+}  // namespace
+
+bool ModelShape::is_kv_source(int b) const {
+  return std::ranges::find(kv_source_layers, b) != kv_source_layers.end();
+}
+bool ModelShape::is_index_source(int b) const {
+  return std::ranges::find(index_source_layers, b) != index_source_layers.end();
+}
+int ModelShape::kv_source(int b) const {
+  if (compress_ratios[size_t(b)] == 0) return b;
+  int source = -1;
+  for (int s : kv_source_layers)
+    if (s <= b) source = s;
+  return source;
+}
+int ModelShape::index_source(int b) const {
+  if (compress_ratios[size_t(b)] == 0) return -1;
+  int source = -1;
+  for (int s : index_source_layers)
+    if (s <= b) source = s;
+  return source;
+}
+
 ModelShape parse_model_shape(const JsonFields& f) {
-  f.reject_unknown({"blocks", "heads", "ffn_hidden", "prompt_tokens"});
+  f.reject_unknown({"blocks", "heads", "ffn_hidden", "prompt_tokens", "compress_ratios",
+                    "kv_source_layers", "index_source_layers", "window_size", "index_n_heads",
+                    "index_topk"});
   ModelShape s;
   s.blocks = static_cast<int>(f.integer("blocks", 3, 256));
-  s.heads = static_cast<int>(f.integer("heads", 1, 256));
+  // Sparse attention runs heads in groups of 4 (problem/sparse_attn.hpp).
+  s.heads = static_cast<int>(f.integer("heads", 4, 128));
+  if (s.heads % 4)
+    throw_bad_input("{}: must be a multiple of 4 (sparse attention's head groups), got {}",
+                    f.where("heads"), s.heads);
   // The expert kernel reads hidden rows with 16-byte loads and stages them in shared memory.
   s.ffn_hidden = static_cast<int>(f.integer("ffn_hidden", 4, 16384));
   if (s.ffn_hidden % 4)
     throw_bad_input("{}: must be a multiple of 4 (16-byte expert rows), got {}",
                     f.where("ffn_hidden"), s.ffn_hidden);
   s.prompt_tokens = static_cast<int>(f.integer("prompt_tokens", 1, 1 << 16));
+  s.compress_ratios = int_list(f, "compress_ratios", 0, 2, 256);
+  if (s.compress_ratios.size() != size_t(s.blocks))
+    throw_bad_input("{}: {} ratios for {} blocks", f.where("compress_ratios"),
+                    s.compress_ratios.size(), s.blocks);
+  s.kv_source_layers = int_list(f, "kv_source_layers", 0, s.blocks - 1, 256);
+  s.index_source_layers = int_list(f, "index_source_layers", 0, s.blocks - 1, 256);
+  require_compressing_blocks(f, "kv_source_layers", s.kv_source_layers, s.compress_ratios);
+  require_compressing_blocks(f, "index_source_layers", s.index_source_layers, s.compress_ratios);
+  for (int b = 0; b < s.blocks; ++b) {
+    const int r = s.compress_ratios[size_t(b)];
+    if (r == 0) continue;
+    const int source = s.kv_source(b), selector = s.index_source(b);
+    if (source < 0)
+      throw_bad_input("{}: block {} compresses but no kv source comes at or before it",
+                      f.where("kv_source_layers"), b);
+    if (s.compress_ratios[size_t(source)] != r)
+      throw_bad_input("{}: block {} (ratio {}) would read block {}'s cache (ratio {})",
+                      f.where("compress_ratios"), b, r, source,
+                      s.compress_ratios[size_t(source)]);
+    if (selector < 0 || s.kv_source(selector) != source)
+      throw_bad_input(
+          "{}: block {} needs an index source at or before it that reads its cache (block {}'s)",
+          f.where("index_source_layers"), b, source);
+  }
+  // The window's indices and the selection are one sparse attention index list per token.
+  s.window = static_cast<int>(f.integer("window_size", 1, 1024));
+  s.index_heads = static_cast<int>(f.integer("index_n_heads", 1, 64));
+  s.index_topk = static_cast<int>(f.integer("index_topk", 1, 2048));
   return s;
 }
 
@@ -181,7 +269,13 @@ nlohmann::json to_json(const ModelShape& s) {
   return {{"blocks", s.blocks},
           {"heads", s.heads},
           {"ffn_hidden", s.ffn_hidden},
-          {"prompt_tokens", s.prompt_tokens}};
+          {"prompt_tokens", s.prompt_tokens},
+          {"compress_ratios", s.compress_ratios},
+          {"kv_source_layers", s.kv_source_layers},
+          {"index_source_layers", s.index_source_layers},
+          {"window_size", s.window},
+          {"index_n_heads", s.index_heads},
+          {"index_topk", s.index_topk}};
 }
 
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
@@ -195,7 +289,8 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   m.vision = parse_vision_config(f.object("vision"));
   m.dspark = parse_dspark_config(f.object("dspark"));
   m.shape = parse_model_shape(f.object("model"));
-  // The end-to-end model joins the sections: they must agree.
+  // The end-to-end model joins the sections: they must agree. (The attention component's row
+  // splits residual.d into model.heads heads.)
   if (m.residual.d % m.shape.heads)
     throw_bad_input("{}: {} heads do not divide residual.d = {}", f.where("model.heads"),
                     m.shape.heads, m.residual.d);
@@ -207,19 +302,24 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
       throw_bad_input("{}: layer {} but the model has {} blocks", f.where("engram.layer_ids"), id,
                       m.shape.blocks);
   // One forward of the end-to-end prompt (its tokens and the image's, ~200) through every block:
-  // the projections, the MoE's chosen experts, causal attention, the unembedding.
+  // the projections (queries and output of 512-dim heads, the window's and the compressor's
+  // records, the indexer's queries), the indexer's scan, sparse attention over the window and
+  // the selection, the MoE's chosen experts, the unembedding.
   const double T = m.shape.prompt_tokens + 256.0, d = m.residual.d;
-  const double per_token =
-      m.shape.blocks * (4 * d * d + m.vision.experts * d +
-                        2.0 * m.vision.top_k * m.shape.ffn_hidden * d + T * d) +
-      2.0 * m.engram.vocab * d;
+  const double H = m.shape.heads, ih = m.shape.index_heads;
+  const double attention = (2 * H + 3) * 512 * d + ih * 129 * d + T * ih * 128 +
+                           H * 512 * (m.shape.window + m.shape.index_topk);
+  const double per_token = m.shape.blocks * (attention + m.vision.experts * d +
+                                             2.0 * m.vision.top_k * m.shape.ffn_hidden * d) +
+                           2.0 * m.engram.vocab * d;
   f.within_budget("model.prompt_tokens x model.blocks x residual.d", 0, T * per_token);
   // The MoE row: every expert's two [H, d] matrices (float and the reference's double), each
   // token through its top-k experts; truth, baselines and the emulator's schedules: ~8 runs.
-  const double E = m.vision.experts, k = m.vision.top_k, H = m.shape.ffn_hidden;
+  const double E = m.vision.experts, k = m.vision.top_k, hidden = m.shape.ffn_hidden;
   const double tokens = m.residual.tokens;
   f.within_budget("vision.experts x model.ffn_hidden x residual.d, residual.tokens x vision.top_k",
-                  12 * E * 2 * H * d + 64 * tokens * (d + k * H), 8 * tokens * k * 2 * H * d);
+                  12 * E * 2 * hidden * d + 64 * tokens * (d + k * hidden),
+                  8 * tokens * k * 2 * hidden * d);
   // The attention row: residual.tokens queries over engram.tokens cached positions and
   // themselves.
   const double P = m.engram.tokens;

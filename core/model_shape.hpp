@@ -1,14 +1,34 @@
 #pragma once
 // The end-to-end tiny model's own sizes (its blocks reuse the residual, Engram, vision and
-// DSpark sections); parsed in core/model_config.cpp.
+// DSpark sections) and its KV cache's layer mix (DESIGN 5.5, V4.1); parsed in
+// core/model_config.cpp.
+#include <vector>
 
 namespace tandem {
 
 struct ModelShape {
   int blocks = 4;          // attention + MoE blocks, two mHC sites each; >= 3 (DSpark features)
-  int heads = 2;           // attention heads; residual.d / heads per head
+  int heads = 4;           // attention heads of 512 dims (one record is K and V), a multiple of 4
   int ffn_hidden = 128;    // hidden width of each MoE expert
   int prompt_tokens = 12;  // text tokens around the image in the verification prompt
+  // Per block: 0 (window only), 2 (softmax pooling of 2 tokens) or 1 (one entry per token).
+  std::vector<int> compress_ratios{0, 2, 2, 1};
+  // Compressing blocks that own a cache (compressor, entries); every other compressing block
+  // reads the cache of the last source before it (same ratio). Window-only blocks own a window.
+  std::vector<int> kv_source_layers{1, 3};
+  // Compressing blocks that score index keys and select; every other compressing block reuses
+  // the selection of the last index source before it (which reads the same cache).
+  std::vector<int> index_source_layers{1, 3};
+  int window = 8;       // window_size: the newest positions every block attends to
+  int index_heads = 2;  // index_n_heads (128 dims each)
+  int index_topk = 4;   // index_topk: compressed entries selected per token
+
+  bool is_kv_source(int b) const;
+  bool is_index_source(int b) const;
+  // The block whose cache block b reads (b itself for window-only blocks and sources).
+  int kv_source(int b) const;
+  // The block whose selection block b attends with (-1 for window-only blocks).
+  int index_source(int b) const;
 };
 
 }  // namespace tandem

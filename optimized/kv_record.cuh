@@ -6,8 +6,31 @@
 // stored by the first lanes, and the bf16 RoPE dims (V3.2, model1) two per lane.
 #include "optimized/kernel.cuh"
 #include "problem/kv_record.hpp"
+#include "problem/kvcache.hpp"  // kKvRopeDims
 
 namespace tandem::TANDEM_BACKEND_NS {
+
+__device__ __forceinline__ float round_bf16(float v) { return bf16_decode(bf16_encode(v)); }
+
+// RoPE on a lane's kDims / 32 contiguous values v (from dim `first`) of a row of kDims: the pairs
+// among the last 64 dims turned by the row's cos [32] and sin [32] in cs, each result bf16.
+template <int kDims>
+__device__ __forceinline__ void rope_lane_pairs(float (&v)[kDims / kWarpSize], int first,
+                                                const float* __restrict__ cs) {
+  constexpr int kE = kDims / kWarpSize, kRope0 = kDims - kKvRopeDims;
+  static_assert(kDims % kWarpSize == 0 && kE % 2 == 0 && kDims >= kKvRopeDims,
+                "whole adjacent RoPE pairs per lane");
+#pragma unroll
+  for (int e = 0; e < kE; e += 2) {
+    if (first + e < kRope0) continue;
+    const int pair = (first + e - kRope0) / 2;
+    const float c = ld(cs + pair, Traffic::coefficient),
+                s = ld(cs + kKvRopeDims / 2 + pair, Traffic::coefficient);
+    const float x0 = v[e], x1 = v[e + 1];
+    v[e] = round_bf16(x0 * c - x1 * s);
+    v[e + 1] = round_bf16(x0 * s + x1 * c);
+  }
+}
 
 template <KvFormat F>
 struct KvWarpRecord {

@@ -17,8 +17,6 @@
 
 namespace tandem::TANDEM_BACKEND_NS {
 
-__device__ __forceinline__ float round_bf16(float v) { return bf16_decode(bf16_encode(v)); }
-
 // Loads one row of bf16 values [n] (n a multiple of 8) into shared memory as floats.
 __device__ __forceinline__ void stage_bf16_row(const bf16* __restrict__ row, float* staged, int n) {
   using P = Pack<bf16>;
@@ -71,8 +69,7 @@ __device__ void finish_record_warp(float* z, const float* __restrict__ norm_w, f
                                    uint8_t* __restrict__ pool, int64_t slot, int64_t page_size,
                                    bool canonical_zero) {
   constexpr KvFormatInfo f = kv_format_info(F);
-  constexpr int kDims = f.dims(), kE = kDims / kWarpSize, kRope0 = kDims - kKvRopeDims;
-  static_assert(kDims % kWarpSize == 0 && kE % 2 == 0, "whole adjacent RoPE pairs per lane");
+  constexpr int kDims = f.dims(), kE = kDims / kWarpSize;
   static_assert(!kRotate || kDims == 128, "the index keys' Hadamard is 128 wide (4 per lane)");
   const int lane = threadIdx.x % kWarpSize, first = lane * kE;
   float v[kE];
@@ -91,16 +88,7 @@ __device__ void finish_record_warp(float* z, const float* __restrict__ norm_w, f
   if (taps.latent)
 #pragma unroll
     for (int e = 0; e < kE; ++e) st(taps.latent + first + e, bf16(v[e]), Traffic::activation);
-#pragma unroll
-  for (int e = 0; e < kE; e += 2) {
-    if (first + e < kRope0) continue;
-    const int pair = (first + e - kRope0) / 2;
-    const float c = ld(cs + pair, Traffic::coefficient),
-                s = ld(cs + 32 + pair, Traffic::coefficient);
-    const float x0 = v[e], x1 = v[e + 1];
-    v[e] = round_bf16(x0 * c - x1 * s);
-    v[e + 1] = round_bf16(x0 * s + x1 * c);
-  }
+  rope_lane_pairs<kDims>(v, first, cs);
   if constexpr (kRotate) {  // fast Walsh-Hadamard: strides 1, 2 in the lane, 4..64 across lanes
 #pragma unroll
     for (int h = 1; h < kE; h *= 2)

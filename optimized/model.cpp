@@ -5,23 +5,17 @@
 
 #include "core/error.hpp"
 #include "core/vision_config.hpp"
-#include "optimized/attention.hpp"
 #include "optimized/dense.hpp"
 #include "optimized/engram.hpp"
+#include "optimized/indexer.hpp"
+#include "optimized/kvcache.hpp"
 #include "optimized/moe.hpp"
 #include "optimized/residual.hpp"
+#include "optimized/sparse_attn.hpp"
 #include "optimized/vision.hpp"
 
 namespace tandem {
 namespace {
-
-// Columns [begin, begin + n) of a [T, w] tensor.
-Tensor<float> columns(const Tensor<float>& t, int64_t begin, int64_t n) {
-  const int64_t T = t.dim(0), w = t.dim(1);
-  Tensor<float> out({T, n});
-  for (int64_t i = 0; i < T; ++i) std::copy_n(t.ptr() + i * w + begin, n, out.ptr() + i * n);
-  return out;
-}
 
 class ModelRunner {
  public:
@@ -50,7 +44,7 @@ class ModelRunner {
         if (e.block == b) engram(e, blk + ".engram.x");
       const ModelWeights::Block& k = w_.blocks[size_t(b)];
       boundary(k.attn_site, blk + ".attn");
-      attention(k);
+      attention(b, k.attn);
       boundary(k.ffn_site, blk + ".moe");
       moe(k, blk + ".moe");
     }
@@ -130,14 +124,133 @@ class ModelRunner {
     return std::move(o.y);
   }
 
-  void attention(const ModelWeights::Block& k) {
-    const Tensor<float> qkv = dense(y_, k.wqkv);  // [T, 3d]
-    AttentionInputs in{ActDType::f32, m_.shape.heads, columns(qkv, 0, d_), columns(qkv, d_, d_),
-                       columns(qkv, 2 * d_, d_)};
-    const AttentionOutputs o = run_attention_causal(in, opt_);
+  // Block b's attention over the compressed cache (reference/model_cache.hpp), one prefill
+  // from position 0: the window's records (a slot per position), the compressor's entries, the
+  // index keys, queries and top-k, then sparse attention and the output projection.
+  void attention(int b, const ModelWeights::Attention& w) {
+    const ModelShape& s = m_.shape;
+    const int64_t T = y_.dim(0), H = s.heads;
+    const int source = s.kv_source(b), ratio = s.compress_ratios[size_t(b)];
+    Cache& mine = caches_[size_t(b)];
+    if (source == b) {
+      KvWindowInputs win;
+      win.store = options(KvFormat::v41_window, T);
+      win.window = int(win.store.pool_slots);  // the prefill keeps every position
+      win.x = y_, win.wkv = w.window_wkv, win.norm_w = w.window_norm;
+      KvStoreOutputs o = run_kv_window_store(win, opt_);
+      log(o.launches);
+      tap_records(pending_ + ".window", o, win.store);
+      mine.window_pool = std::move(o.pool);
+      if (ratio > 0) {
+        KvCompressInputs c;
+        c.store = options(KvFormat::v41_fp4, kv_entries(T, ratio));
+        c.comp = v41_compressor(ratio);
+        c.x = y_, c.wkv = w.comp_wkv, c.wgate = w.comp_wgate, c.norm_w = w.comp_norm;
+        KvStoreOutputs e = run_kv_compress(c, opt_);
+        log(e.launches);
+        tap_records(pending_ + ".entries", e, c.store);
+        mine.comp_pool = std::move(e.pool), mine.latent = std::move(e.latent);
+      }
+    }
+    if (s.is_index_source(b)) select(b, w);
+    const Cache& cache = caches_[size_t(source)];
+    SparseAttnInputs in;
+    in.heads = int(H);
+    in.q = rope(dense(y_, w.wq), H, kKvMainDims);
+    tap(pending_ + ".q", in.q);
+    in.sinks = w.sinks;
+    in.window = options(KvFormat::v41_window, T), in.window_pool = cache.window_pool;
+    in.window_idx = model_window_indices(0, T, s.window);
+    in.n_comp = cache.latent.shape.empty() ? 0 : cache.latent.dim(0);
+    in.comp = options(KvFormat::v41_fp4, in.n_comp);
+    in.comp_pool = cache.comp_pool.data.empty()  // window-only: an empty pool (never read)
+                       ? Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison)
+                       : cache.comp_pool;
+    in.page_table = model_page_table(in.n_comp);
+    const int selector = s.index_source(b);
+    in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : caches_[size_t(selector)].selection;
+    SparseAttnOutputs o = run_sparse_attn(in, opt_);
     log(o.launches);
-    f_ = dense(o.o, k.wo);
+    tap(pending_ + ".o", o.o);
+    o.o.shape = {T, H * kKvMainDims};
+    f_ = dense(o.o, w.wo);
     tap(pending_ + ".f", f_);
+  }
+
+  // An index source's selection over its kv source's entries: index keys of every entry, the
+  // chunk's index queries (RoPE, MXFP4 records), scores, top-k.
+  void select(int b, const ModelWeights::Attention& w) {
+    const ModelShape& s = m_.shape;
+    const int64_t T = y_.dim(0), ih = s.index_heads;
+    const Cache& source = caches_[size_t(s.kv_source(b))];
+    Cache& mine = caches_[size_t(b)];
+    const int64_t N = source.latent.shape.empty() ? 0 : source.latent.dim(0);
+    IndexKeyInputs keys;
+    keys.store = options(KvFormat::idx_mxfp4, N);
+    keys.ratio = s.compress_ratios[size_t(b)];
+    keys.latent = source.latent, keys.wk = w.index_wk, keys.norm_w = w.index_norm;
+    KvStoreOutputs k;
+    if (N > 0) {
+      k = run_index_key_store(keys, opt_);
+      log(k.launches);
+      tap_records(pending_ + ".index_keys", k, keys.store);
+    }
+    KvQuantizeInputs q;
+    q.store = options(KvFormat::idx_mxfp4, T * ih);
+    q.values = rope(dense(y_, w.index_wq), ih, kIndexKeyDims);
+    q.values.shape = {T * ih, kIndexKeyDims};
+    q.slots = Tensor<int32_t>({T * ih});
+    for (int64_t i = 0; i < T * ih; ++i) q.slots.data[size_t(i)] = int32_t(i);
+    KvStoreOutputs qr = run_kv_quantize(q, opt_);
+    log(qr.launches);
+    tap_records(pending_ + ".index_q", qr, q.store);
+    const Tensor<float> weights = dense(y_, w.index_w);
+    mine.selection = Tensor<int32_t>({T, s.index_topk}, -1);
+    if (N > 0) {
+      IndexLogitsInputs li;
+      li.keys = keys.store, li.key_pool = std::move(k.pool);
+      li.page_table = model_page_table(N);
+      li.n_keys = N, li.ratio = keys.ratio, li.heads = int(ih);
+      const int64_t bytes = T * ih * kv_format_info(KvFormat::idx_mxfp4).record_bytes();
+      li.q_records = Tensor<uint8_t>({bytes}, std::vector<uint8_t>(qr.pool.data.begin(),
+                                                                   qr.pool.data.begin() + bytes));
+      li.w = weights;
+      const IndexLogitsOutputs scores = run_index_logits(li, opt_);
+      log(scores.launches);
+      TopkOutputs top = run_topk_select({scores.scores, scores.lengths, s.index_topk}, opt_);
+      log(top.launches);
+      mine.selection = std::move(top.indices);
+    }
+    tap(pending_ + kSelectionSuffix,
+        Tensor<float>(mine.selection.shape,
+                      {mine.selection.data.begin(), mine.selection.data.end()}));
+  }
+
+  // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims].
+  Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims) {
+    q.shape = {q.dim(0), heads, dims};
+    RopeQueriesOutputs o = run_rope_queries({0, KvStoreOptions{}.rope_theta, std::move(q)}, opt_);
+    log(o.launches);
+    return std::move(o.q);
+  }
+
+  KvStoreOptions options(KvFormat f, int64_t records) const {
+    return model_store_options(f, records, m_.residual.norm_eps);
+  }
+
+  // The stored values of a store run, then its records' bytes (slot r: row r).
+  void tap_records(const std::string& name, const KvStoreOutputs& o, const KvStoreOptions& store) {
+    const int64_t n = o.stored.dim(0), bytes = kv_format_info(store.format).record_bytes();
+    if (n == 0) return;
+    tap(name, o.stored);
+    const KvPageLayout at{kv_format_info(store.format), store.page_size};
+    std::vector<uint8_t> row(static_cast<size_t>(bytes));
+    Tensor<float> records({n, bytes});
+    for (int64_t r = 0; r < n; ++r) {
+      copy_record_out(at, o.pool.ptr(), r, row.data());
+      std::copy(row.begin(), row.end(), records.ptr() + r * bytes);
+    }
+    tap(name + kRecordsSuffix, records);
   }
 
   void moe(const ModelWeights::Block& k, const std::string& name) {
@@ -157,6 +270,14 @@ class ModelRunner {
     tap(name + ".f", f_);
   }
 
+  // A block's part of the cache (by its roles): pools of its records, the latents of its
+  // entries, its selection.
+  struct Cache {
+    Tensor<uint8_t> window_pool, comp_pool;  // model_store_options(format, T or entries)
+    Tensor<float> latent;        // [entries, 512]
+    Tensor<int32_t> selection;   // [T, top-k]
+  };
+
   const ModelConfig& m_;
   const ModelWeights& w_;
   const RunOptions& opt_;
@@ -168,6 +289,7 @@ class ModelRunner {
   Tensor<float> f_;      // [T, d] its output, until the site is closed
   Tensor<float> coef_;   // [T, 24] its coefficients (empty before the first site)
   std::string pending_;  // the open site's name
+  std::vector<Cache> caches_ = std::vector<Cache>(size_t(m_.shape.blocks));
   ModelRun out_;
 };
 

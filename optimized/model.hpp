@@ -5,9 +5,13 @@
 // site and opens the next; at an Engram layer the site is closed (residual_post), Engram updates
 // the streams, and the next site opens with the carried pre. Activations are f32.
 //
-// Scope: one prompt from an empty cache (the KV cache of each block is the chunk's own keys and
-// values); the image enters as preprocessed patches (the reference's resize, pad and patchify,
-// shared by every run: there is no preprocessing kernel).
+// Attention runs over the compressed, quantized, sparse cache of reference/model_cache.hpp from
+// the KV cache kernels, the indexer, the top-k, the queries' RoPE and sparse attention.
+//
+// Scope: one prompt from an empty cache (a prefill: the window keeps every position's record, a
+// slot each, and the compressor runs its prefill kernels); the image enters as preprocessed
+// patches (the reference's resize, pad and patchify, shared by every run: there is no
+// preprocessing kernel).
 #include <cstdint>
 #include <vector>
 

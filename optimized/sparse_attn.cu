@@ -1,4 +1,5 @@
 // Host launcher of sparse_decode_attn; compiled once per backend from this source.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,31 @@ SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& 
   out.lse = Tensor<float>({T, H}, lse.download());
   out.launches = end_run();
   return out;
+}
+
+RopeQueriesOutputs run_rope_queries(const RopeQueriesInputs& in, const RunOptions& opt) {
+  begin_run(opt);
+  const int64_t T = in.q.dim(0), H = in.q.dim(1), D = in.q.dim(2), rows = T * H;
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) positions[size_t(t)] = in.start + t;
+  DeviceArray<float> q(in.q.data.size()), rope(size_t(T * kKvRopeDims));
+  DeviceArray<bf16> out(in.q.data.size());
+  q.upload(in.q.data), rope.upload(kv_rope_table(positions, in.rope_theta).data);
+  const int warps = opt.block_threads / kWarpSize;
+  const unsigned blocks = unsigned(std::min<int64_t>((rows + warps - 1) / warps, 65535));
+  const std::string name = launch_name("rope_queries", ActDType::bf16, "d" + std::to_string(D));
+  auto launch = [&](auto kernel) {
+    TANDEM_LAUNCH(name.c_str(), kernel, dim3(blocks), dim3(opt.block_threads), 0, q.data(),
+                  rope.data(), rows, int(H), out.data());
+  };
+  if (D == kIndexKeyDims)
+    launch(rope_queries<kIndexKeyDims>);
+  else
+    launch(rope_queries<kKvMainDims>);
+  RopeQueriesOutputs o;
+  o.q = download_floats(out, {T, H, D});
+  o.launches = end_run();
+  return o;
 }
 
 }  // namespace tandem::TANDEM_BACKEND_NS

@@ -7,7 +7,10 @@
 // the lane's 16 dims of the weighted sum). The warps' partials are merged in warp order (the
 // result does not depend on the schedule), the sink joins the denominator, the output's RoPE
 // dims are turned back by the token's position, and lse = log sum e^s (+inf with no record).
+// rope_queries: one warp per (token, head) row: bf16, then RoPE on the last 64 dims (the
+// attention's and the indexer's queries, before they are read or quantized).
 #include "optimized/kernel.cuh"
+#include "optimized/kv_record.cuh"  // round_bf16, rope_lane_pairs
 #include "problem/kv_record.hpp"
 #include "problem/sparse_attn.hpp"
 
@@ -201,6 +204,28 @@ __global__ void sparse_decode_attn(const bf16* __restrict__ q, const float* __re
     const int g = threadIdx.x;
     st(lse + t * heads + g0 + g, head_m[g] == -INFINITY ? INFINITY : head_m[g] + logf(head_l[g]),
        Traffic::activation);
+  }
+}
+
+// ---------------------------------------------------------------- the queries' RoPE
+// q: [rows, kDims] f32, row r = (t, h) with heads rows per token; rope: [T, 64] (cos, sin of
+// token t's position); out: [rows, kDims] bf16. A warp per row, kDims / 32 contiguous values per
+// lane (16-byte loads).
+template <int kDims>
+__global__ void rope_queries(const float* __restrict__ q, const float* __restrict__ rope,
+                             int64_t rows, int heads, bf16* __restrict__ out) {
+  constexpr int kE = kDims / kWarpSize;
+  static_assert(kE % 4 == 0, "a lane's values are whole 16-byte float loads");
+  const int warps = blockDim.x / kWarpSize, first = (threadIdx.x % kWarpSize) * kE;
+  for (int64_t r = int64_t(blockIdx.x) * warps + threadIdx.x / kWarpSize; r < rows;
+       r += int64_t(gridDim.x) * warps) {
+    float v[kE];
+    load_floats<kE>(q + r * kDims + first, v, Traffic::activation);
+#pragma unroll
+    for (int e = 0; e < kE; ++e) v[e] = round_bf16(v[e]);
+    rope_lane_pairs<kDims>(v, first, rope + r / heads * kKvRopeDims);
+#pragma unroll
+    for (int e = 0; e < kE; ++e) st(out + r * kDims + first + e, bf16(v[e]), Traffic::activation);
   }
 }
 

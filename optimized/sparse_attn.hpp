@@ -5,13 +5,17 @@
 
 namespace tandem {
 
-SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& opt);
+#define TANDEM_SPARSE_ATTN_ENTRIES(X)                                                   \
+  X(SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& opt)) \
+  X(RopeQueriesOutputs run_rope_queries(const RopeQueriesInputs& in, const RunOptions& opt))
+#define TANDEM_SPARSE_ATTN_DECLARE(decl) decl;
 
+TANDEM_SPARSE_ATTN_ENTRIES(TANDEM_SPARSE_ATTN_DECLARE)
 namespace emu_backend {
-SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& opt);
+TANDEM_SPARSE_ATTN_ENTRIES(TANDEM_SPARSE_ATTN_DECLARE)
 }
 namespace cuda_backend {
-SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& opt);
+TANDEM_SPARSE_ATTN_ENTRIES(TANDEM_SPARSE_ATTN_DECLARE)
 }
 
 }  // namespace tandem

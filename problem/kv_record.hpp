@@ -102,6 +102,22 @@ struct KvPageLayout {
   }
 };
 
+// Slot s's record as one row of record_bytes(): its bytes in order (model1: the data row, then
+// the scale row).
+inline void copy_record_out(const KvPageLayout& at, const uint8_t* pool, int64_t s, uint8_t* row) {
+  const KvFormatInfo& f = at.f;
+  const int first = f.split_page ? f.data_bytes() : f.record_bytes();
+  for (int i = 0; i < first; ++i) row[i] = pool[at.code_at(s) + i];
+  for (int i = first; i < f.record_bytes(); ++i) row[i] = pool[at.scale_at(s) + i - first];
+}
+// The inverse: a row of record_bytes() into slot s.
+inline void copy_record_in(const KvPageLayout& at, const uint8_t* row, int64_t s, uint8_t* pool) {
+  const KvFormatInfo& f = at.f;
+  const int first = f.split_page ? f.data_bytes() : f.record_bytes();
+  for (int i = 0; i < first; ++i) pool[at.code_at(s) + i] = row[i];
+  for (int i = first; i < f.record_bytes(); ++i) pool[at.scale_at(s) + i - first] = row[i];
+}
+
 // ---- the tile quantizers (DESIGN 5.5). amax: the tile's largest |x| (NaN ignored, saturated at
 // FLT_MAX: see the rule above).
 TANDEM_HD inline float kv_tile_amax(float amax_so_far, float x) {

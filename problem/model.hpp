@@ -2,23 +2,38 @@
 // The end-to-end tiny model as data: its weights as the kernels take them (float tensors of the
 // values the reference rounds to), and a run's taps (named intermediate tensors, in execution
 // order) with its launches.
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "core/engram_config.hpp"
 #include "core/tensor.hpp"
+#include "problem/kvcache.hpp"
 #include "problem/residual.hpp"  // ResidualSiteWeights
 #include "problem/traffic.hpp"
 
 namespace tandem {
 
 struct ModelWeights {
+  // A block's attention over the compressed cache (DESIGN 5.5, V4.1): H heads of 512 dims, the
+  // window's and the compressor's records, the indexer. Tensors of a role the block does not
+  // have (core/model_shape.hpp) are empty.
+  struct Attention {
+    Tensor<float> wq;                        // [H * 512, d]
+    Tensor<float> wo;                        // [d, H * 512]
+    Tensor<float> sinks;                     // [H]
+    Tensor<float> window_wkv, window_norm;   // [512, d], [512]: blocks owning a window
+    Tensor<float> comp_wkv, comp_wgate;      // [512, d] each (no gate at r = 1): kv sources
+    Tensor<float> comp_norm;                 // [512]
+    Tensor<float> index_wq, index_w;         // [index heads * 128, d], [index heads, d]
+    Tensor<float> index_wk, index_norm;      // [128, 512], [128]: index sources
+  };
   struct Block {
     ResidualSiteWeights attn_site, ffn_site;  // fn, base, scale, norm_w
-    Tensor<float> wqkv;                       // [3d, d]: wq, wk, wv stacked
-    Tensor<float> wo;                         // [d, d]
+    Attention attn;
     Tensor<float> router;                     // [E, d]
     std::vector<float> bias_text, bias_vl;    // [E]
     Tensor<float> w_in, w_out;                // [E, hidden, d], [E, d, hidden]
@@ -65,6 +80,51 @@ struct ModelTap {
   std::string name;  // as the reference names it: embed, block{b}.attn.y, ..., logits
   Tensor<float> value;
 };
+
+// The attention site's taps of block b between .y and .f, in execution order: by role, a window
+// owner's records ("block{b}.attn.window": stored values, then ".window.records": the records'
+// bytes), a kv source's entries (".entries", ".entries.records"), an index source's index keys
+// (".index_keys", ...), its index queries (".index_q", ...) and its selection (".selection");
+// then every block's RoPE'd queries (".q") and attention output (".o", before the projection).
+// A tap of no rows (no entry completed in the chunk) is left out.
+inline constexpr const char* kRecordsSuffix = ".records";
+inline constexpr const char* kSelectionSuffix = ".selection";
+// The record format of a ".records" tap's stem (".window", ".entries", ".index_keys",
+// ".index_q"): V4.1's formats.
+// The model's pools: pages of 64 records, the residual's norm eps, room for `records` (at least
+// one page).
+inline constexpr int64_t kModelKvPage = 64;
+inline KvStoreOptions model_store_options(KvFormat f, int64_t records, double norm_eps) {
+  KvStoreOptions o;
+  o.format = f;
+  o.page_size = kModelKvPage;
+  o.pool_slots = std::max<int64_t>(1, (records + kModelKvPage - 1) / kModelKvPage) * kModelKvPage;
+  o.norm_eps = norm_eps;
+  return o;
+}
+// Records i of a pool in slot i: the identity page table over `records`.
+inline Tensor<int32_t> model_page_table(int64_t records) {
+  Tensor<int32_t> t({(records + kModelKvPage - 1) / kModelKvPage});
+  for (size_t p = 0; p < t.data.size(); ++p) t.data[p] = int32_t(p);
+  return t;
+}
+// Each token's window: the newest `window` positions up to its own (start + t), oldest first,
+// -1 before position 0; a position's record sits in the slot of its number. [T, window]
+inline Tensor<int32_t> model_window_indices(int64_t start, int64_t T, int window) {
+  Tensor<int32_t> idx({T, window});
+  for (int64_t t = 0; t < T; ++t)
+    for (int i = 0; i < window; ++i) {
+      const int64_t p = start + t - (window - 1) + i;
+      idx.data[size_t(t * window + i)] = p >= 0 ? int32_t(p) : -1;
+    }
+  return idx;
+}
+
+inline KvFormat model_record_format(std::string_view records_tap) {
+  if (records_tap.find(".index_") != std::string_view::npos) return KvFormat::idx_mxfp4;
+  if (records_tap.find(".entries") != std::string_view::npos) return KvFormat::v41_fp4;
+  return KvFormat::v41_window;
+}
 
 struct ModelRun {
   std::vector<ModelTap> taps;  // in execution order

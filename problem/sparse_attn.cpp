@@ -74,4 +74,18 @@ void validate_sparse_attn_inputs(const SparseAttnInputs& in) {
   require_indices(in.comp_idx, T, in.n_comp, "comp_idx");
 }
 
+void validate_rope_queries_inputs(const RopeQueriesInputs& in) {
+  const char* what = "rope_queries";
+  if (in.q.shape.size() != 3 || in.q.dim(0) < 1 || in.q.dim(0) > (1 << 20) || in.q.dim(1) < 1 ||
+      in.q.dim(1) > kRopeQueryMaxHeads || (in.q.dim(2) != kIndexKeyDims && in.q.dim(2) != kKvMainDims))
+    throw_bad_input("{} input 'q': expected [T in [1, 2^20], heads in [1, {}], {} or {}]", what,
+                    kRopeQueryMaxHeads, kIndexKeyDims, kKvMainDims);
+  for (size_t i = 0; i < in.q.data.size(); ++i)
+    if (!std::isfinite(in.q.data[i])) throw_bad_input("{} input 'q'[{}] is not finite", what, i);
+  if (in.start < 0 || in.start > (int64_t{1} << 40))
+    throw_bad_input("{}: start position {} outside [0, 2^40]", what, in.start);
+  if (!(in.rope_theta >= 1 && in.rope_theta <= 1e9))
+    throw_bad_input("{}: rope_theta {} outside [1, 1e9]", what, in.rope_theta);
+}
+
 }  // namespace tandem

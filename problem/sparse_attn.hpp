@@ -58,6 +58,29 @@ struct SparseAttnOutputs {
   LaunchLog launches;
 };
 
+// The queries' RoPE before sparse attention and the indexer (DESIGN 5.5): q [T, heads, dims]
+// (dims 128: index queries, 512: attention queries) -> bf16(q), then the last 64 dims of each
+// head turned by the token's position start + t (adjacent pairs, as the records'), each bf16.
+inline constexpr int kRopeQueryMaxHeads = 1024;
+struct RopeQueriesInputs {
+  int64_t start = 0;
+  double rope_theta = 10000;
+  Tensor<float> q;  // [T, heads, dims]
+};
+
+template <class Input, class F>
+requires std::is_same_v<std::remove_const_t<Input>, RopeQueriesInputs>
+void for_each_tensor(Input& in, F&& f) {
+  f("q", in.q);
+}
+
+struct RopeQueriesOutputs {
+  Tensor<float> q;  // [T, heads, dims] bf16 values
+  LaunchLog launches;
+};
+
+void validate_rope_queries_inputs(const RopeQueriesInputs& in);
+
 // The record formats the kernel reads as (window, compressed): V4 (model1, model1), V4.1
 // (v41_window, v41_fp4).
 bool sparse_attn_formats_supported(KvFormat window, KvFormat comp);

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "bad_input.hpp"
+#include "cases/case_util.hpp"
 #include "cases/sparse_attn_case.hpp"
 #include "core/atomic_file.hpp"
 #include "core/safetensors.hpp"
@@ -99,6 +100,32 @@ RC_GTEST_PROP(SparseAttnEmu, IndexOrderDoesNotMatter, ()) {
   const SparseAttnInputs shuffled = reordered(in, *rc::gen::inRange(1u, 1000u));
   const SparseAttnReference ref = run_sparse_attn_reference(in);
   assert_pass(compare_sparse_attn(ref, run_sparse_attn(shuffled, any_emu())));
+}
+
+// The queries' RoPE (the model's attention and indexer queries): within bf16's tolerance of the
+// truth, the same bits under every schedule and block size (a warp per row, no reduction), the
+// RoPE dims only turned (the others only rounded), bytes == the simulator's.
+RC_GTEST_PROP(SparseAttnEmu, QueryRopeMatchesReference, ()) {
+  const int64_t T = *rc::gen::inRange(1, 5), H = *rc::gen::inRange(1, 9);
+  const int64_t D = *rc::gen::element<int64_t>(kIndexKeyDims, kKvMainDims);
+  RopeQueriesInputs in;
+  in.start = *rc::gen::inRange<int64_t>(0, 1 << 20);
+  in.q = seeded_tensor({T, H, D}, *rc::gen::arbitrary<uint64_t>(), 1, -4.0f, 4.0f);
+  const RopeQueriesOutputs out = run_rope_queries(in, any_emu());
+  const Tensor<double> truth = reference::rope_queries<double, double>(
+      Tensor<double>(in.q.shape, {in.q.data.begin(), in.q.data.end()}), in.start, in.rope_theta);
+  const Tensor<float> baseline = reference::rope_queries<float, bf16>(in.q, in.start, in.rope_theta);
+  const CompareResult r = compare_to_truth(truth.span(), as_doubles(baseline), as_doubles(out.q),
+                                           OutDType::BF16, D);
+  RC_LOG() << r.summary() << "\n";
+  RC_ASSERT(r.pass);
+  for (int64_t row = 0; row < T * H; ++row)  // before the RoPE dims: bf16(q) exactly
+    for (int64_t i = 0; i < D - kKvRopeDims; ++i)
+      RC_ASSERT(out.q.data[size_t(row * D + i)] ==
+                bf16_decode(bf16_encode(in.q.data[size_t(row * D + i)])));
+  RC_ASSERT(same_traffic(out.launches, {sim::predict_rope_queries(T, H, D)}));
+  const RopeQueriesOutputs again = run_rope_queries(in, any_emu());
+  RC_ASSERT(compare_exact<float>(out.q.span(), again.q.span()).pass);
 }
 
 TEST(SparseAttn, RowsWithNothingValidGiveZeroAndInfiniteLse) {

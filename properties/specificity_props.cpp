@@ -81,22 +81,44 @@ nlohmann::json draw_dspark() {
           {"requests", pick({1, 3, 8})},     {"temperature", pick({1e-3, 0.7, 1.0, 1e3})}};
 }
 
+// A valid layer mix (core/model_shape.hpp): ratios 0, 1, 2 per block; a compressing block is a
+// kv source when its ratio differs from the current source's (else by a coin), an index source
+// when its kv source is new since the last index source (else by a coin).
+void draw_layer_mix(nlohmann::json& model, int blocks) {
+  std::vector<int> ratios, kv_sources, index_sources;
+  int source = -1, index_of = -1;  // the current kv source, the kv source of the last selector
+  for (int b = 0; b < blocks; ++b) {
+    const int r = pick({0, 1, 2});
+    ratios.push_back(r);
+    if (r == 0) continue;
+    if (source < 0 || ratios[size_t(source)] != r || *rc::gen::arbitrary<bool>())
+      source = b, kv_sources.push_back(b);
+    if (index_of != source || *rc::gen::arbitrary<bool>()) index_of = source, index_sources.push_back(b);
+  }
+  model["compress_ratios"] = ratios;
+  model["kv_source_layers"] = kv_sources;
+  model["index_source_layers"] = index_sources;
+  model["window_size"] = pick({1, 3, 8, 128});
+  model["index_n_heads"] = pick({1, 2, 4});
+  model["index_topk"] = pick({1, 4, 16});
+}
+
 nlohmann::json draw_config() {
   const int d = pick({8, 16, 24, 64});
   const int blocks = pick({3, 4});
-  int heads = pick({1, 2, 4, 8});
-  while (d % heads) heads /= 2;
+  const int heads = pick({4, 8});  // divides every d drawn (the attention row splits d)
+  nlohmann::json model = {{"blocks", blocks},
+                          {"heads", heads},
+                          {"ffn_hidden", pick({4, 12, 32})},
+                          {"prompt_tokens", pick({1, 2, 6})}};
+  draw_layer_mix(model, blocks);
   return {{"name", "generated"},
           {"seed", *rc::gen::arbitrary<uint32_t>()},
           {"residual", draw_residual(d)},
           {"engram", draw_engram(d, blocks)},
           {"vision", draw_vision()},
           {"dspark", draw_dspark()},
-          {"model",
-           {{"blocks", blocks},
-            {"heads", heads},
-            {"ffn_hidden", pick({4, 12, 32})},
-            {"prompt_tokens", pick({1, 2, 6})}}}};
+          {"model", model}};
 }
 
 RC_GTEST_PROP(Specificity, EveryVerifyRowPassesEveryValidConfig, ()) {
@@ -137,7 +159,7 @@ TEST(Specificity, CampaignFindingAtD24PassesWithTheWidenedBaseline) {
   const reference::TinyModelWeights w = reference::tiny_model_weights(m);
   const ModelPrompt p = model_prompt(m, m.seed, true);
   const ModelRun out = run_model(m, optimized_model_weights(w), p, {Backend::emu, {}, 128});
-  ModelReference ref = run_model_reference(m, w, p);
+  ModelReference ref = run_model_reference(m, w, p, &out);
   const ModelReference narrow = ref;
   const auto failing = [](const std::vector<TensorCheck>& checks) {
     return std::ranges::count_if(checks, [](const TensorCheck& c) { return !c.result.pass; });

@@ -106,6 +106,23 @@ std::pair<S, S> rope_cos_sin(int64_t pos, int i, double theta) {
   return {S(std::cos(angle)), S(std::sin(angle))};  // S = float: kv_rope_table's entry exactly
 }
 
+}  // namespace
+
+template <class S, class Act>
+void rope_pairs(S* z, int dims, int64_t pos, double theta) {
+  for (int i = 0; i < kKvRopeDims / 2; ++i) {  // adjacent pairs of the last 64 dims
+    const int d0 = dims - kKvRopeDims + 2 * i;
+    const auto [c, s] = rope_cos_sin<S>(pos, i, theta);
+    const S x0 = z[d0], x1 = z[d0 + 1];
+    z[d0] = store<Act>(x0 * c - x1 * s);
+    z[d0 + 1] = store<Act>(x0 * s + x1 * c);
+  }
+}
+template void rope_pairs<double, double>(double*, int, int64_t, double);
+template void rope_pairs<float, bf16>(float*, int, int64_t, double);
+
+namespace {
+
 // The pipeline every record goes through (problem/kvcache.hpp): z [dims] in, the latent (after
 // the norm) and the stored values (after RoPE and the rotation) out.
 template <class S, class Act>
@@ -119,13 +136,7 @@ void finish_record(Vec<S>& z, const KvFormatInfo& f, const Tensor<float>& norm_w
   for (int i = 0; i < f.normed; ++i) z(i) = store<Act>(z(i) * inv * S(norm_w.data[size_t(i)]));
   if (latent)
     for (int i = 0; i < dims; ++i) latent[i] = z(i);
-  for (int i = 0; i < kKvRopeDims / 2; ++i) {  // adjacent pairs of the last 64 dims
-    const int d0 = dims - kKvRopeDims + 2 * i;
-    const auto [c, s] = rope_cos_sin<S>(pos, i, theta);
-    const S x0 = z(d0), x1 = z(d0 + 1);
-    z(d0) = store<Act>(x0 * c - x1 * s);
-    z(d0 + 1) = store<Act>(x0 * s + x1 * c);
-  }
+  rope_pairs<S, Act>(z.data(), dims, pos, theta);
   if (rotate) {  // Hadamard (Sylvester order) / sqrt(dims)
     const Vec<S> x = z;
     for (int k = 0; k < dims; ++k) {
@@ -138,7 +149,8 @@ void finish_record(Vec<S>& z, const KvFormatInfo& f, const Tensor<float>& norm_w
   for (int i = 0; i < dims; ++i) stored[i] = z(i);
 }
 
-// Records from rows of `x`: z = W x_r, the pipeline at positions[r], stored row r.
+}  // namespace
+
 template <class S, class Act>
 Tensor<S> project_records(const KvStoreOptions& o, const Tensor<float>& x, const Tensor<float>& w,
                           const Tensor<float>& norm_w, const std::vector<int64_t>& positions) {
@@ -154,8 +166,13 @@ Tensor<S> project_records(const KvStoreOptions& o, const Tensor<float>& x, const
   }
   return stored;
 }
-
-}  // namespace
+template Tensor<double> project_records<double, double>(const KvStoreOptions&,
+                                                        const Tensor<float>&, const Tensor<float>&,
+                                                        const Tensor<float>&,
+                                                        const std::vector<int64_t>&);
+template Tensor<float> project_records<float, bf16>(const KvStoreOptions&, const Tensor<float>&,
+                                                    const Tensor<float>&, const Tensor<float>&,
+                                                    const std::vector<int64_t>&);
 
 template <class S, class Act>
 KvRun<S> kv_window_store(const KvWindowInputs& in) {

@@ -35,6 +35,15 @@ struct KvRun {
   std::vector<int64_t> slots;
 };
 
+// RoPE on the last 64 of z's `dims` values at `pos` (adjacent pairs), each result stored in Act.
+template <class S, class Act>
+void rope_pairs(S* z, int dims, int64_t pos, double theta);
+// Rows of `x` (bf16 values) through a record's pipeline (o.format's dims and norm): z = W x_r,
+// then stored values at positions[r], one row each.
+template <class S, class Act>
+Tensor<S> project_records(const KvStoreOptions& o, const Tensor<float>& x, const Tensor<float>& w,
+                          const Tensor<float>& norm_w, const std::vector<int64_t>& positions);
+
 template <class S, class Act>
 KvRun<S> kv_window_store(const KvWindowInputs& in);
 // Prefill of T tokens, or one decode step (in.decode): the entry it completes, if any.

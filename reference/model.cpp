@@ -39,6 +39,33 @@ class Weights {
     const double fn = 2.0 / std::sqrt(4.0 * d);
     return {mat(24, 4 * d, -fn, fn), vec(24, -1, 1), vec(3, 0.5, 1.5), vec(d, 0.75, 1.25), {}};
   }
+  // Block b's attention: the tensors of its roles (core/model_shape.hpp), projections scaled by
+  // 1 / sqrt(fan-in), gated pooling's gate twice as wide, norm weights around 1.
+  ModelWeights::Attention attention(const ModelShape& shape, int b, int64_t d) {
+    const int64_t H = shape.heads, ih = shape.index_heads, D = kKvMainDims, I = kIndexKeyDims;
+    const double s = 1 / std::sqrt(double(d)), so = 1 / std::sqrt(double(H * D));
+    ModelWeights::Attention a;
+    a.wq = floats({H * D, d}, -s, s);
+    a.wo = floats({d, H * D}, -so, so);
+    a.sinks = floats({H}, -1, 1);
+    const int ratio = shape.compress_ratios[size_t(b)];
+    if (shape.kv_source(b) == b) {
+      a.window_wkv = floats({D, d}, -s, s);
+      a.window_norm = floats({D}, 0.75, 1.25);
+    }
+    if (ratio > 0 && shape.is_kv_source(b)) {
+      a.comp_wkv = floats({D, d}, -s, s);
+      if (ratio > 1) a.comp_wgate = floats({D, d}, -2 * s, 2 * s);
+      a.comp_norm = floats({D}, 0.75, 1.25);
+    }
+    if (shape.is_index_source(b)) {
+      a.index_wq = floats({ih * I, d}, -s, s);
+      a.index_w = floats({ih, d}, -s, s);
+      a.index_wk = floats({I, D}, -1 / std::sqrt(double(D)), 1 / std::sqrt(double(D)));
+      a.index_norm = floats({I}, 0.75, 1.25);
+    }
+    return a;
+  }
 
  private:
   uint64_t seed_;
@@ -104,10 +131,7 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
     TinyModelWeights::Block blk;
     blk.attn_site = w.site(d);
     blk.ffn_site = w.site(d);
-    blk.wq = w.mat(d, d, -s, s);
-    blk.wk = w.mat(d, d, -s, s);
-    blk.wv = w.mat(d, d, -s, s);
-    blk.wo = w.mat(d, d, -s, s);
+    blk.attn = w.attention(m.shape, b, d);
     blk.router = w.mat(E, d, -r, r);
     const Vec<double> bt = w.vec(E, -0.5, 0.5), bv = w.vec(E, -0.5, 0.5);
     blk.bias_text.assign(bt.data(), bt.data() + E);
@@ -139,6 +163,11 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
       embed_(w.embed.cast<S>()),
       special_(w.special.cast<S>()),
       unembed_(w.unembed.cast<S>()),
+      cache_(m, [&] {
+        std::vector<ModelWeights::Attention> a;
+        for (const auto& b : w.blocks) a.push_back(b.attn);
+        return a;
+      }()),
       engram_(w.engram),
       head_(cast_site<S>(w.head)),
       map_(w.map) {
@@ -146,7 +175,6 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
     blocks_.push_back(
         {cast_site<S>(b.attn_site),
          cast_site<S>(b.ffn_site),
-         {b.wq.cast<S>(), b.wk.cast<S>(), b.wv.cast<S>(), b.wo.cast<S>(), {}, {}},
          {b.router.cast<S>(), b.bias_text, b.bias_vl, cast_all<S>(b.w_in), cast_all<S>(b.w_out)}});
 }
 
@@ -187,18 +215,6 @@ PromptImage make_prompt_image(const ModelConfig& m, uint64_t seed) {
 Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint64_t seed) {
   PromptImage p = make_prompt_image(m, seed);
   return {std::move(p.ids), embed_image(w, p.rgb, m.vision.sizing)};
-}
-
-template <class S>
-Mat<S> TinyModelT<S>::attention(Attention& a, const std::vector<Vec<S>>& y) {
-  Mat<S> out(int64_t(y.size()), d_);
-  for (size_t i = 0; i < y.size(); ++i) {  // causal: token i sees the cache up to itself
-    a.keys.push_back(naive_matvec<S>(a.wk, y[i]));
-    a.values.push_back(naive_matvec<S>(a.wv, y[i]));
-    const Vec<S> o = attend<Vec<S>>(naive_matvec<S>(a.wq, y[i]), a.keys, a.values, m_.shape.heads);
-    out.row(i) = naive_matvec<S>(a.wo, o).transpose();
-  }
-  return out;
 }
 
 template <class S>
@@ -256,7 +272,8 @@ void TinyModelT<S>::engram(const TinyModelWeights::EngramLayer& e,
 }
 
 template <class S>
-Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* taps) {
+Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* taps,
+                                             const ForcedTaps* forced) {
   const int64_t n = int64_t(p.ids.size()), V = vocab(), B = m_.shape.blocks;
   if (p.visual.shape.size() != 2 || (p.visual.dim(0) > 0 && p.visual.dim(1) != d_))
     throw_bad_input("model prompt: visual embeddings must be [IMAGE positions, {}]", d_);
@@ -321,10 +338,7 @@ Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* 
             x[t].colwise().mean().transpose().template cast<double>();
     Block& k = blocks_[b];
     site(k.attn_site, blk + ".attn", [&](const std::vector<Vec<S>>& y) {
-      const Mat<S> o = attention(k.attn, y);
-      std::vector<Vec<S>> f;
-      for (int64_t t = 0; t < n; ++t) f.push_back(o.row(t).transpose());
-      return f;
+      return cache_.attend(int(b), y, cached(), tap, forced);
     });
     site(k.ffn_site, blk + ".moe", [&](const std::vector<Vec<S>>& y) {
       Tensor<int32_t> experts;
@@ -360,20 +374,15 @@ Eigen::MatrixXd TinyModelT<S>::append(const std::vector<int32_t>& tokens) {
 template <class S>
 void TinyModelT<S>::rollback(int64_t length) {
   check_rollback(length, cached());
-  for (Block& b : blocks_) b.attn.keys.resize(length), b.attn.values.resize(length);
+  cache_.rollback(length);
   compressed_.resize(length);
   features_.resize(length);
 }
 
 template <class S>
 Eigen::MatrixXd TinyModelT<S>::cache_snapshot() const {
-  Eigen::MatrixXd m(cached(), 2 * d_ * int64_t(blocks_.size()));
-  for (int64_t j = 0; j < cached(); ++j)
-    for (size_t b = 0; b < blocks_.size(); ++b)
-      m.row(j).segment(2 * d_ * int64_t(b), 2 * d_)
-          << blocks_[b].attn.keys[j].transpose().template cast<double>(),
-          blocks_[b].attn.values[j].transpose().template cast<double>();
-  return m;
+  const std::vector<double> v = cache_.snapshot();
+  return Eigen::Map<const Eigen::MatrixXd>(v.data(), int64_t(v.size()), 1);
 }
 
 template <class S>

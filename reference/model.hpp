@@ -3,7 +3,8 @@
 // state is 4 residual streams [4, d]. A prompt's text ids are embedded; an image enters through
 // the vision path (pixels -> patches -> linear embedding -> 3x3 unshuffle -> aligner) at its
 // layout's IMAGE positions. Then `blocks` blocks, each: Engram on the streams (blocks listed in
-// engram.layer_ids), an mHC site around causal multi-head attention, an mHC site around a small
+// engram.layer_ids), an mHC site around attention over the compressed, quantized, sparse KV cache
+// (reference/model_cache.hpp), an mHC site around a small
 // MoE whose router adds per-modality biases; both sites follow the V4.1 recipe shift (a site
 // collapses with the pre made at the previous site; the first with [1, 0, 0, 0]). The head
 // collapses, norms and unembeds. Every intermediate tensor is a named tap, in execution order.
@@ -19,6 +20,7 @@
 #include "problem/model.hpp"
 #include "reference/backbone.hpp"
 #include "reference/engram.hpp"
+#include "reference/model_cache.hpp"
 #include "reference/residual.hpp"
 
 namespace tandem::reference {
@@ -40,7 +42,7 @@ struct Prompt {
 struct TinyModelWeights {
   struct Block {
     Site<double> attn_site, ffn_site;
-    Mat<double> wq, wk, wv, wo;             // [d, d] each
+    ModelWeights::Attention attn;           // float already: shared with the kernels
     Mat<double> router;                     // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
     std::vector<Mat<double>> w_in, w_out;   // E x [hidden, d], E x [d, hidden]
@@ -93,8 +95,10 @@ class TinyModelT : public Backbone {
     return reference::embed_image(vision_, rgb, m_.vision.sizing);
   }
 
-  // Appends a chunk; logits [n, vocab], and the chunk's taps when `taps` is given.
-  Eigen::MatrixXd append_prompt(const Prompt& p, std::vector<Tap>* taps = nullptr);
+  // Appends a chunk; logits [n, vocab], and the chunk's taps when `taps` is given. `forced`:
+  // records read in place of the model's own (reference/model_cache.hpp).
+  Eigen::MatrixXd append_prompt(const Prompt& p, std::vector<Tap>* taps = nullptr,
+                                const ForcedTaps* forced = nullptr);
 
   int64_t vocab() const override { return m_.engram.vocab; }
   Eigen::MatrixXd append(const std::vector<int32_t>& tokens) override;
@@ -104,10 +108,6 @@ class TinyModelT : public Backbone {
   Eigen::MatrixXd target_features() const override;
 
  private:
-  struct Attention {
-    Mat<S> wq, wk, wv, wo;             // [d, d] each
-    std::vector<Vec<S>> keys, values;  // the KV cache, one [d] row per position
-  };
   struct Moe {
     Mat<S> router;                          // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
@@ -116,13 +116,11 @@ class TinyModelT : public Backbone {
   };
   struct Block {
     Site<S> attn_site, ffn_site;
-    Attention attn;
     Moe moe;
   };
   using State = std::vector<Mat<S>>;  // per token [4, d]
   using Pres = std::vector<Vec4<S>>;  // per token: the pre the next site collapses with
 
-  Mat<S> attention(Attention& a, const std::vector<Vec<S>>& y);
   std::vector<Vec<S>> moe(const Moe& m, const std::vector<Vec<S>>& y,
                           const std::vector<uint8_t>& is_image, Tensor<int32_t>& experts) const;
   void engram(const TinyModelWeights::EngramLayer& e, const std::vector<int64_t>& compressed,
@@ -133,6 +131,7 @@ class TinyModelT : public Backbone {
   TinyModelWeights::Vision vision_;
   Mat<S> embed_, special_, unembed_;
   std::vector<Block> blocks_;
+  ModelCache<S> cache_;
   std::vector<TinyModelWeights::EngramLayer> engram_;
   Site<S> head_;
   CompressionMap map_;

@@ -77,6 +77,20 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
   return run;
 }
 
+template <class S, class Act>
+Tensor<S> rope_queries(Tensor<S> q, int64_t start, double rope_theta) {
+  const int64_t T = q.dim(0), H = q.dim(1), D = q.dim(2);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      S* row = q.ptr() + (t * H + h) * D;
+      for (int64_t d = 0; d < D; ++d) row[d] = store<Act>(row[d]);
+      rope_pairs<S, Act>(row, int(D), start + t, rope_theta);
+    }
+  return q;
+}
+
+template Tensor<double> rope_queries<double, double>(Tensor<double>, int64_t, double);
+template Tensor<float> rope_queries<float, bf16>(Tensor<float>, int64_t, double);
 template SparseAttnRun<double> sparse_attn<double, double>(const SparseAttnInputs&);
 template SparseAttnRun<float> sparse_attn<float, bf16>(const SparseAttnInputs&);
 

@@ -17,4 +17,8 @@ struct SparseAttnRun {
 template <class S, class Act>
 SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in);
 
+// The queries' RoPE (problem/sparse_attn.hpp RopeQueriesInputs) on q [T, heads, dims] in S.
+template <class S, class Act>
+Tensor<S> rope_queries(Tensor<S> q, int64_t start, double rope_theta);
+
 }  // namespace tandem::reference

@@ -2,14 +2,62 @@
 
 #include <algorithm>
 
-#include "sim/attention_traffic.hpp"
+#include "problem/model.hpp"
 #include "sim/dense_traffic.hpp"
 #include "sim/engram_traffic.hpp"
+#include "sim/indexer_traffic.hpp"
+#include "sim/kvcache_traffic.hpp"
 #include "sim/moe_traffic.hpp"
 #include "sim/residual_traffic.hpp"
+#include "sim/sparse_attn_traffic.hpp"
 #include "sim/vision_traffic.hpp"
 
 namespace tandem::sim {
+
+LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T) {
+  constexpr ActDType f32 = ActDType::f32;
+  const ModelShape& s = m.shape;
+  const int64_t d = m.residual.d, H = s.heads, ih = s.index_heads;
+  const int ratio = s.compress_ratios[size_t(b)];
+  // Entries of block b's cache after the prefill (its source's: same ratio).
+  const int64_t N = ratio > 0 ? kv_entries(T, ratio) : 0;
+  LaunchLog log;
+  auto add = [&](const LaunchLog& l) { log.insert(log.end(), l.begin(), l.end()); };
+  if (s.kv_source(b) == b) {
+    add(predict_kv_window_store(KvFormat::v41_window, T, d));
+    if (ratio > 0) add(predict_kv_compress(v41_compressor(ratio), T, d, false));
+  }
+  if (s.is_index_source(b)) {
+    if (N > 0) add(predict_index_key_store(KvFormat::idx_mxfp4, N));
+    log.push_back(predict_dense_rows(T, d, ih * kIndexKeyDims, f32));
+    log.push_back(predict_rope_queries(T, ih, kIndexKeyDims));
+    add(predict_kv_quantize(KvFormat::idx_mxfp4, T * ih));
+    log.push_back(predict_dense_rows(T, d, ih, f32));
+    if (N > 0) {
+      log.push_back(predict_index_logits(KvFormat::idx_mxfp4, T, int(ih), N, ratio, 0));
+      std::vector<int32_t> lengths;
+      for (int64_t t = 0; t < T; ++t) lengths.push_back(int32_t(visible_entries(t, ratio, N)));
+      log.push_back(predict_topk_select(lengths, s.index_topk));
+    }
+  }
+  log.push_back(predict_dense_rows(T, d, H * kKvMainDims, f32));
+  log.push_back(predict_rope_queries(T, H, kKvMainDims));
+  // Sparse attention's bytes follow which indices are valid: the window's, and the selection's
+  // (min(top-k, visible entries) per token, the rest -1).
+  SparseAttnInputs in;
+  in.heads = int(H);
+  in.q.shape = {T, H, kKvMainDims};
+  in.window = model_store_options(KvFormat::v41_window, T, 0);
+  in.comp = model_store_options(KvFormat::v41_fp4, N, 0);
+  in.window_idx = model_window_indices(0, T, s.window);
+  in.comp_idx = Tensor<int32_t>({T, ratio > 0 ? s.index_topk : 0}, -1);
+  for (int64_t t = 0; ratio > 0 && t < T; ++t)
+    for (int64_t k = 0; k < std::min<int64_t>(s.index_topk, visible_entries(t, ratio, N)); ++k)
+      in.comp_idx.data[size_t(t * s.index_topk + k)] = 0;
+  log.push_back(predict_sparse_attn(in));
+  log.push_back(predict_dense_rows(T, H * kKvMainDims, d, f32));
+  return log;
+}
 
 LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
   constexpr ActDType f32 = ActDType::f32;
@@ -30,10 +78,8 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
       pending = false;
       add(predict_engram_layer(m.engram, T, markers, f32));
     }
-    open(true);  // attention site: q/k/v, attention, o
-    log.push_back(predict_dense_rows(T, d, 3 * d, f32));
-    add(predict_attention(T, 0, d, f32));
-    log.push_back(predict_dense_rows(T, d, d, f32));
+    open(true);  // attention site over the compressed cache
+    add(predict_model_attention(m, b, T));
     pending = true;
     open(true);  // MoE site: router, gate, experts
     log.push_back(predict_dense_rows(T, d, E, f32));

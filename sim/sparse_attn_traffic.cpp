@@ -30,4 +30,13 @@ LaunchCounts predict_sparse_attn(const SparseAttnInputs& in) {
   return c;
 }
 
+LaunchCounts predict_rope_queries(int64_t T, int64_t heads, int64_t dims) {
+  LaunchCounts c{launch_name("rope_queries", ActDType::bf16, "d" + std::to_string(dims))};
+  const uint64_t rows = uint64_t(T * heads);
+  c.read[int(Traffic::activation)] = rows * uint64_t(dims) * sizeof(float);
+  c.read[int(Traffic::coefficient)] = rows * kKvRopeDims * sizeof(float);
+  c.written[int(Traffic::activation)] = rows * uint64_t(dims) * 2;
+  return c;
+}
+
 }  // namespace tandem::sim

@@ -1,0 +1,286 @@
+#include "reference/model_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "problem/indexer.hpp"
+#include "problem/sparse_attn.hpp"
+#include "reference/indexer.hpp"
+#include "reference/kvcache.hpp"
+#include "reference/sparse_attn.hpp"
+
+namespace tandem::reference {
+namespace {
+
+// The rounding of stored activations: none in the truth, bf16 where the kernels store bf16.
+template <class S>
+using ActOf = std::conditional_t<std::is_same_v<S, double>, double, bf16>;
+
+template <class S>
+Mat<S> matrix(const Tensor<float>& w) {
+  return Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(w.ptr(), w.dim(0),
+                                                                         w.dim(1))
+      .cast<S>();
+}
+
+// Rows of W y_t for every token: [T, rows].
+template <class S>
+Tensor<S> project(const Tensor<float>& w, const std::vector<Vec<S>>& y) {
+  const Mat<S> m = matrix<S>(w);
+  Tensor<S> out({int64_t(y.size()), m.rows()});
+  for (size_t t = 0; t < y.size(); ++t) {
+    const Vec<S> v = naive_matvec<S>(m, y[t]);
+    std::copy(v.data(), v.data() + v.size(), out.ptr() + int64_t(t) * m.rows());
+  }
+  return out;
+}
+
+template <class S>
+Tensor<float> to_float(const Tensor<S>& t) {
+  return Tensor<float>(t.shape, std::vector<float>(t.data.begin(), t.data.end()));
+}
+
+Tensor<double> to_double(const Tensor<uint8_t>& t) {
+  return Tensor<double>(t.shape, std::vector<double>(t.data.begin(), t.data.end()));
+}
+
+// Taps `values` as `name`, then replaces each element by the forced tap's where that is within
+// one bf16 step of it (ForcedTaps).
+template <class S>
+void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap,
+                  const ForcedTaps* forced) {
+  tap(name, Tensor<double>(values.shape, std::vector<double>(values.data.begin(), values.data.end())));
+  if (!forced) return;
+  const auto it = forced->find(name);
+  if (it == forced->end() || it->second.shape != values.shape) return;
+  for (size_t i = 0; i < values.data.size(); ++i) {
+    const double own = double(values.data[i]), theirs = it->second.data[i];
+    const double step = std::ldexp(1.0, std::ilogb(std::max(std::abs(own), 1e-30)) - 7);
+    if (std::abs(theirs - own) <= step) values.data[i] = S(theirs);
+  }
+}
+
+// A pool (poisoned) with record i in slot i.
+Tensor<uint8_t> pool_of(const KvStoreOptions& o, const std::vector<std::vector<uint8_t>>& records) {
+  Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
+  const KvPageLayout at{kv_format_info(o.format), o.page_size};
+  for (size_t i = 0; i < records.size(); ++i)
+    copy_record_in(at, records[i].data(), int64_t(i), pool.ptr());
+  return pool;
+}
+KvCompressState empty_state(const KvCompressor& c) {
+  return {Tensor<float>({c.state_rows(), c.width()}, 0.0f),
+          Tensor<float>({c.state_rows(), c.width()}, -std::numeric_limits<float>::infinity())};
+}
+
+}  // namespace
+
+template <class S>
+ModelCache<S>::ModelCache(const ModelConfig& m, std::vector<ModelWeights::Attention> w)
+    : m_(m), w_(std::move(w)), owned_(size_t(m.shape.blocks)) {}
+
+template <class S>
+KvStoreOptions ModelCache<S>::options(KvFormat f, int64_t records) const {
+  return model_store_options(f, records, m_.residual.norm_eps);
+}
+
+template <class S>
+void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& stored, KvFormat f,
+                                 std::vector<std::vector<uint8_t>>& kept, const TapSink& tap,
+                                 const ForcedTaps* forced) const {
+  const int64_t n = stored.dim(0), dims = kv_format_info(f).dims();
+  if (n == 0) return;
+  const KvStoreOptions o = options(f, n);
+  const int64_t bytes = kv_format_info(f).record_bytes();
+  Tensor<uint8_t> records({n, bytes});
+  const Tensor<float> values = to_float(stored);
+  Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
+  const KvPageLayout at{kv_format_info(f), o.page_size};
+  for (int64_t r = 0; r < n; ++r) {
+    encode_record(o, std::span<const float>(values.ptr() + r * dims, size_t(dims)), r,
+                  pool.span());
+    copy_record_out(at, pool.ptr(), r, records.ptr() + r * bytes);
+  }
+  if (forced)
+    if (const auto it = forced->find(name + kRecordsSuffix);
+        it != forced->end() && it->second.shape == records.shape)
+      std::copy(it->second.data.begin(), it->second.data.end(), records.data.begin());
+  tap(name, Tensor<double>(stored.shape, std::vector<double>(stored.data.begin(), stored.data.end())));
+  tap(name + kRecordsSuffix, to_double(records));
+  for (int64_t r = 0; r < n; ++r)
+    kept.emplace_back(records.ptr() + r * bytes, records.ptr() + (r + 1) * bytes);
+}
+
+template <class S>
+void ModelCache<S>::compress(int b, const Tensor<float>& x, int64_t start, const TapSink& tap,
+                             const ForcedTaps* forced) {
+  Owned& mine = owned_[size_t(b)];
+  const ModelWeights::Attention& w = w_[size_t(b)];
+  const int64_t d = x.dim(1);
+  KvCompressInputs in;
+  in.store = options(KvFormat::v41_fp4, 1);
+  in.comp = v41_compressor(m_.shape.compress_ratios[size_t(b)]);
+  in.wkv = w.comp_wkv, in.wgate = w.comp_wgate, in.norm_w = w.comp_norm;
+  in.decode = true;
+  Tensor<S> stored({0, kKvMainDims});
+  for (int64_t t = 0; t < x.dim(0); ++t) {  // decode steps: any chunking builds the same cache
+    in.x = Tensor<float>({1, d}, std::vector<float>(x.ptr() + t * d, x.ptr() + (t + 1) * d));
+    in.pos = start + t;
+    in.state = mine.states.empty() ? empty_state(in.comp) : mine.states.back();
+    const KvRun<S> run = kv_compress<S, ActOf<S>>(in);
+    mine.states.push_back({to_float(run.state_a), to_float(run.state_b)});
+    if (run.stored.dim(0) == 0) continue;
+    stored.data.insert(stored.data.end(), run.stored.data.begin(), run.stored.data.end());
+    mine.latents.emplace_back(run.latent.data.begin(), run.latent.data.end());
+  }
+  stored.shape = {int64_t(stored.data.size()) / kKvMainDims, kKvMainDims};
+  keep_records(fmt::format("block{}.attn.entries", b), stored, KvFormat::v41_fp4, mine.entries,
+               tap, forced);
+}
+
+template <class S>
+void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, const TapSink& tap,
+                           const ForcedTaps* forced) {
+  const ModelShape& s = m_.shape;
+  const std::string name = fmt::format("block{}.attn", b);
+  const int ratio = s.compress_ratios[size_t(b)];
+  Owned& mine = owned_[size_t(b)];
+  const ModelWeights::Attention& w = w_[size_t(b)];
+  const std::vector<std::vector<float>>& latents = owned_[size_t(s.kv_source(b))].latents;
+  // Index keys of the source's new entries: MXFP4(RoPE(RMSNorm(Wk latent_j))) at position r j.
+  const int64_t first = int64_t(mine.index_keys.size()), N = int64_t(latents.size());
+  Tensor<float> latent({N - first, kKvMainDims});
+  std::vector<int64_t> positions;
+  for (int64_t j = first; j < N; ++j) {
+    std::copy(latents[size_t(j)].begin(), latents[size_t(j)].end(),
+              latent.ptr() + (j - first) * kKvMainDims);
+    positions.push_back(j * ratio);
+  }
+  keep_records(name + ".index_keys",
+               project_records<S, ActOf<S>>(options(KvFormat::idx_mxfp4, 1), latent, w.index_wk,
+                                            w.index_norm, positions),
+               KvFormat::idx_mxfp4, mine.index_keys, tap, forced);
+  // The chunk's index queries [T, heads, 128] (RoPE'd, MXFP4) and head weights [T, heads].
+  const int64_t T = int64_t(y.size()), H = s.index_heads;
+  Tensor<S> q = project<S>(w.index_wq, y);
+  q.shape = {T, H, kIndexKeyDims};
+  q = rope_queries<S, ActOf<S>>(std::move(q), start, options(KvFormat::idx_mxfp4, 1).rope_theta);
+  std::vector<std::vector<uint8_t>> q_records;
+  keep_records(name + ".index_q", Tensor<S>({T * H, kIndexKeyDims}, q.data),
+               KvFormat::idx_mxfp4, q_records, tap, forced);
+  mine.selection = Tensor<int32_t>({T, s.index_topk}, -1);
+  if (N > 0) {  // nothing to score before the first entry
+    IndexLogitsInputs li;
+    li.keys = options(KvFormat::idx_mxfp4, N);
+    li.key_pool = pool_of(li.keys, mine.index_keys);
+    li.page_table = model_page_table(N);
+    li.n_keys = N, li.ratio = ratio, li.start = start, li.heads = int(H);
+    for (const auto& r : q_records) li.q_records.data.insert(li.q_records.data.end(), r.begin(), r.end());
+    li.q_records.shape = {int64_t(li.q_records.data.size())};
+    li.w = to_float(project<S>(w.index_w, y));
+    TopkInputs tk;
+    // NOTE: the truth's scores select in float (the top-k's input dtype); two scores closer
+    // than a float step are a tie for both.
+    tk.scores = to_float(index_logits<S>(li));
+    tk.lengths = Tensor<int32_t>({T});
+    for (int64_t t = 0; t < T; ++t) tk.lengths.data[size_t(t)] = int32_t(visible_entries(start + t, ratio, N));
+    tk.top_k = s.index_topk;
+    mine.selection = topk_select(tk);
+  }
+  tap(name + kSelectionSuffix,
+      Tensor<double>(mine.selection.shape,
+                     std::vector<double>(mine.selection.data.begin(), mine.selection.data.end())));
+}
+
+template <class S>
+std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, int64_t start,
+                                          const TapSink& tap, const ForcedTaps* forced) {
+  const ModelShape& s = m_.shape;
+  const ModelWeights::Attention& w = w_[size_t(b)];
+  const int64_t T = int64_t(y.size()), d = m_.residual.d, H = s.heads;
+  const int source = s.kv_source(b), selector = s.index_source(b);
+  if (source == b) {
+    // The store kernels read the sublayer input as bf16.
+    Tensor<float> x({T, d});
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < d; ++i) x.data[size_t(t * d + i)] = float(store<bf16>(y[size_t(t)](i)));
+    KvWindowInputs win;
+    win.store = options(KvFormat::v41_window, 1);
+    win.window = s.window, win.start = start;
+    win.x = x, win.wkv = w.window_wkv, win.norm_w = w.window_norm;
+    keep_records(fmt::format("block{}.attn.window", b), kv_window_store<S, ActOf<S>>(win).stored,
+                 KvFormat::v41_window, owned_[size_t(b)].window, tap, forced);
+    if (s.compress_ratios[size_t(b)] > 0) compress(b, x, start, tap, forced);
+  }
+  if (s.is_index_source(b)) select(b, y, start, tap, forced);
+  const Owned& cache = owned_[size_t(source)];
+  SparseAttnInputs in;
+  in.heads = int(H), in.start = start;
+  Tensor<S> q = project<S>(w.wq, y);
+  q.shape = {T, H, kKvMainDims};
+  // NOTE: the truth's RoPE'd queries enter sparse attention as float (its input dtype): a
+  // relative 2^-24, far below the bf16 queries the kernels read.
+  q = rope_queries<S, ActOf<S>>(std::move(q), start, in.rope_theta);
+  tap_and_snap(fmt::format("block{}.attn.q", b), q, tap, forced);
+  in.q = to_float(q);
+  in.sinks = w.sinks;
+  const int64_t positions = int64_t(cache.window.size()), entries = int64_t(cache.entries.size());
+  in.window = options(KvFormat::v41_window, positions);
+  in.window_pool = pool_of(in.window, cache.window);
+  in.window_idx = model_window_indices(start, T, s.window);
+  in.comp = options(KvFormat::v41_fp4, entries);
+  in.comp_pool = pool_of(in.comp, cache.entries);
+  in.page_table = model_page_table(entries);
+  in.n_comp = entries;
+  in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : owned_[size_t(selector)].selection;
+  SparseAttnRun<S> run = sparse_attn<S, ActOf<S>>(in);
+  tap_and_snap(fmt::format("block{}.attn.o", b), run.o, tap, forced);
+  const Mat<S> wo = matrix<S>(w.wo);
+  std::vector<Vec<S>> f;
+  for (int64_t t = 0; t < T; ++t)
+    f.push_back(naive_matvec<S>(
+        wo, Eigen::Map<const Vec<S>>(run.o.ptr() + t * H * kKvMainDims, H * kKvMainDims)));
+  return f;
+}
+
+template <class S>
+void ModelCache<S>::rollback(int64_t length) {
+  const ModelShape& s = m_.shape;
+  for (int b = 0; b < s.blocks; ++b) {
+    Owned& o = owned_[size_t(b)];
+    const int r = s.compress_ratios[size_t(b)];
+    o.window.resize(std::min(o.window.size(), size_t(length)));
+    o.states.resize(std::min(o.states.size(), size_t(length)));
+    if (r == 0) continue;
+    const size_t entries = size_t(length / r);
+    o.entries.resize(std::min(o.entries.size(), entries));
+    o.latents.resize(std::min(o.latents.size(), entries));
+    o.index_keys.resize(std::min(o.index_keys.size(), entries));
+  }
+}
+
+template <class S>
+std::vector<double> ModelCache<S>::snapshot() const {
+  std::vector<double> v;
+  auto bytes = [&](const std::vector<std::vector<uint8_t>>& records) {
+    for (const auto& r : records) v.insert(v.end(), r.begin(), r.end());
+  };
+  for (const Owned& o : owned_) {
+    bytes(o.window);
+    if (!o.states.empty()) {
+      v.insert(v.end(), o.states.back().a.data.begin(), o.states.back().a.data.end());
+      v.insert(v.end(), o.states.back().b.data.begin(), o.states.back().b.data.end());
+    }
+    bytes(o.entries);
+    bytes(o.index_keys);
+  }
+  return v;
+}
+
+template class ModelCache<double>;
+template class ModelCache<float>;
+
+}  // namespace tandem::reference
