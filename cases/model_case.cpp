@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/json_fields.hpp"
 #include "optimized/model.hpp"
-#include "reference/kvcache.hpp"    // encode_record
+#include "reference/kvcache.hpp"   // encode_record
 #include "reference/residual.hpp"  // ScopedSumOrder
 #include "sim/model_traffic.hpp"
 
@@ -49,8 +49,8 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
   const double lookup_width = double(m.engram.lookups()) * m.engram.head_dim;
   // Attention: queries and output of 512-dim heads, the window's and the compressor's
   // projections, the indexer's queries, weights and keys (every role, an upper bound).
-  const double attention = (2.0 * m.shape.heads + 3) * 512 * d + m.shape.index_heads * 129 * d +
-                           128 * 512;
+  const double attention =
+      (2.0 * m.shape.heads + 3) * 512 * d + m.shape.index_heads * 129 * d + 128 * 512;
   double n = 2 * V * d + C * 588 + 18 * C * d + 2 * d * d +
              m.shape.blocks * (attention + E * d + 2 * E * H * d + 2 * 96 * d);
   for (const EngramLayerTables& t : engram_tables(m.engram))
@@ -256,10 +256,10 @@ std::vector<TensorCheck> compare_model(const ModelReference& ref, const ModelRun
                                (out.taps.size() > i + 1 && is_records(out.taps[i + 1].name));
       checks.push_back(
           {truth.name,
-           compare_to_truth(truth.value.span(), ref.baseline[i].value.span(), as_doubles(got),
-                            bf16_values ? OutDType::BF16 : OutDType::F32,
-                            bf16_values ? truth.value.shape.back()
-                                        : truth.value.size() / truth.value.dim(0))});
+           compare_to_truth(
+               truth.value.span(), ref.baseline[i].value.span(), as_doubles(got),
+               bf16_values ? OutDType::BF16 : OutDType::F32,
+               bf16_values ? truth.value.shape.back() : truth.value.size() / truth.value.dim(0))});
     }
   }
   if (out.taps.size() != ref.truth.size()) {
@@ -286,7 +286,8 @@ BuiltCase build_model(const ModelConfig& m, uint64_t seed) {
   for_each_tensor(p, [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
   for (const reference::Tap& t : run_model_reference(m, w, p).truth) {
     b.blob.put("expected." + t.name, t.value);
-    b.outputs.emplace_back(t.name, is_decision(t.name) || is_records(t.name) ? "exact" : "tolerance");
+    b.outputs.emplace_back(t.name,
+                           is_decision(t.name) || is_records(t.name) ? "exact" : "tolerance");
   }
   return b;
 }

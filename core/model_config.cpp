@@ -251,8 +251,7 @@ ModelShape parse_model_shape(const JsonFields& f) {
                       f.where("kv_source_layers"), b);
     if (s.compress_ratios[size_t(source)] != r)
       throw_bad_input("{}: block {} (ratio {}) would read block {}'s cache (ratio {})",
-                      f.where("compress_ratios"), b, r, source,
-                      s.compress_ratios[size_t(source)]);
+                      f.where("compress_ratios"), b, r, source, s.compress_ratios[size_t(source)]);
     if (selector < 0 || s.kv_source(selector) != source)
       throw_bad_input(
           "{}: block {} needs an index source at or before it that reads its cache (block {}'s)",

@@ -13,8 +13,9 @@ template <class Act, bool kBias, bool kGelu>
 Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   const int64_t T = in.x.dim(0), n_in = in.x.dim(1), n_out = in.w.dim(0);
   DeviceArray<Act> x(in.x.data.size()), y(size_t(T * n_out));
-  DeviceArray<float> w(in.w.data.size()), bias(std::max<size_t>(1, in.bias.data.size()));
-  x.upload(to_storage<Act>(in.x)), w.upload(in.w.data);
+  const std::vector<float> wt = k_major(in.w);
+  DeviceArray<float> w(wt.size()), bias(std::max<size_t>(1, in.bias.data.size()));
+  x.upload(to_storage<Act>(in.x)), w.upload(wt);
   if (kBias) bias.upload(in.bias.data);
   const std::string name =
       launch_name("dense_rows", act_dtype_of<Act>(), dense_epilogue_name(kBias, kGelu));

@@ -98,6 +98,18 @@ inline LaunchLog end_run() {
 }
 
 // Host float tensors <-> device arrays of the storage dtype Act (values representable in Act).
+// A projection's weights [out, in] as GEMV kernels read them (dot4_kmajor): k-major [in, stride]
+// with stride = out rounded up to 4 (zeros after out), so a thread's four output channels are one
+// 16-byte load per input.
+inline std::vector<float> k_major(const Tensor<float>& w) {
+  if (w.data.empty()) return {};
+  const int64_t out = w.dim(0), in = w.dim(1), stride = (out + 3) / 4 * 4;
+  std::vector<float> t(static_cast<size_t>(in * stride), 0.0f);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t k = 0; k < in; ++k) t[size_t(k * stride + o)] = w.data[size_t(o * in + k)];
+  return t;
+}
+
 template <class Act>
 std::vector<Act> to_storage(const Tensor<float>& t) {
   std::vector<Act> out(t.data.size());

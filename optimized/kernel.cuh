@@ -162,6 +162,33 @@ __device__ __forceinline__ float warp_row_dot(const float* __restrict__ row, con
   return warp_sum(sum);
 }
 
+// Four output channels c4..c4+3 of a GEMV with k-major weights: out[e] = sum_k staged[k]
+// wt[k][c4 + e] (wt: [n, stride], stride a multiple of 4: the launchers' k_major). One 16-byte
+// load per input, consecutive threads on consecutive channels (coalesced), summed in k order;
+// no shuffles.
+__device__ __forceinline__ void dot4_kmajor(const float* __restrict__ wt, const float* staged,
+                                            int n, int stride, int c4, float (&out)[4]) {
+  out[0] = out[1] = out[2] = out[3] = 0.0f;
+  for (int k = 0; k < n; ++k) {
+    float w[4];
+    load_floats<4>(wt + static_cast<size_t>(k) * stride + c4, w, Traffic::weight);
+    const float x = staged[k];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] += x * w[e];
+  }
+}
+// The same for a last group of fewer than four channels (c4 .. rows - 1): 4-byte loads of those.
+__device__ __forceinline__ void dot_tail_kmajor(const float* __restrict__ wt, const float* staged,
+                                                int n, int stride, int c4, int rows,
+                                                float (&out)[4]) {
+  out[0] = out[1] = out[2] = out[3] = 0.0f;
+  for (int k = 0; k < n; ++k) {
+    const float x = staged[k];
+    for (int e = 0; c4 + e < rows; ++e)
+      out[e] += x * ld(wt + static_cast<size_t>(k) * stride + c4 + e, Traffic::weight);
+  }
+}
+
 // Sums K values over the block; every thread gets the totals. Fixed order: warp butterfly, then
 // the warps' partials in warp order, so the result does not depend on scheduling.
 // `scratch` is shared memory of kMaxWarps * K floats. blockDim.x must be a multiple of 32.

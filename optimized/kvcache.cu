@@ -39,17 +39,6 @@ void poison_pool(DeviceArray<uint8_t>& pool) {
   pool.upload(std::vector<uint8_t>(pool.bytes(), kKvPoison));
 }
 
-// A projection's weights [out, in] as the kernels read them: k-major [in, out], so a thread's
-// four output channels are one 16-byte load per input (optimized/kvcache.cuh dot4_kmajor).
-std::vector<float> k_major(const Tensor<float>& w) {
-  if (w.data.empty()) return {};
-  const int64_t out = w.dim(0), in = w.dim(1);
-  std::vector<float> t(w.data.size());
-  for (int64_t o = 0; o < out; ++o)
-    for (int64_t k = 0; k < in; ++k) t[size_t(k * out + o)] = w.data[size_t(o * in + k)];
-  return t;
-}
-
 std::string kv_launch(const char* kernel, const std::string& variant) {
   return launch_name(kernel, ActDType::bf16, variant);
 }

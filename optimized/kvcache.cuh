@@ -28,21 +28,6 @@ __device__ __forceinline__ void stage_bf16_row(const bf16* __restrict__ row, flo
   }
 }
 
-// Four output channels of a GEMV with k-major weights: out[e] = sum_k staged[k] wt[k][c4 + e]
-// (wt: [n, rows], the launcher's layout). One 16-byte load per input, consecutive threads on
-// consecutive channels (coalesced), summed in k order; no shuffles.
-__device__ __forceinline__ void dot4_kmajor(const float* __restrict__ wt, const float* staged,
-                                            int n, int rows, int c4, float (&out)[4]) {
-  out[0] = out[1] = out[2] = out[3] = 0.0f;
-  for (int k = 0; k < n; ++k) {
-    float w[4];
-    load_floats<4>(wt + static_cast<size_t>(k) * rows + c4, w, Traffic::weight);
-    const float x = staged[k];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] += x * w[e];
-  }
-}
-
 // z = W staged for W k-major [n, rows] (rows a multiple of 4): a thread per four channels.
 __device__ __forceinline__ void block_matvec(const float* __restrict__ wt, const float* staged,
                                              int n, int rows, float* z) {

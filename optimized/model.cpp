@@ -212,8 +212,8 @@ class ModelRunner {
       li.page_table = model_page_table(N);
       li.n_keys = N, li.ratio = keys.ratio, li.heads = int(ih);
       const int64_t bytes = T * ih * kv_format_info(KvFormat::idx_mxfp4).record_bytes();
-      li.q_records = Tensor<uint8_t>({bytes}, std::vector<uint8_t>(qr.pool.data.begin(),
-                                                                   qr.pool.data.begin() + bytes));
+      li.q_records = Tensor<uint8_t>(
+          {bytes}, std::vector<uint8_t>(qr.pool.data.begin(), qr.pool.data.begin() + bytes));
       li.w = weights;
       const IndexLogitsOutputs scores = run_index_logits(li, opt_);
       log(scores.launches);
@@ -274,8 +274,8 @@ class ModelRunner {
   // entries, its selection.
   struct Cache {
     Tensor<uint8_t> window_pool, comp_pool;  // model_store_options(format, T or entries)
-    Tensor<float> latent;        // [entries, 512]
-    Tensor<int32_t> selection;   // [T, top-k]
+    Tensor<float> latent;                    // [entries, 512]
+    Tensor<int32_t> selection;               // [T, top-k]
   };
 
   const ModelConfig& m_;

@@ -22,7 +22,7 @@ struct SiteOnDevice {
         norm_w(on_device(w.norm_w)),
         w_sub(on_device(w.w_sub)) {
     upload(fn, w.fn), upload(base, w.base), upload(scale, w.scale), upload(norm_w, w.norm_w);
-    upload(w_sub, w.w_sub);
+    if (!w.w_sub.data.empty()) w_sub.upload(k_major(w.w_sub));  // dense_rows' layout
   }
   static size_t on_device(const Tensor<float>& t) { return std::max<size_t>(1, t.data.size()); }
   static void upload(DeviceArray<float>& a, const Tensor<float>& t) {

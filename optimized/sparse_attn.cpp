@@ -1,5 +1,5 @@
-// The host entries of sparse decode attention and the queries' RoPE: validation (problem/sparse_attn.hpp), then the
-// backend.
+// The host entries of sparse decode attention and the queries' RoPE: validation
+// (problem/sparse_attn.hpp), then the backend.
 #include "optimized/sparse_attn.hpp"
 
 #include "optimized/dispatch.hpp"

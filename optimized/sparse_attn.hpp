@@ -5,7 +5,7 @@
 
 namespace tandem {
 
-#define TANDEM_SPARSE_ATTN_ENTRIES(X)                                                   \
+#define TANDEM_SPARSE_ATTN_ENTRIES(X)                                                     \
   X(SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& opt)) \
   X(RopeQueriesOutputs run_rope_queries(const RopeQueriesInputs& in, const RunOptions& opt))
 #define TANDEM_SPARSE_ATTN_DECLARE(decl) decl;

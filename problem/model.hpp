@@ -22,21 +22,21 @@ struct ModelWeights {
   // window's and the compressor's records, the indexer. Tensors of a role the block does not
   // have (core/model_shape.hpp) are empty.
   struct Attention {
-    Tensor<float> wq;                        // [H * 512, d]
-    Tensor<float> wo;                        // [d, H * 512]
-    Tensor<float> sinks;                     // [H]
-    Tensor<float> window_wkv, window_norm;   // [512, d], [512]: blocks owning a window
-    Tensor<float> comp_wkv, comp_wgate;      // [512, d] each (no gate at r = 1): kv sources
-    Tensor<float> comp_norm;                 // [512]
-    Tensor<float> index_wq, index_w;         // [index heads * 128, d], [index heads, d]
-    Tensor<float> index_wk, index_norm;      // [128, 512], [128]: index sources
+    Tensor<float> wq;                       // [H * 512, d]
+    Tensor<float> wo;                       // [d, H * 512]
+    Tensor<float> sinks;                    // [H]
+    Tensor<float> window_wkv, window_norm;  // [512, d], [512]: blocks owning a window
+    Tensor<float> comp_wkv, comp_wgate;     // [512, d] each (no gate at r = 1): kv sources
+    Tensor<float> comp_norm;                // [512]
+    Tensor<float> index_wq, index_w;        // [index heads * 128, d], [index heads, d]
+    Tensor<float> index_wk, index_norm;     // [128, 512], [128]: index sources
   };
   struct Block {
     ResidualSiteWeights attn_site, ffn_site;  // fn, base, scale, norm_w
     Attention attn;
-    Tensor<float> router;                     // [E, d]
-    std::vector<float> bias_text, bias_vl;    // [E]
-    Tensor<float> w_in, w_out;                // [E, hidden, d], [E, d, hidden]
+    Tensor<float> router;                   // [E, d]
+    std::vector<float> bias_text, bias_vl;  // [E]
+    Tensor<float> w_in, w_out;              // [E, hidden, d], [E, d, hidden]
   };
   struct EngramLayer {
     int block = 0;

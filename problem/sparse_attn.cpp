@@ -77,7 +77,8 @@ void validate_sparse_attn_inputs(const SparseAttnInputs& in) {
 void validate_rope_queries_inputs(const RopeQueriesInputs& in) {
   const char* what = "rope_queries";
   if (in.q.shape.size() != 3 || in.q.dim(0) < 1 || in.q.dim(0) > (1 << 20) || in.q.dim(1) < 1 ||
-      in.q.dim(1) > kRopeQueryMaxHeads || (in.q.dim(2) != kIndexKeyDims && in.q.dim(2) != kKvMainDims))
+      in.q.dim(1) > kRopeQueryMaxHeads ||
+      (in.q.dim(2) != kIndexKeyDims && in.q.dim(2) != kKvMainDims))
     throw_bad_input("{} input 'q': expected [T in [1, 2^20], heads in [1, {}], {} or {}]", what,
                     kRopeQueryMaxHeads, kIndexKeyDims, kKvMainDims);
   for (size_t i = 0; i < in.q.data.size(); ++i)

@@ -70,9 +70,7 @@ struct RopeQueriesInputs {
 
 template <class Input, class F>
 requires std::is_same_v<std::remove_const_t<Input>, RopeQueriesInputs>
-void for_each_tensor(Input& in, F&& f) {
-  f("q", in.q);
-}
+void for_each_tensor(Input& in, F&& f) { f("q", in.q); }
 
 struct RopeQueriesOutputs {
   Tensor<float> q;  // [T, heads, dims] bf16 values

@@ -114,9 +114,10 @@ RC_GTEST_PROP(SparseAttnEmu, QueryRopeMatchesReference, ()) {
   const RopeQueriesOutputs out = run_rope_queries(in, any_emu());
   const Tensor<double> truth = reference::rope_queries<double, double>(
       Tensor<double>(in.q.shape, {in.q.data.begin(), in.q.data.end()}), in.start, in.rope_theta);
-  const Tensor<float> baseline = reference::rope_queries<float, bf16>(in.q, in.start, in.rope_theta);
-  const CompareResult r = compare_to_truth(truth.span(), as_doubles(baseline), as_doubles(out.q),
-                                           OutDType::BF16, D);
+  const Tensor<float> baseline =
+      reference::rope_queries<float, bf16>(in.q, in.start, in.rope_theta);
+  const CompareResult r =
+      compare_to_truth(truth.span(), as_doubles(baseline), as_doubles(out.q), OutDType::BF16, D);
   RC_LOG() << r.summary() << "\n";
   RC_ASSERT(r.pass);
   for (int64_t row = 0; row < T * H; ++row)  // before the RoPE dims: bf16(q) exactly

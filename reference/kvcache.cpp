@@ -166,9 +166,8 @@ Tensor<S> project_records(const KvStoreOptions& o, const Tensor<float>& x, const
   }
   return stored;
 }
-template Tensor<double> project_records<double, double>(const KvStoreOptions&,
+template Tensor<double> project_records<double, double>(const KvStoreOptions&, const Tensor<float>&,
                                                         const Tensor<float>&, const Tensor<float>&,
-                                                        const Tensor<float>&,
                                                         const std::vector<int64_t>&);
 template Tensor<float> project_records<float, bf16>(const KvStoreOptions&, const Tensor<float>&,
                                                     const Tensor<float>&, const Tensor<float>&,

@@ -163,11 +163,12 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
       embed_(w.embed.cast<S>()),
       special_(w.special.cast<S>()),
       unembed_(w.unembed.cast<S>()),
-      cache_(m, [&] {
-        std::vector<ModelWeights::Attention> a;
-        for (const auto& b : w.blocks) a.push_back(b.attn);
-        return a;
-      }()),
+      cache_(m,
+             [&] {
+               std::vector<ModelWeights::Attention> a;
+               for (const auto& b : w.blocks) a.push_back(b.attn);
+               return a;
+             }()),
       engram_(w.engram),
       head_(cast_site<S>(w.head)),
       map_(w.map) {

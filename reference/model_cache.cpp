@@ -52,7 +52,8 @@ Tensor<double> to_double(const Tensor<uint8_t>& t) {
 template <class S>
 void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap,
                   const ForcedTaps* forced) {
-  tap(name, Tensor<double>(values.shape, std::vector<double>(values.data.begin(), values.data.end())));
+  tap(name,
+      Tensor<double>(values.shape, std::vector<double>(values.data.begin(), values.data.end())));
   if (!forced) return;
   const auto it = forced->find(name);
   if (it == forced->end() || it->second.shape != values.shape) return;
@@ -100,15 +101,15 @@ void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& store
   Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
   const KvPageLayout at{kv_format_info(f), o.page_size};
   for (int64_t r = 0; r < n; ++r) {
-    encode_record(o, std::span<const float>(values.ptr() + r * dims, size_t(dims)), r,
-                  pool.span());
+    encode_record(o, std::span<const float>(values.ptr() + r * dims, size_t(dims)), r, pool.span());
     copy_record_out(at, pool.ptr(), r, records.ptr() + r * bytes);
   }
   if (forced)
     if (const auto it = forced->find(name + kRecordsSuffix);
         it != forced->end() && it->second.shape == records.shape)
       std::copy(it->second.data.begin(), it->second.data.end(), records.data.begin());
-  tap(name, Tensor<double>(stored.shape, std::vector<double>(stored.data.begin(), stored.data.end())));
+  tap(name,
+      Tensor<double>(stored.shape, std::vector<double>(stored.data.begin(), stored.data.end())));
   tap(name + kRecordsSuffix, to_double(records));
   for (int64_t r = 0; r < n; ++r)
     kept.emplace_back(records.ptr() + r * bytes, records.ptr() + (r + 1) * bytes);
@@ -137,8 +138,8 @@ void ModelCache<S>::compress(int b, const Tensor<float>& x, int64_t start, const
     mine.latents.emplace_back(run.latent.data.begin(), run.latent.data.end());
   }
   stored.shape = {int64_t(stored.data.size()) / kKvMainDims, kKvMainDims};
-  keep_records(fmt::format("block{}.attn.entries", b), stored, KvFormat::v41_fp4, mine.entries,
-               tap, forced);
+  keep_records(fmt::format("block{}.attn.entries", b), stored, KvFormat::v41_fp4, mine.entries, tap,
+               forced);
 }
 
 template <class S>
@@ -169,8 +170,8 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, c
   q.shape = {T, H, kIndexKeyDims};
   q = rope_queries<S, ActOf<S>>(std::move(q), start, options(KvFormat::idx_mxfp4, 1).rope_theta);
   std::vector<std::vector<uint8_t>> q_records;
-  keep_records(name + ".index_q", Tensor<S>({T * H, kIndexKeyDims}, q.data),
-               KvFormat::idx_mxfp4, q_records, tap, forced);
+  keep_records(name + ".index_q", Tensor<S>({T * H, kIndexKeyDims}, q.data), KvFormat::idx_mxfp4,
+               q_records, tap, forced);
   mine.selection = Tensor<int32_t>({T, s.index_topk}, -1);
   if (N > 0) {  // nothing to score before the first entry
     IndexLogitsInputs li;
@@ -178,7 +179,8 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, c
     li.key_pool = pool_of(li.keys, mine.index_keys);
     li.page_table = model_page_table(N);
     li.n_keys = N, li.ratio = ratio, li.start = start, li.heads = int(H);
-    for (const auto& r : q_records) li.q_records.data.insert(li.q_records.data.end(), r.begin(), r.end());
+    for (const auto& r : q_records)
+      li.q_records.data.insert(li.q_records.data.end(), r.begin(), r.end());
     li.q_records.shape = {int64_t(li.q_records.data.size())};
     li.w = to_float(project<S>(w.index_w, y));
     TopkInputs tk;
@@ -186,7 +188,8 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, c
     // than a float step are a tie for both.
     tk.scores = to_float(index_logits<S>(li));
     tk.lengths = Tensor<int32_t>({T});
-    for (int64_t t = 0; t < T; ++t) tk.lengths.data[size_t(t)] = int32_t(visible_entries(start + t, ratio, N));
+    for (int64_t t = 0; t < T; ++t)
+      tk.lengths.data[size_t(t)] = int32_t(visible_entries(start + t, ratio, N));
     tk.top_k = s.index_topk;
     mine.selection = topk_select(tk);
   }
@@ -206,7 +209,8 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
     // The store kernels read the sublayer input as bf16.
     Tensor<float> x({T, d});
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < d; ++i) x.data[size_t(t * d + i)] = float(store<bf16>(y[size_t(t)](i)));
+      for (int64_t i = 0; i < d; ++i)
+        x.data[size_t(t * d + i)] = float(store<bf16>(y[size_t(t)](i)));
     KvWindowInputs win;
     win.store = options(KvFormat::v41_window, 1);
     win.window = s.window, win.start = start;

@@ -42,8 +42,8 @@ class ModelCache {
 
   // Block b's attention output for the chunk y (one [d] row per token, at positions start, ...),
   // its taps "block{b}.attn.*" (problem/model.hpp) through `tap`; `forced`: see ForcedTaps.
-  std::vector<Vec<S>> attend(int b, const std::vector<Vec<S>>& y, int64_t start,
-                             const TapSink& tap, const ForcedTaps* forced);
+  std::vector<Vec<S>> attend(int b, const std::vector<Vec<S>>& y, int64_t start, const TapSink& tap,
+                             const ForcedTaps* forced);
   void rollback(int64_t length);
   // Every block's own cache in block order: window records, the compressor's state, the
   // entries, the index keys (bytes and fp32 values as doubles).

@@ -21,7 +21,19 @@ nlohmann::json tiny_json() {
           {"engram", to_json(EngramConfig{})},
           {"vision", to_json(VisionConfig{})},
           {"dspark", to_json(DsparkConfig{})},
-          {"model", {{"blocks", 16}, {"heads", 2}, {"ffn_hidden", 128}, {"prompt_tokens", 12}}}};
+          {"model",
+           {{"blocks", 16},
+            {"heads", 4},
+            {"ffn_hidden", 128},
+            {"prompt_tokens", 12},
+            // V4.1's mix in miniature: window-only, r = 2 (two sources), r = 1 (one source, a
+            // second index source reading its cache)
+            {"compress_ratios", {0, 0, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1}},
+            {"kv_source_layers", {2, 5, 9}},
+            {"index_source_layers", {2, 5, 9, 12}},
+            {"window_size", 128},
+            {"index_n_heads", 32},
+            {"index_topk", 512}}}};
 }
 
 // Parsing `j` fails with BadInput whose message contains every string in `parts`.
@@ -85,10 +97,16 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j["dspark"]["backbone_layers"] = 2;  // target features read the last three layers
   expect_bad(j, {"dspark.backbone_layers"});
   j = tiny_json();
-  j["model"]["heads"] = 3;  // 64 streams wide: 3 heads do not divide it
+  j["model"]["heads"] = 12;  // 64 streams wide: 12 heads do not divide it (the attention row)
   expect_bad(j, {"model.heads", "residual.d"});
   j = tiny_json();
+  j["model"]["heads"] = 6;  // sparse attention runs heads in groups of 4
+  expect_bad(j, {"model.heads", "multiple of 4"});
+  j = tiny_json();
   j["model"]["blocks"] = 8;  // Engram's default layer 14 is past the last block
+  j["model"]["compress_ratios"] = {0, 0, 2, 2, 2, 2, 2, 2};
+  j["model"]["kv_source_layers"] = {2, 5};
+  j["model"]["index_source_layers"] = {2, 5};
   expect_bad(j, {"engram.layer_ids", "14"});
   j = tiny_json();
   j["engram"]["heads"] = 9;
@@ -97,6 +115,53 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j["engram"]["multipliers"] = {{2, 3, 5, 7}, {1, 3, 5, 7}};
   expect_bad(j, {"engram.multipliers", "odd"});
   expect_bad(nlohmann::json::array(), {"cfg.json", "object"});
+}
+
+// The KV cache's layer mix (core/model_shape.hpp): every block reads a cache of its ratio and a
+// selection over that cache.
+TEST(ModelConfig, LayerMixErrorsNameTheField) {
+  auto mix = [](auto edit) {
+    auto j = tiny_json();
+    edit(j["model"]);
+    return j;
+  };
+  expect_bad(mix([](auto& m) { m["compress_ratios"].erase(0); }),
+             {"model.compress_ratios", "15 ratios for 16 blocks"});
+  expect_bad(mix([](auto& m) { m["compress_ratios"][3] = 4; }),
+             {"model.compress_ratios", "[0, 2]"});
+  expect_bad(mix([](auto& m) {
+               m["kv_source_layers"] = {0, 2, 5, 9};
+             }),
+             {"model.kv_source_layers", "window-only"});
+  expect_bad(mix([](auto& m) {
+               m["kv_source_layers"] = {5, 2, 9};
+             }),
+             {"model.kv_source_layers", "ascending"});
+  expect_bad(mix([](auto& m) {
+               m["kv_source_layers"] = {5, 9};
+             }),  // blocks 2..4 read none
+             {"model.kv_source_layers", "block 2"});
+  expect_bad(mix([](auto& m) {
+               m["kv_source_layers"] = {2, 5};
+             }),  // block 9 (r = 1) reads 5's
+             {"model.compress_ratios", "block 9", "block 5"});
+  expect_bad(mix([](auto& m) {
+               m["index_source_layers"] = {2, 9};
+             }),  // 5's cache: 2's selection
+             {"model.index_source_layers", "block 5"});
+  expect_bad(mix([](auto& m) { m["kv_source_layers"] = {2, 5, 16}; }), {"model.kv_source_layers"});
+  expect_bad(mix([](auto& m) { m["index_n_heads"] = 65; }), {"model.index_n_heads"});
+  expect_bad(mix([](auto& m) { m["index_topk"] = 0; }), {"model.index_topk"});
+  expect_bad(mix([](auto& m) { m["window_size"] = 0; }), {"model.window_size"});
+  expect_bad(mix([](auto& m) { m.erase("index_source_layers"); }),
+             {"model.index_source_layers", "missing"});
+  const ModelShape s = parse_model_config(tiny_json(), "cfg.json").shape;
+  EXPECT_EQ(s.kv_source(0), 0);  // window-only: its own window
+  EXPECT_EQ(s.kv_source(4), 2);  // a consumer
+  EXPECT_EQ(s.kv_source(15), 9);
+  EXPECT_EQ(s.index_source(4), 2);
+  EXPECT_EQ(s.index_source(13), 12);  // an index source that is no kv source
+  EXPECT_EQ(s.index_source(1), -1);
 }
 
 TEST(ModelConfig, ImageSizingDefaultsToTheReleaseAndIsChecked) {
