@@ -2,10 +2,12 @@
 // append, causality, rollback, the image's place in the sequence, Engram only where configured,
 // DSpark drafting from the model's own target features; the optimized model against the
 // reference tap by tap (routing bit-exact) on every backend and emulator schedule.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include "bad_input.hpp"
 #include "case_budget.hpp"
@@ -13,6 +15,7 @@
 #include "cases/model_case.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "problem/indexer.hpp"
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model.hpp"
@@ -172,6 +175,36 @@ TEST(Model, EveryTokenRoutesToTopKDistinctExperts) {
   }
 }
 
+// Each index source's selection (problem/indexer.hpp): row t holds min(top-k, visible) distinct
+// entries its token can see (j < floor((t + 1) / r)), then -1 only.
+TEST(Model, SelectionsAreVisibleDistinctAndPadded) {
+  const ModelShape& s = tiny().shape;
+  int selectors = 0;
+  for (int b = 0; b < s.blocks; ++b) {
+    if (!s.is_index_source(b)) continue;
+    ++selectors;
+    const Tensor<double>& sel = tap(fmt::format("block{}.attn.selection", b)).value;
+    const int r = s.compress_ratios[size_t(b)], k = s.index_topk;
+    const int64_t T = sel.dim(0), N = kv_entries(T, r);
+    ASSERT_EQ(sel.dim(1), k);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t valid = std::min<int64_t>(k, visible_entries(t, r, N));
+      std::set<double> seen;
+      for (int64_t i = 0; i < k; ++i) {
+        const double j = sel.data[size_t(t * k + i)];
+        if (i >= valid) {
+          EXPECT_EQ(j, -1) << "block " << b << " token " << t;
+          continue;
+        }
+        EXPECT_GE(j, 0) << "block " << b << " token " << t;
+        EXPECT_LT(j, visible_entries(t, r, N)) << "block " << b << " token " << t;
+        EXPECT_TRUE(seen.insert(j).second) << "block " << b << " token " << t;
+      }
+    }
+  }
+  EXPECT_EQ(selectors, int(s.index_source_layers.size()));
+}
+
 TEST(Model, DsparkDraftsFromTheModelsFeaturesAndKeepsGreedyText) {
   TinyModel plain(tiny()), spec(tiny());
   DsparkConfig c = tiny().dspark;
@@ -192,8 +225,11 @@ TEST(Model, DsparkDraftsFromTheModelsFeaturesAndKeepsGreedyText) {
 }
 
 // The end-to-end model as the backbone of a scheduled DSpark batch: each request's greedy text
-// and cache are the ones it gets alone without drafting.
-TEST(Model, ScheduledDsparkBatchKeepsEachRequestsGreedyText) {
+// is the one it gets alone without drafting, and after every pass (drafts appended, verified,
+// the rejected ones rolled back) its whole cache (window records, compressor states, entries,
+// index keys) is bit for bit the cache of its emitted text fed without drafting (issue 14 item
+// 6).
+TEST(Model, ScheduledDsparkBatchKeepsEachRequestsGreedyTextAndCache) {
   const std::vector<std::vector<int32_t>> prompts{text(5, 8), text(3, 9)};
   const int steps = 5;
   std::vector<std::unique_ptr<TinyModel>> models;
@@ -209,10 +245,24 @@ TEST(Model, ScheduledDsparkBatchKeepsEachRequestsGreedyText) {
                        return reference::Proposal{d.tokens, d.p_draft, d.confidence};
                      }});
   }
+  int checked = 0;
+  const auto same_cache_as_plain = [&](int pass, const reference::BatchDecode& so_far) {
+    for (size_t r = 0; r < models.size(); ++r) {
+      const std::vector<int32_t>& text = so_far.text[r];
+      const int64_t n = models[r]->cached();
+      ASSERT_LE(n, int64_t(text.size())) << "pass " << pass;
+      TinyModel& plain = fresh(0);
+      plain.append({text.begin(), text.begin() + n});
+      EXPECT_TRUE(reference::identical(models[r]->cache_snapshot(), plain.cache_snapshot()))
+          << "pass " << pass << " request " << r << " at " << n << " tokens";
+      ++checked;
+    }
+  };
   const auto got = reference::speculative_batch_decode(
       batch, steps, [&](int) { return c.gamma; },
       reference::scheduler_admission(dspark_sps_profile(int(prompts.size()) * (1 + c.gamma))),
-      {tiny().seed, 1.0, true}, reference::dspark_verify);
+      {tiny().seed, 1.0, true}, reference::dspark_verify, same_cache_as_plain);
+  EXPECT_EQ(checked, got.passes * int(models.size()));  // every pass observed
   for (size_t r = 0; r < prompts.size(); ++r) {
     TinyModel plain(tiny());  // greedy over the float distributions verification reads
     EXPECT_EQ(got.text[r], reference::greedy_decode_float(plain, prompts[r], steps))

@@ -119,6 +119,7 @@ void rope_pairs(S* z, int dims, int64_t pos, double theta) {
   }
 }
 template void rope_pairs<double, double>(double*, int, int64_t, double);
+template void rope_pairs<double, bf16>(double*, int, int64_t, double);
 template void rope_pairs<float, bf16>(float*, int, int64_t, double);
 
 namespace {

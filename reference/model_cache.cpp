@@ -227,7 +227,10 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   q.shape = {T, H, kKvMainDims};
   // NOTE: the truth's RoPE'd queries enter sparse attention as float (its input dtype): a
   // relative 2^-24, far below the bf16 queries the kernels read.
-  q = rope_queries<S, ActOf<S>>(std::move(q), start, in.rope_theta);
+  // The queries are stored bf16 before and after their RoPE (the kernels' input dtype): both
+  // roundings belong to the model, in the truth too, so that the kernels' queries differ from it
+  // only where a value sits within a rounding of a bf16 boundary (then snapped).
+  q = rope_queries<S, bf16>(std::move(q), start, in.rope_theta);
   tap_and_snap(fmt::format("block{}.attn.q", b), q, tap, forced);
   in.q = to_float(q);
   in.sinks = w.sinks;

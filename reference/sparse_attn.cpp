@@ -90,6 +90,7 @@ Tensor<S> rope_queries(Tensor<S> q, int64_t start, double rope_theta) {
 }
 
 template Tensor<double> rope_queries<double, double>(Tensor<double>, int64_t, double);
+template Tensor<double> rope_queries<double, bf16>(Tensor<double>, int64_t, double);
 template Tensor<float> rope_queries<float, bf16>(Tensor<float>, int64_t, double);
 template SparseAttnRun<double> sparse_attn<double, double>(const SparseAttnInputs&);
 template SparseAttnRun<float> sparse_attn<float, bf16>(const SparseAttnInputs&);
