@@ -203,6 +203,34 @@ CaseReport check_sparse_attn(const LoadedCase& c, const RunOptions& opt) {
   return report;
 }
 
+// The queries' RoPE on [T, heads, dims] seeded queries at positions start.. (dims 512: the
+// attention's, 128: the indexer's), against the truth within bf16's tolerance.
+VerifyRow verify_rope_queries(int64_t T, int64_t heads, int64_t dims, int64_t start, uint64_t seed,
+                              const RunOptions& opt) {
+  RopeQueriesInputs in;
+  in.start = start;
+  in.q = seeded_tensor({T, heads, dims}, seed, 1, -4.0f, 4.0f);
+  return verify_kernel_row<RopeQueriesOutputs>(
+      {.component = "sparse_attn",
+       .name = fmt::format("rope_queries T={} H={} d{} pos {}..", T, heads, dims, start),
+       .run = [&](const RunOptions& o) { return run_rope_queries(in, o); },
+       .compare =
+           [&](const RopeQueriesOutputs& out) {
+             const Tensor<double> truth = reference::rope_queries<double, double>(
+                 tensor_cast<double>(in.q), in.start, in.rope_theta);
+             const Tensor<float> baseline =
+                 reference::rope_queries<float, bf16>(in.q, in.start, in.rope_theta);
+             return std::vector<TensorCheck>{
+                 {"q", compare_to_truth(truth.span(), as_doubles(baseline), as_doubles(out.q),
+                                        OutDType::BF16, dims)}};
+           },
+       .same = [](const RopeQueriesOutputs& a,
+                  const RopeQueriesOutputs& b) { return a.q.data == b.q.data; },
+       .predicted = [&] { return LaunchLog{sim::predict_rope_queries(T, heads, dims)}; },
+       .bytes = "each row once"},
+      opt);
+}
+
 }  // namespace
 
 Component sparse_attn_component() {
@@ -215,7 +243,14 @@ Component sparse_attn_component() {
     v4.start = 60;  // the ring still filling, fewer visible entries than k
     return std::vector<VerifyJob>{
         {"sparse_attn v41", [=, &opt] { return verify_sparse_attn(v41, seed, opt); }},
-        {"sparse_attn v4", [=, &opt] { return verify_sparse_attn(v4, seed + 1, opt); }}};
+        {"sparse_attn v4", [=, &opt] { return verify_sparse_attn(v4, seed + 1, opt); }},
+        {"sparse_attn rope_queries",
+         [=, &opt] {
+           return verify_rope_queries(T, model.shape.heads, kKvMainDims, 1000, seed + 2, opt);
+         }},
+        {"sparse_attn rope_queries index", [=, &opt] {
+           return verify_rope_queries(T, model.shape.index_heads, kIndexKeyDims, 7, seed + 3, opt);
+         }}};
   };
   // V4.1 while its ring fills, fewer entries visible than selected (-1 padded), two heads
   // without a sink and a token with nothing valid; V4 with the ring wrapped, a top-16 of 60.

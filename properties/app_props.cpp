@@ -143,8 +143,8 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   EXPECT_TRUE(j["pass"].get<bool>());
   EXPECT_EQ(j["shared_memory_hazard_check"].get<bool>(), emu::hazard_check_built());
   // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: 2 logits, 2 top-k rows,
-  // V4.1's candidates; + sparse_attn: V4.1 and V4.
-  EXPECT_EQ(j["cases"].size(), 18u + 17u + 5u + 2u);
+  // V4.1's candidates; + sparse_attn: V4.1 and V4, the attention's and the indexer's query RoPE.
+  EXPECT_EQ(j["cases"].size(), 18u + 17u + 5u + 4u);
   std::set<std::string> components;  // every component asked for has its rows
   for (const auto& c : j["cases"]) components.insert(c["component"].get<std::string>());
   EXPECT_EQ(components.size(), app::verify_components().size() - 1);
