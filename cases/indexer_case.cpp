@@ -9,7 +9,7 @@
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
-#include "cases/kvcache_case.hpp"  // kv_store_options
+#include "cases/kvcache_case.hpp"  // kv_store_json, parse_kv_store, kMaxGoldenPoolBytes
 #include "core/json_fields.hpp"
 #include "reference/indexer.hpp"
 #include "reference/kvcache.hpp"

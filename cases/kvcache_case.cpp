@@ -15,15 +15,6 @@
 
 namespace tandem {
 
-KvStoreOptions kv_store_options(KvFormat f, int64_t slots, int64_t page_size, double norm_eps) {
-  KvStoreOptions o;
-  o.format = f;
-  o.page_size = page_size;
-  o.pool_slots = std::max<int64_t>(1, (slots + page_size - 1) / page_size) * page_size;
-  o.norm_eps = norm_eps;
-  return o;
-}
-
 namespace {
 
 float bf16_round(float v) { return bf16_decode(bf16_encode(v)); }

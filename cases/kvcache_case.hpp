@@ -23,9 +23,6 @@ KvStoreOptions parse_kv_store(const JsonFields& f);
 // small, their manifests refused past this many pool bytes.
 inline constexpr int64_t kMaxGoldenPoolBytes = int64_t{64} << 20;
 
-// Store options for `slots` records (rounded up to whole pages).
-KvStoreOptions kv_store_options(KvFormat f, int64_t slots, int64_t page_size, double norm_eps);
-
 // N rows of bf16 values: per tile a magnitude 2^u (u in [-30, 30]), with edge tiles mixed in
 // when `edges` (amax at 448 2^k or 6 2^k and one bf16 step either side, all-zero and -0 tiles,
 // subnormal-range values); slots a seeded permutation of the pool.

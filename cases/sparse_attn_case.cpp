@@ -7,7 +7,7 @@
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
-#include "cases/kvcache_case.hpp"  // kv_store_options, kv_store_json, parse_kv_store
+#include "cases/kvcache_case.hpp"  // kv_store_json, parse_kv_store
 #include "core/json_fields.hpp"
 #include "reference/kvcache.hpp"
 #include "reference/sparse_attn.hpp"

@@ -8,6 +8,7 @@
 //   -> the format's tile quantizer into its cache slot.
 // The stored values are returned beside the records (a verification output, `tap`): the records
 // must be exactly their encoding, the values within the tolerance policy of the truth.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -68,6 +69,16 @@ struct KvStoreOptions {
 };
 // Every pool byte no record covers keeps this value: a kernel writing outside its records shows.
 inline constexpr uint8_t kKvPoison = 0xa5;
+// Store options for `slots` records (at least one, rounded up to whole pages).
+inline KvStoreOptions kv_store_options(KvFormat f, int64_t slots, int64_t page_size,
+                                       double norm_eps) {
+  KvStoreOptions o;
+  o.format = f;
+  o.page_size = page_size;
+  o.pool_slots = std::max<int64_t>(1, (slots + page_size - 1) / page_size) * page_size;
+  o.norm_eps = norm_eps;
+  return o;
+}
 inline int64_t kv_pool_bytes(const KvStoreOptions& o) {
   const KvPageLayout l{kv_format_info(o.format), o.page_size};
   return o.pool_slots / o.page_size * l.page_bytes();

@@ -95,12 +95,7 @@ inline constexpr const char* kSelectionSuffix = ".selection";
 // one page).
 inline constexpr int64_t kModelKvPage = 64;
 inline KvStoreOptions model_store_options(KvFormat f, int64_t records, double norm_eps) {
-  KvStoreOptions o;
-  o.format = f;
-  o.page_size = kModelKvPage;
-  o.pool_slots = std::max<int64_t>(1, (records + kModelKvPage - 1) / kModelKvPage) * kModelKvPage;
-  o.norm_eps = norm_eps;
-  return o;
+  return kv_store_options(f, records, kModelKvPage, norm_eps);
 }
 // Records i of a pool in slot i: the identity page table over `records`.
 inline Tensor<int32_t> model_page_table(int64_t records) {

@@ -88,12 +88,6 @@ Tensor<uint8_t> encode_pool(const KvQuantizeInputs& in) {
 namespace {
 
 template <class S>
-Mat<S> matrix(const Tensor<float>& w) {
-  return Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(w.ptr(), w.dim(0),
-                                                                         w.dim(1))
-      .cast<S>();
-}
-template <class S>
 Vec<S> row(const Tensor<float>& t, int64_t r) {
   return Eigen::Map<const Eigen::VectorXf>(t.ptr() + r * t.dim(1), t.dim(1)).cast<S>();
 }
@@ -156,7 +150,7 @@ template <class S, class Act>
 Tensor<S> project_records(const KvStoreOptions& o, const Tensor<float>& x, const Tensor<float>& w,
                           const Tensor<float>& norm_w, const std::vector<int64_t>& positions) {
   const KvFormatInfo f = kv_format_info(o.format);
-  const Mat<S> m = matrix<S>(w);
+  const Mat<S> m = as_matrix<S>(w);
   Tensor<S> stored({x.dim(0), f.dims()});
   for (int64_t r = 0; r < x.dim(0); ++r) {
     const Vec<S> in = row<S>(x, r);
@@ -241,7 +235,7 @@ KvRun<S> kv_compress(const KvCompressInputs& in) {
   const KvCompressor& c = in.comp;
   const KvFormatInfo f = kv_format_info(c.format);
   const int W = c.width(), D = c.dims(), R = c.state_rows();
-  const Mat<S> wkv = matrix<S>(in.wkv), wgate = c.gated() ? matrix<S>(in.wgate) : Mat<S>();
+  const Mat<S> wkv = as_matrix<S>(in.wkv), wgate = c.gated() ? as_matrix<S>(in.wgate) : Mat<S>();
   KvRun<S> run;
   run.state_a = Tensor<S>({R, W}, S(0));
   run.state_b = Tensor<S>({R, W}, -std::numeric_limits<S>::infinity());

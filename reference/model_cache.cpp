@@ -19,17 +19,10 @@ namespace {
 template <class S>
 using ActOf = std::conditional_t<std::is_same_v<S, double>, double, bf16>;
 
-template <class S>
-Mat<S> matrix(const Tensor<float>& w) {
-  return Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(w.ptr(), w.dim(0),
-                                                                         w.dim(1))
-      .cast<S>();
-}
-
 // Rows of W y_t for every token: [T, rows].
 template <class S>
 Tensor<S> project(const Tensor<float>& w, const std::vector<Vec<S>>& y) {
-  const Mat<S> m = matrix<S>(w);
+  const Mat<S> m = as_matrix<S>(w);
   Tensor<S> out({int64_t(y.size()), m.rows()});
   for (size_t t = 0; t < y.size(); ++t) {
     const Vec<S> v = naive_matvec<S>(m, y[t]);
@@ -245,7 +238,7 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : owned_[size_t(selector)].selection;
   SparseAttnRun<S> run = sparse_attn<S, ActOf<S>>(in);
   tap_and_snap(fmt::format("block{}.attn.o", b), run.o, tap, forced);
-  const Mat<S> wo = matrix<S>(w.wo);
+  const Mat<S> wo = as_matrix<S>(w.wo);
   std::vector<Vec<S>> f;
   for (int64_t t = 0; t < T; ++t)
     f.push_back(naive_matvec<S>(

@@ -9,6 +9,7 @@
 
 #include "core/dtype.hpp"
 #include "core/model_config.hpp"
+#include "core/tensor.hpp"
 #include "problem/residual.hpp"
 
 namespace tandem::reference {
@@ -21,6 +22,14 @@ template <class S>
 using Vec4 = Eigen::Matrix<S, 4, 1>;
 template <class S>
 using Mat4 = Eigen::Matrix<S, 4, 4, Eigen::RowMajor>;
+
+// A float weight tensor [rows, cols] as a matrix in S.
+template <class S>
+Mat<S> as_matrix(const Tensor<float>& w) {
+  return Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(w.ptr(), w.dim(0),
+                                                                         w.dim(1))
+      .cast<S>();
+}
 
 // Rounds a value to the storage dtype Act, as a kernel's store does.
 template <class Act, class S>
