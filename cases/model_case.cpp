@@ -203,13 +203,9 @@ TensorCheck records_check(const reference::Tap& truth, const Tensor<float>& got,
   }
   const KvFormat f = model_record_format(truth.name);
   const int64_t bytes = got.dim(1), dims = kv_format_info(f).dims();
-  const KvStoreOptions o = model_store_options(f, 1, 0);
-  Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
-  std::vector<uint8_t> want(static_cast<size_t>(bytes));
   for (int64_t r = 0; r < got.dim(0); ++r) {
-    reference::encode_record(
-        o, std::span<const float>(values->value.ptr() + r * dims, size_t(dims)), 0, pool.span());
-    copy_record_out({kv_format_info(f), o.page_size}, pool.ptr(), 0, want.data());
+    const std::vector<uint8_t> want = reference::record_row(
+        f, std::span<const float>(values->value.ptr() + r * dims, size_t(dims)));
     for (int64_t k = 0; k < bytes; ++k)
       if (float(want[size_t(k)]) != got.data[size_t(r * bytes + k)]) {
         c.result.pass = false;

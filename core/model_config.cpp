@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/atomic_file.hpp"
+#include "core/device_limits.hpp"
 #include "core/error.hpp"
 
 namespace tandem {
@@ -228,6 +229,12 @@ ModelShape parse_model_shape(const JsonFields& f) {
   if (s.heads % 4)
     throw_bad_input("{}: must be a multiple of 4 (sparse attention's head groups), got {}",
                     f.where("heads"), s.heads);
+  // The output projection (dense_rows) stages a token's heads x 512 inputs in shared memory.
+  if (size_t(s.heads) * 512 * sizeof(float) > kDefaultDynamicShared)
+    throw_bad_input(
+        "{}: {} heads of 512 dims are {} inputs to the output projection, which "
+        "stages at most {} in shared memory",
+        f.where("heads"), s.heads, s.heads * 512, kDefaultDynamicShared / sizeof(float));
   // The expert kernel reads hidden rows with 16-byte loads and stages them in shared memory.
   s.ffn_hidden = static_cast<int>(f.integer("ffn_hidden", 4, 16384));
   if (s.ffn_hidden % 4)

@@ -13,16 +13,22 @@ template <class Act, bool kBias, bool kGelu>
 Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   const int64_t T = in.x.dim(0), n_in = in.x.dim(1), n_out = in.w.dim(0);
   DeviceArray<Act> x(in.x.data.size()), y(size_t(T * n_out));
-  const std::vector<float> wt = k_major(in.w);
-  DeviceArray<float> w(wt.size()), bias(std::max<size_t>(1, in.bias.data.size()));
-  x.upload(to_storage<Act>(in.x)), w.upload(wt);
+  const bool kmajor = dense_kmajor(n_in);
+  const std::vector<float> weights = kmajor ? k_major(in.w) : in.w.data;
+  DeviceArray<float> w(weights.size()), bias(std::max<size_t>(1, in.bias.data.size()));
+  x.upload(to_storage<Act>(in.x)), w.upload(weights);
   if (kBias) bias.upload(in.bias.data);
   const std::string name =
       launch_name("dense_rows", act_dtype_of<Act>(), dense_epilogue_name(kBias, kGelu));
-  auto kernel = dense_rows<Act, kBias, kGelu>;
-  TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads),
-                sizeof(float) * n_in, x.data(), w.data(), bias.data(), int(n_in), int(n_out),
-                y.data());
+  auto launch = [&](auto kernel) {
+    TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads),
+                  sizeof(float) * n_in, x.data(), w.data(), bias.data(), int(n_in), int(n_out),
+                  y.data());
+  };
+  if (kmajor)
+    launch(dense_rows<Act, kBias, kGelu, true>);
+  else
+    launch(dense_rows<Act, kBias, kGelu, false>);
   return download_floats(y, {T, n_out});
 }
 

@@ -7,6 +7,7 @@
 #include "optimized/device_array.cuh"
 #include "optimized/residual.cuh"
 #include "optimized/residual.hpp"  // host headers first: the emulator's macros come after
+#include "problem/dense.hpp"       // dense_kmajor
 
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
@@ -22,7 +23,8 @@ struct SiteOnDevice {
         norm_w(on_device(w.norm_w)),
         w_sub(on_device(w.w_sub)) {
     upload(fn, w.fn), upload(base, w.base), upload(scale, w.scale), upload(norm_w, w.norm_w);
-    if (!w.w_sub.data.empty()) w_sub.upload(k_major(w.w_sub));  // dense_rows' layout
+    if (!w.w_sub.data.empty())  // as dense_rows reads it at this width
+      w_sub.upload(dense_kmajor(w.w_sub.dim(1)) ? k_major(w.w_sub) : w.w_sub.data);
   }
   static size_t on_device(const Tensor<float>& t) { return std::max<size_t>(1, t.data.size()); }
   static void upload(DeviceArray<float>& a, const Tensor<float>& t) {
@@ -66,9 +68,14 @@ class StackRunner {
 
  private:
   void sublayer(const SiteOnDevice& s) {
-    auto kernel = dense_rows<Act, false, false>;
-    TANDEM_LAUNCH(name("dense_rows").c_str(), kernel, grid_, block_, smem_, y_.data(),
-                  s.w_sub.data(), nullptr, d_, d_, f_.data());
+    auto launch = [&](auto kernel) {
+      TANDEM_LAUNCH(name("dense_rows").c_str(), kernel, grid_, block_, smem_, y_.data(),
+                    s.w_sub.data(), nullptr, d_, d_, f_.data());
+    };
+    if (dense_kmajor(d_))
+      launch(dense_rows<Act, false, false, true>);
+    else
+      launch(dense_rows<Act, false, false, false>);
   }
   void mixes(const SiteOnDevice& s) {
     TANDEM_LAUNCH(name("residual_mixes").c_str(), residual_mixes<Act>, grid_, block_, 0, x_.data(),

@@ -1,7 +1,8 @@
 #pragma once
 // Dense rows as data: y[t] = W x[t] (+ b, then GELU when asked) for every token:
-// the end-to-end model's projections (q/k/v/o, router logits, unembedding), the image's patch
-// embedding and aligner, and the residual stack's sublayer stand-in.
+// the end-to-end model's projections (queries, attention output, index queries and weights,
+// router logits, unembedding), the image's patch embedding and aligner, and the residual stack's
+// sublayer stand-in.
 #include <cstdint>
 #include <type_traits>
 
@@ -13,6 +14,11 @@ namespace tandem {
 
 // The kernel stages one input row in shared memory.
 inline constexpr int64_t kDenseMaxInputs = 12288;
+// How dense_rows reads its weights, by shape (never by block size: the bits do not depend on it):
+// rows of at least 128 inputs keep a warp's 32 lanes x 4 floats busy, one warp per output row;
+// shorter rows would idle lanes, so a thread takes four output columns of the k-major weights.
+inline constexpr int64_t kDenseWarpRowInputs = 128;
+inline bool dense_kmajor(int64_t n_in) { return n_in < kDenseWarpRowInputs; }
 
 struct DenseInputs {
   ActDType act = ActDType::f32;

@@ -89,8 +89,7 @@ struct ModelTap {
 // A tap of no rows (no entry completed in the chunk) is left out.
 inline constexpr const char* kRecordsSuffix = ".records";
 inline constexpr const char* kSelectionSuffix = ".selection";
-// The record format of a ".records" tap's stem (".window", ".entries", ".index_keys",
-// ".index_q"): V4.1's formats.
+
 // The model's pools: pages of 64 records, the residual's norm eps, room for `records` (at least
 // one page).
 inline constexpr int64_t kModelKvPage = 64;
@@ -115,6 +114,8 @@ inline Tensor<int32_t> model_window_indices(int64_t start, int64_t T, int window
   return idx;
 }
 
+// The record format of a ".records" tap's stem (".window", ".entries", ".index_keys",
+// ".index_q"): V4.1's formats.
 inline KvFormat model_record_format(std::string_view records_tap) {
   if (records_tap.find(".index_") != std::string_view::npos) return KvFormat::idx_mxfp4;
   if (records_tap.find(".entries") != std::string_view::npos) return KvFormat::v41_fp4;

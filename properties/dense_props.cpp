@@ -19,8 +19,10 @@ RC_GTEST_PROP(DenseRowsEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
   const int64_t T = *rc::gen::inRange(1, 6);
   const int64_t n_in = (act == ActDType::f32 ? 4 : 8) * *rc::gen::inRange(1, 41);
   // Down to one output per token: a row that short is sized by more baseline orders
-  // (baseline_orders), not by a floor on the shape.
-  const int64_t n_out = *rc::gen::inRange(1, 80);
+  // (baseline_orders), not by a floor on the shape; and past 4 x 256 outputs, so every thread of
+  // the k-major path (n_in < 128) takes a second group of columns.
+  const int64_t n_out = *rc::gen::oneOf(rc::gen::inRange<int64_t>(1, 80),
+                                        rc::gen::element<int64_t>(1023, 1025, 2050));
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
   DenseInputs in = make_dense_inputs(T, n_in, n_out, act, seed);
   if (*rc::gen::arbitrary<bool>()) in.bias = seeded_tensor({n_out}, seed, 3, -1.0f, 1.0f);

@@ -205,6 +205,30 @@ TEST(Model, SelectionsAreVisibleDistinctAndPadded) {
   EXPECT_EQ(selectors, int(s.index_source_layers.size()));
 }
 
+// The model's window lists (problem/model.hpp): row t holds positions start + t - W + 1 ..
+// start + t, oldest first, -1 before 0: the decode step's ring list (window_index_list) read
+// as positions.
+TEST(Model, WindowIndicesAreTheNewestPositionsUpToTheToken) {
+  for (int W : {1, 3, 8, 128})
+    for (int64_t start : {0, 2, 200}) {
+      const Tensor<int32_t> idx = model_window_indices(start, 5, W);
+      ASSERT_EQ(idx.shape, (Shape{5, W}));
+      for (int64_t t = 0; t < 5; ++t) {
+        const std::vector<int32_t> ring = window_index_list(start + t, W);
+        EXPECT_EQ(idx.data[size_t(t * W + W - 1)], start + t) << "the token's own position";
+        for (int i = 0; i < W; ++i) {
+          const int32_t p = idx.data[size_t(t * W + i)];
+          if (ring[size_t(i)] == -1) {
+            EXPECT_EQ(p, -1) << W << " " << start << " " << t << " " << i;
+          } else {
+            EXPECT_EQ(p, start + t - W + 1 + i);
+            EXPECT_EQ(p % W, ring[size_t(i)]);
+          }
+        }
+      }
+    }
+}
+
 TEST(Model, DsparkDraftsFromTheModelsFeaturesAndKeepsGreedyText) {
   TinyModel plain(tiny()), spec(tiny());
   DsparkConfig c = tiny().dspark;
@@ -347,6 +371,12 @@ TEST(ModelEmu, SameTapsUnderEverySchedule) {
       EXPECT_EQ(got.taps[i].value.data, want.taps[i].value.data)
           << s.name() << " " << want.taps[i].name;
   }
+}
+
+// Another block size: sparse attention's warps split the indices otherwise (other bits), still
+// within the tolerance policy tap by tap.
+TEST(ModelEmu, AnotherBlockSizeMatchesReferenceTapByTap) {
+  expect_optimized_matches_reference(text_prompt(7), {Backend::emu, {}, 64}, "64 threads");
 }
 
 TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {

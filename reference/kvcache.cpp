@@ -44,6 +44,16 @@ void encode_record(const KvStoreOptions& o, std::span<const float> values, int64
   }
 }
 
+std::vector<uint8_t> record_row(KvFormat f, std::span<const float> values) {
+  KvStoreOptions o;
+  o.format = f, o.page_size = 1, o.pool_slots = 1;
+  std::vector<uint8_t> pool(size_t(kv_pool_bytes(o))),
+      row(size_t(kv_format_info(f).record_bytes()));
+  encode_record(o, values, 0, pool);
+  copy_record_out({kv_format_info(f), 1}, pool.data(), 0, row.data());
+  return row;
+}
+
 std::vector<double> decode_record(KvFormat format, int64_t page_size, std::span<const uint8_t> pool,
                                   int64_t slot) {
   const KvFormatInfo f = kv_format_info(format);

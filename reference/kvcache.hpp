@@ -16,6 +16,9 @@ namespace tandem::reference {
 // Encodes `values` (one record's dims) into cache slot `slot` of `pool`.
 void encode_record(const KvStoreOptions& o, std::span<const float> values, int64_t slot,
                    std::span<uint8_t> pool);
+// One record of `values` as a row of record_bytes() (problem/kv_record.hpp copy_record_out's
+// order), canonical_zero off.
+std::vector<uint8_t> record_row(KvFormat f, std::span<const float> values);
 // The values a record stands for (code x scale; the bf16 RoPE dims as stored).
 std::vector<double> decode_record(KvFormat f, int64_t page_size, std::span<const uint8_t> pool,
                                   int64_t slot);

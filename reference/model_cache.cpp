@@ -40,8 +40,9 @@ Tensor<double> to_double(const Tensor<uint8_t>& t) {
   return Tensor<double>(t.shape, std::vector<double>(t.data.begin(), t.data.end()));
 }
 
-// Taps `values` as `name`, then replaces each element by the forced tap's where that is within
-// one bf16 step of it (ForcedTaps).
+// Taps `values` as `name`, then replaces each element by the forced tap's where that is a bf16
+// value within one bf16 step of the element's own rounding (ForcedTaps): the same sign, bit
+// patterns at most one apart.
 template <class S>
 void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap,
                   const ForcedTaps* forced) {
@@ -51,9 +52,11 @@ void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap
   const auto it = forced->find(name);
   if (it == forced->end() || it->second.shape != values.shape) return;
   for (size_t i = 0; i < values.data.size(); ++i) {
-    const double own = double(values.data[i]), theirs = it->second.data[i];
-    const double step = std::ldexp(1.0, std::ilogb(std::max(std::abs(own), 1e-30)) - 7);
-    if (std::abs(theirs - own) <= step) values.data[i] = S(theirs);
+    const float theirs = it->second.data[i];
+    const uint16_t own = bf16_encode(float(values.data[i])), other = bf16_encode(theirs);
+    const bool is_bf16 = bf16_decode(other) == theirs;  // NaN never: its tap fails instead
+    if (is_bf16 && (own ^ other) < 0x8000 && std::abs(int(own) - int(other)) <= 1)
+      values.data[i] = S(theirs);
   }
 }
 
@@ -87,15 +90,13 @@ void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& store
                                  const ForcedTaps* forced) const {
   const int64_t n = stored.dim(0), dims = kv_format_info(f).dims();
   if (n == 0) return;
-  const KvStoreOptions o = options(f, n);
   const int64_t bytes = kv_format_info(f).record_bytes();
   Tensor<uint8_t> records({n, bytes});
   const Tensor<float> values = to_float(stored);
-  Tensor<uint8_t> pool({kv_pool_bytes(o)}, kKvPoison);
-  const KvPageLayout at{kv_format_info(f), o.page_size};
   for (int64_t r = 0; r < n; ++r) {
-    encode_record(o, std::span<const float>(values.ptr() + r * dims, size_t(dims)), r, pool.span());
-    copy_record_out(at, pool.ptr(), r, records.ptr() + r * bytes);
+    const std::vector<uint8_t> row =
+        record_row(f, std::span<const float>(values.ptr() + r * dims, size_t(dims)));
+    std::copy(row.begin(), row.end(), records.ptr() + r * bytes);
   }
   if (forced)
     if (const auto it = forced->find(name + kRecordsSuffix);
@@ -218,8 +219,6 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   in.heads = int(H), in.start = start;
   Tensor<S> q = project<S>(w.wq, y);
   q.shape = {T, H, kKvMainDims};
-  // NOTE: the truth's RoPE'd queries enter sparse attention as float (its input dtype): a
-  // relative 2^-24, far below the bf16 queries the kernels read.
   // The queries are stored bf16 before and after their RoPE (the kernels' input dtype): both
   // roundings belong to the model, in the truth too, so that the kernels' queries differ from it
   // only where a value sits within a rounding of a bf16 boundary (then snapped).

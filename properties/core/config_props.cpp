@@ -150,6 +150,7 @@ TEST(ModelConfig, LayerMixErrorsNameTheField) {
              }),  // 5's cache: 2's selection
              {"model.index_source_layers", "block 5"});
   expect_bad(mix([](auto& m) { m["kv_source_layers"] = {2, 5, 16}; }), {"model.kv_source_layers"});
+  expect_bad(mix([](auto& m) { m["heads"] = 28; }), {"model.heads", "14336 inputs"});
   expect_bad(mix([](auto& m) { m["index_n_heads"] = 65; }), {"model.index_n_heads"});
   expect_bad(mix([](auto& m) { m["index_topk"] = 0; }), {"model.index_topk"});
   expect_bad(mix([](auto& m) { m["window_size"] = 0; }), {"model.window_size"});
