@@ -170,7 +170,10 @@ std::vector<TensorCheck> check_model(const ModelConfig& m, const reference::Tiny
                                      const ModelPrompt& p, ModelReference& ref,
                                      const ModelRun& out) {
   std::vector<TensorCheck> checks = compare_model(ref, out);
-  if (std::ranges::all_of(checks, [](const TensorCheck& c) { return c.result.pass; }))
+  // More baseline draws widen tolerance budgets only: exact taps that fail stay failed.
+  if (std::ranges::none_of(checks, [](const TensorCheck& c) {
+        return !c.result.pass && !is_decision(c.name) && !is_records(c.name);
+      }))
     return checks;
   widen_model_baseline(m, w, p, ref);
   return compare_model(ref, out);
