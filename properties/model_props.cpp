@@ -99,15 +99,31 @@ TEST(Model, RollbackThenAppendGivesTheSameLogitsAndCache) {
   EXPECT_TRUE(reference::identical(m.cache_snapshot(), cache));
 }
 
-const std::vector<reference::Tap>& prompt_taps() {
-  static const std::vector<reference::Tap> taps = [] {
-    TinyModel m(tiny());
-    std::vector<reference::Tap> t;
-    m.append_prompt(m.make_prompt(11), &t);
-    return t;
+// The image prompt's tests run the tiny model with a 168 x 126 image kept at its size (4 x 3
+// visual tokens, 18 layout positions): the same blocks and caches over fewer positions than the
+// 640 x 480 image's 206 (`tandem verify` and the emulator tests run that one).
+const ModelConfig& image_config() {
+  static const ModelConfig m = [] {
+    ModelConfig c = tiny();
+    c.vision.image_w = 168, c.vision.image_h = 126, c.vision.sizing.min_pixels = 0;
+    return c;
   }();
-  return taps;
+  return m;
 }
+struct ImagePromptRun {
+  reference::Prompt prompt;
+  std::vector<reference::Tap> taps;
+};
+const ImagePromptRun& image_run() {
+  static const ImagePromptRun run = [] {
+    TinyModel m(image_config());
+    ImagePromptRun r{m.make_prompt(11), {}};
+    m.append_prompt(r.prompt, &r.taps);
+    return r;
+  }();
+  return run;
+}
+const std::vector<reference::Tap>& prompt_taps() { return image_run().taps; }
 
 const reference::Tap& tap(const std::string& name) {
   const auto& taps = prompt_taps();
@@ -117,10 +133,10 @@ const reference::Tap& tap(const std::string& name) {
 }
 
 TEST(Model, ImageTokensTakeTheLayoutsPlaces) {
-  const TinyModel m(tiny());
-  const reference::Prompt p = m.make_prompt(11);
-  const auto g = reference::vision_geometry(tiny().vision.image_w, tiny().vision.image_h,
-                                            tiny().vision.sizing);
+  const reference::Prompt& p = image_run().prompt;
+  const VisionConfig& v = image_config().vision;
+  const auto g = reference::vision_geometry(v.image_w, v.image_h, v.sizing);
+  EXPECT_EQ(g.visual_tokens(), 12);
   EXPECT_EQ(std::count(p.ids.begin(), p.ids.end(), reference::kImage), g.visual_tokens());
   EXPECT_EQ(p.visual.dim(0), g.visual_tokens());
   EXPECT_EQ(int64_t(p.ids.size()), tiny().shape.prompt_tokens + g.sequence_tokens());
@@ -145,8 +161,7 @@ TEST(Model, EngramRunsAtItsLayersAndSkipsImagePositions) {
     EXPECT_EQ(has, std::find(ids.begin(), ids.end(), b) != ids.end()) << "block " << b;
   }
   // Before Engram at block 1 is the state after block 0; only text positions change.
-  const TinyModel m(tiny());
-  const reference::Prompt p = m.make_prompt(11);
+  const reference::Prompt& p = image_run().prompt;
   const auto& before = tap("block0.moe.x").value;
   const auto& after = tap("block1.engram.x").value;
   const int64_t w = 4 * tiny().residual.d;
@@ -269,15 +284,18 @@ TEST(Model, ScheduledDsparkBatchKeepsEachRequestsGreedyTextAndCache) {
                        return reference::Proposal{d.tokens, d.p_draft, d.confidence};
                      }});
   }
+  // Request r's plain twin is fed its emitted text as it grows (chunked appends equal one).
   int checked = 0;
+  TinyModel* plain[2] = {&fresh(0), &fresh(1)};
+  ASSERT_EQ(models.size(), 2u);
   const auto same_cache_as_plain = [&](int pass, const reference::BatchDecode& so_far) {
     for (size_t r = 0; r < models.size(); ++r) {
       const std::vector<int32_t>& text = so_far.text[r];
-      const int64_t n = models[r]->cached();
+      const int64_t n = models[r]->cached(), fed = plain[r]->cached();
       ASSERT_LE(n, int64_t(text.size())) << "pass " << pass;
-      TinyModel& plain = fresh(0);
-      plain.append({text.begin(), text.begin() + n});
-      EXPECT_TRUE(reference::identical(models[r]->cache_snapshot(), plain.cache_snapshot()))
+      if (n < fed) plain[r]->rollback(n);
+      if (n > fed) plain[r]->append({text.begin() + fed, text.begin() + n});
+      EXPECT_TRUE(reference::identical(models[r]->cache_snapshot(), plain[r]->cache_snapshot()))
           << "pass " << pass << " request " << r << " at " << n << " tokens";
       ++checked;
     }
@@ -288,10 +306,10 @@ TEST(Model, ScheduledDsparkBatchKeepsEachRequestsGreedyTextAndCache) {
       {tiny().seed, 1.0, true}, reference::dspark_verify, same_cache_as_plain);
   EXPECT_EQ(checked, got.passes * int(models.size()));  // every pass observed
   for (size_t r = 0; r < prompts.size(); ++r) {
-    TinyModel plain(tiny());  // greedy over the float distributions verification reads
-    EXPECT_EQ(got.text[r], reference::greedy_decode_float(plain, prompts[r], steps))
+    TinyModel& alone = fresh(0);  // greedy over the float distributions verification reads
+    EXPECT_EQ(got.text[r], reference::greedy_decode_float(alone, prompts[r], steps))
         << "request " << r;
-    EXPECT_TRUE(reference::identical(models[r]->cache_snapshot(), plain.cache_snapshot()));
+    EXPECT_TRUE(reference::identical(models[r]->cache_snapshot(), alone.cache_snapshot()));
   }
 }
 
