@@ -331,6 +331,10 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   const double P = m.engram.tokens;
   f.within_budget("residual.tokens x engram.tokens x residual.d",
                   64 * (2 * (tokens + P) * d + tokens * d), 8 * tokens * (tokens + P) * 2 * d);
+  // The queries' RoPE rows: residual.tokens tokens of model.heads 512-dim queries (f32 in, bf16
+  // out, truth, baseline and the schedules' copies: ~64 bytes a value).
+  f.within_budget("residual.tokens x model.heads", 64 * tokens * m.shape.heads * 512.0,
+                  8 * tokens * m.shape.heads * 512.0);
   return m;
 }
 

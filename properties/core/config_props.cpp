@@ -152,6 +152,14 @@ TEST(ModelConfig, LayerMixErrorsNameTheField) {
   expect_bad(mix([](auto& m) { m["kv_source_layers"] = {2, 5, 16}; }), {"model.kv_source_layers"});
   expect_bad(mix([](auto& m) { m["heads"] = 28; }), {"model.heads", "14336 inputs"});
   expect_bad(mix([](auto& m) { m["index_n_heads"] = 65; }), {"model.index_n_heads"});
+  auto many_queries = tiny_json();  // within every other row's budget, not the queries' RoPE's
+  many_queries["residual"]["d"] = 16, many_queries["residual"]["sites"] = 1;
+  many_queries["residual"]["tokens"] = 8500, many_queries["engram"]["d"] = 16;
+  many_queries["model"]["heads"] = 16, many_queries["model"]["ffn_hidden"] = 4;
+  many_queries["model"]["blocks"] = 4, many_queries["engram"]["layer_ids"] = {1};
+  many_queries["model"]["compress_ratios"] = {0, 2, 2, 1};
+  many_queries["model"]["kv_source_layers"] = many_queries["model"]["index_source_layers"] = {1, 3};
+  expect_bad(many_queries, {"residual.tokens x model.heads"});
   expect_bad(mix([](auto& m) { m["index_topk"] = 0; }), {"model.index_topk"});
   expect_bad(mix([](auto& m) { m["window_size"] = 0; }), {"model.window_size"});
   expect_bad(mix([](auto& m) { m.erase("index_source_layers"); }),
