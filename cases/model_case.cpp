@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/json_fields.hpp"
 #include "optimized/model.hpp"
-#include "reference/kvcache.hpp"   // encode_record
+#include "reference/kvcache.hpp"   // record_row
 #include "reference/residual.hpp"  // ScopedSumOrder
 #include "sim/model_traffic.hpp"
 
@@ -283,7 +283,7 @@ BuiltCase build_model(const ModelConfig& m, uint64_t seed) {
   BuiltCase b;
   b.config = {{"model", to_json(m)}};
   for_each_tensor(p, [&](const std::string& name, const auto& t) { put_tensor(b.blob, name, t); });
-  for (const reference::Tap& t : run_model_reference(m, w, p).truth) {
+  for (const reference::Tap& t : reference_taps<double>(m, w, p, nullptr)) {
     b.blob.put("expected." + t.name, t.value);
     b.outputs.emplace_back(t.name,
                            is_decision(t.name) || is_records(t.name) ? "exact" : "tolerance");
@@ -303,9 +303,9 @@ CaseReport check_model_case(const LoadedCase& c, const RunOptions& opt) {
   const reference::TinyModelWeights w = reference::tiny_model_weights(m);
   const ModelRun out = run_model(m, optimized_model_weights(w), p, opt);  // validates the prompt
   CaseReport report{c.name, {}};
-  // The reference on its own against the stored expectation; the optimized model against the
-  // reference that reads its records (run_model_reference).
-  for (reference::Tap& t : run_model_reference(m, w, p).truth) {
+  // The truth on its own against the stored expectation; the optimized model against the
+  // truth and baseline that read its stored records, queries and outputs (run_model_reference).
+  for (const reference::Tap& t : reference_taps<double>(m, w, p, nullptr)) {
     const StTensor& stored = c.blob.get("expected." + t.name, c.blob_source);
     report.tensors.push_back(reference_check(t.name, doubles(t.value), stored));
   }

@@ -73,13 +73,11 @@ KvStoreOutputs run_kv_window_store(const KvWindowInputs& in, const RunOptions& o
   begin_run(opt);
   const KvFormatInfo f = kv_format_info(in.store.format);
   const int64_t T = in.x.dim(0), d = in.x.dim(1);
-  std::vector<int64_t> positions(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) positions[size_t(t)] = in.start + t;
   DeviceArray<bf16> x(in.x.data.size()), stored(size_t(T * f.dims()));
   DeviceArray<float> wkv(in.wkv.data.size()), norm_w(in.norm_w.data.size()),
       rope(size_t(T * kKvRopeDims));
   x.upload(to_storage<bf16>(in.x)), wkv.upload(k_major(in.wkv)), norm_w.upload(in.norm_w.data);
-  rope.upload(kv_rope_table(positions, in.store.rope_theta).data);
+  rope.upload(kv_rope_table(in.start, T, in.store.rope_theta).data);
   DeviceArray<uint8_t> pool(size_t(kv_pool_bytes(in.store)));
   poison_pool(pool);
   with_format(in.store.format, [&](auto tag) {

@@ -221,9 +221,7 @@ class ModelRunner {
       log(top.launches);
       mine.selection = std::move(top.indices);
     }
-    tap(pending_ + kSelectionSuffix,
-        Tensor<float>(mine.selection.shape,
-                      {mine.selection.data.begin(), mine.selection.data.end()}));
+    tap(pending_ + kSelectionSuffix, tensor_cast<float>(mine.selection));
   }
 
   // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims].

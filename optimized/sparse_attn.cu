@@ -12,8 +12,6 @@ namespace tandem::TANDEM_BACKEND_NS {
 SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& opt) {
   begin_run(opt);
   const int64_t T = in.q.dim(0), H = in.heads;
-  std::vector<int64_t> positions(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) positions[size_t(t)] = in.start + t;
   DeviceArray<bf16> q(in.q.data.size()), o(in.q.data.size());
   DeviceArray<float> sinks(in.sinks.data.size()), rope(size_t(T * kKvRopeDims)),
       lse(static_cast<size_t>(T * H));
@@ -21,7 +19,7 @@ SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& 
   DeviceArray<int32_t> widx(in.window_idx.data.size()), cidx(in.comp_idx.data.size()),
       pages(in.page_table.data.size());
   q.upload(to_storage<bf16>(in.q)), sinks.upload(in.sinks.data);
-  rope.upload(kv_rope_table(positions, in.rope_theta).data);
+  rope.upload(kv_rope_table(in.start, T, in.rope_theta).data);
   wpool.upload(in.window_pool.data), cpool.upload(in.comp_pool.data);
   widx.upload(in.window_idx.data), cidx.upload(in.comp_idx.data), pages.upload(in.page_table.data);
   const int warps = opt.block_threads / kWarpSize;
@@ -51,11 +49,9 @@ SparseAttnOutputs run_sparse_attn(const SparseAttnInputs& in, const RunOptions& 
 RopeQueriesOutputs run_rope_queries(const RopeQueriesInputs& in, const RunOptions& opt) {
   begin_run(opt);
   const int64_t T = in.q.dim(0), H = in.q.dim(1), D = in.q.dim(2), rows = T * H;
-  std::vector<int64_t> positions(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) positions[size_t(t)] = in.start + t;
   DeviceArray<float> q(in.q.data.size()), rope(size_t(T * kKvRopeDims));
   DeviceArray<bf16> out(in.q.data.size());
-  q.upload(in.q.data), rope.upload(kv_rope_table(positions, in.rope_theta).data);
+  q.upload(in.q.data), rope.upload(kv_rope_table(in.start, T, in.rope_theta).data);
   const int warps = opt.block_threads / kWarpSize;
   const unsigned blocks = unsigned(std::min<int64_t>((rows + warps - 1) / warps, 65535));
   const std::string name = launch_name("rope_queries", ActDType::bf16, "d" + std::to_string(D));

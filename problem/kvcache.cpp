@@ -58,6 +58,12 @@ Tensor<float> kv_rope_table(const std::vector<int64_t>& positions, double theta)
   return t;
 }
 
+Tensor<float> kv_rope_table(int64_t start, int64_t count, double theta) {
+  std::vector<int64_t> positions(static_cast<size_t>(count));
+  for (int64_t t = 0; t < count; ++t) positions[size_t(t)] = start + t;
+  return kv_rope_table(positions, theta);
+}
+
 std::vector<int32_t> window_index_list(int64_t pos, int window) {
   std::vector<int32_t> list(window);
   for (int i = 0; i < window; ++i) {

@@ -57,6 +57,8 @@ int kv_compress_variant(const KvCompressor& c);
 // Host-built RoPE rows (as the release precomputes freqs_cis): row k holds cos then sin of
 // positions[k] * theta^(-2i/64), i = 0..31, in fp32 (computed in double, rounded once).
 Tensor<float> kv_rope_table(const std::vector<int64_t>& positions, double theta);
+// The rows of `count` consecutive positions from `start` (a chunk of tokens).
+Tensor<float> kv_rope_table(int64_t start, int64_t count, double theta);
 
 // What every record-writing kernel shares.
 struct KvStoreOptions {

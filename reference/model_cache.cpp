@@ -31,23 +31,13 @@ Tensor<S> project(const Tensor<float>& w, const std::vector<Vec<S>>& y) {
   return out;
 }
 
-template <class S>
-Tensor<float> to_float(const Tensor<S>& t) {
-  return Tensor<float>(t.shape, std::vector<float>(t.data.begin(), t.data.end()));
-}
-
-Tensor<double> to_double(const Tensor<uint8_t>& t) {
-  return Tensor<double>(t.shape, std::vector<double>(t.data.begin(), t.data.end()));
-}
-
 // Taps `values` as `name`, then replaces each element by the forced tap's where that is a bf16
 // value within one bf16 step of the element's own rounding (ForcedTaps): the same sign, bit
 // patterns at most one apart.
 template <class S>
 void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap,
                   const ForcedTaps* forced) {
-  tap(name,
-      Tensor<double>(values.shape, std::vector<double>(values.data.begin(), values.data.end())));
+  tap(name, tensor_cast<double>(values));
   if (!forced) return;
   const auto it = forced->find(name);
   if (it == forced->end() || it->second.shape != values.shape) return;
@@ -92,7 +82,7 @@ void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& store
   if (n == 0) return;
   const int64_t bytes = kv_format_info(f).record_bytes();
   Tensor<uint8_t> records({n, bytes});
-  const Tensor<float> values = to_float(stored);
+  const Tensor<float> values = tensor_cast<float>(stored);
   for (int64_t r = 0; r < n; ++r) {
     const std::vector<uint8_t> row =
         record_row(f, std::span<const float>(values.ptr() + r * dims, size_t(dims)));
@@ -102,9 +92,8 @@ void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& store
     if (const auto it = forced->find(name + kRecordsSuffix);
         it != forced->end() && it->second.shape == records.shape)
       std::copy(it->second.data.begin(), it->second.data.end(), records.data.begin());
-  tap(name,
-      Tensor<double>(stored.shape, std::vector<double>(stored.data.begin(), stored.data.end())));
-  tap(name + kRecordsSuffix, to_double(records));
+  tap(name, tensor_cast<double>(stored));
+  tap(name + kRecordsSuffix, tensor_cast<double>(records));
   for (int64_t r = 0; r < n; ++r)
     kept.emplace_back(records.ptr() + r * bytes, records.ptr() + (r + 1) * bytes);
 }
@@ -126,7 +115,7 @@ void ModelCache<S>::compress(int b, const Tensor<float>& x, int64_t start, const
     in.pos = start + t;
     in.state = mine.states.empty() ? empty_state(in.comp) : mine.states.back();
     const KvRun<S> run = kv_compress<S, ActOf<S>>(in);
-    mine.states.push_back({to_float(run.state_a), to_float(run.state_b)});
+    mine.states.push_back({tensor_cast<float>(run.state_a), tensor_cast<float>(run.state_b)});
     if (run.stored.dim(0) == 0) continue;
     stored.data.insert(stored.data.end(), run.stored.data.begin(), run.stored.data.end());
     mine.latents.emplace_back(run.latent.data.begin(), run.latent.data.end());
@@ -176,20 +165,18 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, c
     for (const auto& r : q_records)
       li.q_records.data.insert(li.q_records.data.end(), r.begin(), r.end());
     li.q_records.shape = {int64_t(li.q_records.data.size())};
-    li.w = to_float(project<S>(w.index_w, y));
+    li.w = tensor_cast<float>(project<S>(w.index_w, y));
     TopkInputs tk;
     // NOTE: the truth's scores select in float (the top-k's input dtype); two scores closer
     // than a float step are a tie for both.
-    tk.scores = to_float(index_logits<S>(li));
+    tk.scores = tensor_cast<float>(index_logits<S>(li));
     tk.lengths = Tensor<int32_t>({T});
     for (int64_t t = 0; t < T; ++t)
       tk.lengths.data[size_t(t)] = int32_t(visible_entries(start + t, ratio, N));
     tk.top_k = s.index_topk;
     mine.selection = topk_select(tk);
   }
-  tap(name + kSelectionSuffix,
-      Tensor<double>(mine.selection.shape,
-                     std::vector<double>(mine.selection.data.begin(), mine.selection.data.end())));
+  tap(name + kSelectionSuffix, tensor_cast<double>(mine.selection));
 }
 
 template <class S>
@@ -224,7 +211,7 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   // only where a value sits within a rounding of a bf16 boundary (then snapped).
   q = rope_queries<S, bf16>(std::move(q), start, in.rope_theta);
   tap_and_snap(fmt::format("block{}.attn.q", b), q, tap, forced);
-  in.q = to_float(q);
+  in.q = tensor_cast<float>(q);
   in.sinks = w.sinks;
   const int64_t positions = int64_t(cache.window.size()), entries = int64_t(cache.entries.size());
   in.window = options(KvFormat::v41_window, positions);
