@@ -116,10 +116,11 @@ KvCompressInputs make_kv_compress_inputs(const KvCompressor& c, int64_t T, int64
 }
 
 IndexKeyInputs make_index_key_inputs(KvFormat format, int64_t N, int ratio, int64_t page_size,
-                                     double norm_eps, uint64_t seed) {
+                                     double norm_eps, uint64_t seed, int64_t first) {
   IndexKeyInputs in;
-  in.store = kv_store_options(format, N, page_size, norm_eps);
+  in.store = kv_store_options(format, first + N, page_size, norm_eps);
   in.ratio = ratio;
+  in.first = first;
   in.latent = bf16_tensor({N, kKvMainDims}, seed, 1, -2.0f, 2.0f);
   const float a = 1.0f / std::sqrt(float(kKvMainDims));
   in.wk = seeded_tensor({kIndexKeyDims, kKvMainDims}, seed, 2, -a, a);
@@ -467,9 +468,12 @@ BuiltCase build_compress(const KvCompressor& c, uint64_t seed) {
 }
 
 BuiltCase build_index_keys(KvFormat f, uint64_t seed) {
-  const IndexKeyInputs in = make_index_key_inputs(f, 6, 2, 8, 1e-20, seed);
+  const IndexKeyInputs in = make_index_key_inputs(f, 6, 2, 8, 1e-20, seed, 3);
   BuiltCase b;
-  b.config = {{"kind", "index_keys"}, {"store", kv_store_json(in.store)}, {"ratio", in.ratio}};
+  b.config = {{"kind", "index_keys"},
+              {"store", kv_store_json(in.store)},
+              {"ratio", in.ratio},
+              {"first", in.first}};
   put_inputs(b, in);
   put_expected(b, run_kv_reference(in), false);
   return b;
@@ -524,10 +528,11 @@ CaseReport check_kvcache(const LoadedCase& c, const RunOptions& opt) {
     return check_against(c, run_kv_reference(in), out, store, true);
   }
   if (kind == "index_keys") {
-    config.reject_unknown({"kind", "store", "ratio"});
+    config.reject_unknown({"kind", "store", "ratio", "first"});
     IndexKeyInputs in;
     in.store = store;
     in.ratio = int(config.integer("ratio", 1, 1024));
+    in.first = config.integer("first", 0, int64_t{1} << 40);
     load_inputs(c, in);
     within_work(c, "latent x wk", double(in.latent.size()) * kIndexKeyDims);
     const KvStoreOutputs out = run_index_key_store(in, opt);

@@ -34,9 +34,10 @@ KvWindowInputs make_kv_window_inputs(KvFormat f, int64_t T, int64_t d, int windo
 // A prefill of T tokens through compressor c.
 KvCompressInputs make_kv_compress_inputs(const KvCompressor& c, int64_t T, int64_t d,
                                          int64_t page_size, double norm_eps, uint64_t seed);
-// N latents of entries of a ratio-r compressor into index keys of format f.
+// N latents of entries first.. of a ratio-r compressor into index keys of format f (a pool of
+// first + N slots).
 IndexKeyInputs make_index_key_inputs(KvFormat f, int64_t N, int ratio, int64_t page_size,
-                                     double norm_eps, uint64_t seed);
+                                     double norm_eps, uint64_t seed, int64_t first = 0);
 
 struct KvReference {
   Tensor<double> stored, stored_baseline;                               // [N, dims]

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
@@ -88,12 +89,12 @@ ModelPrompt model_prompt(const ModelConfig& m, uint64_t seed, bool image) {
 
 namespace {
 
-// One precision of the reference: the image (if any) through its own vision path, then the model.
+// One precision of the reference appending a chunk: the image (if any) through its own vision
+// path, then the model.
 template <class S>
-std::vector<reference::Tap> reference_taps(const ModelConfig& m,
-                                           const reference::TinyModelWeights& w,
-                                           const ModelPrompt& p,
-                                           const reference::ForcedTaps* forced) {
+std::vector<reference::Tap> append_taps(reference::TinyModelT<S>& model,
+                                        const reference::TinyModelWeights& w, const ModelPrompt& p,
+                                        const reference::ForcedTaps* forced) {
   std::vector<reference::Tap> taps;
   reference::Prompt prompt{p.ids, p.visual};
   if (!p.patches.data.empty()) {
@@ -103,8 +104,18 @@ std::vector<reference::Tap> reference_taps(const ModelConfig& m,
             {"image.tokens", std::move(e.tokens)},
             {"image.embed", std::move(e.embed)}};
   }
-  reference::TinyModelT<S>(m, w).append_prompt(prompt, &taps, forced);
+  model.append_prompt(prompt, &taps, forced);
   return taps;
+}
+
+// The same from an empty cache.
+template <class S>
+std::vector<reference::Tap> reference_taps(const ModelConfig& m,
+                                           const reference::TinyModelWeights& w,
+                                           const ModelPrompt& p,
+                                           const reference::ForcedTaps* forced) {
+  reference::TinyModelT<S> model(m, w);
+  return append_taps(model, w, p, forced);
 }
 
 // Taps compared exactly, whose differences change what is computed after them: the routing and
@@ -143,8 +154,10 @@ std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
   return reference_taps<float>(m, w, p, nullptr);
 }
 
-void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeights& w,
-                          const ModelPrompt& p, ModelReference& ref) {
+namespace {
+
+// widen_model_baseline with `draw` running the float baseline once in the current sum order.
+void widen_baseline(ModelReference& ref, const std::function<std::vector<reference::Tap>()>& draw) {
   // 32 runs: errors compound through the blocks, so a token's d values are far fewer
   // independent draws than d. The specificity campaign found correct kernels over budget with 3
   // runs (5% and 15% at d = 16 and 24) and with 8 (0.3% at d = 8, 1 config in ~470). Made only
@@ -152,8 +165,7 @@ void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeight
   constexpr int kRuns = 32;
   for (int order = 1; order < kRuns; ++order) {
     const reference::ScopedSumOrder scoped(order);
-    const std::vector<reference::Tap> b =
-        reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced);
+    const std::vector<reference::Tap> b = draw();
     // A run that routes or selects differently from the truth (a near tie) computes another
     // function downstream: no draw of this one's error.
     bool same_decisions = b.size() == ref.truth.size();
@@ -166,17 +178,55 @@ void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeight
   }
 }
 
-std::vector<TensorCheck> check_model(const ModelConfig& m, const reference::TinyModelWeights& w,
-                                     const ModelPrompt& p, ModelReference& ref,
-                                     const ModelRun& out) {
+// compare_model, widened by `draw` where a tolerance check fails (check_model).
+std::vector<TensorCheck> check_widening(ModelReference& ref, const ModelRun& out,
+                                        const std::function<std::vector<reference::Tap>()>& draw) {
   std::vector<TensorCheck> checks = compare_model(ref, out);
   // More baseline draws widen tolerance budgets only: exact taps that fail stay failed.
   if (std::ranges::none_of(checks, [](const TensorCheck& c) {
         return !c.result.pass && !is_decision(c.name) && !is_records(c.name);
       }))
     return checks;
-  widen_model_baseline(m, w, p, ref);
+  widen_baseline(ref, draw);
   return compare_model(ref, out);
+}
+
+}  // namespace
+
+void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeights& w,
+                          const ModelPrompt& p, ModelReference& ref) {
+  widen_baseline(ref, [&] {
+    return reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced);
+  });
+}
+
+std::vector<TensorCheck> check_model(const ModelConfig& m, const reference::TinyModelWeights& w,
+                                     const ModelPrompt& p, ModelReference& ref,
+                                     const ModelRun& out) {
+  return check_widening(ref, out, [&] {
+    return reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced);
+  });
+}
+
+ModelReferenceSequence::ModelReferenceSequence(const ModelConfig& m,
+                                               const reference::TinyModelWeights& w)
+    : m_(m), w_(w), truth_(m, w), baseline_(m, w) {}
+
+std::vector<TensorCheck> ModelReferenceSequence::append(const ModelPrompt& chunk,
+                                                        const ModelRun& optimized) {
+  chunks_.push_back({chunk, model_forced_taps(optimized)});
+  const reference::ForcedTaps* forced = &chunks_.back().second;
+  ModelReference ref;
+  ref.forced = *forced;
+  ref.truth = append_taps(truth_, w_, chunk, forced);
+  ref.baseline = append_taps(baseline_, w_, chunk, forced);
+  // A redraw replays every chunk so far in the draw's sum order, keeping the last one's taps.
+  return check_widening(ref, optimized, [&] {
+    reference::TinyModelT<float> model(m_, w_);
+    std::vector<reference::Tap> taps;
+    for (const auto& [p, f] : chunks_) taps = append_taps(model, w_, p, &f);
+    return taps;
+  });
 }
 
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
@@ -365,7 +415,7 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
     row.schedules += fmt::format(" ({} tokens)", head.ids.size());
   row.bytes = fmt::format("{} launches", out.launches.size());
   LaunchLog predicted = sim::predict_image_embedding(model, p.patches.dim(0), p.patches.dim(1));
-  const LaunchLog forward = sim::predict_model(model, p.ids);
+  const LaunchLog forward = sim::predict_model(model, p.ids, 0);
   predicted.insert(predicted.end(), forward.begin(), forward.end());
   check_against_sim(row, out.launches, predicted);
   return row;

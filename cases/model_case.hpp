@@ -45,6 +45,23 @@ std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
                    const RunOptions& opt);
 
+// The reference beside an OptimizedModel appending chunk by chunk (a prefill, then decode
+// steps): truth and baseline keep their own caches, each chunk read with the optimized chunk's
+// forced taps (run_model_reference), and the chunk's taps are checked as check_model checks a
+// prompt (a redraw of the baseline replays every chunk so far). m and w outlive it.
+class ModelReferenceSequence {
+ public:
+  ModelReferenceSequence(const ModelConfig& m, const reference::TinyModelWeights& w);
+  std::vector<TensorCheck> append(const ModelPrompt& chunk, const ModelRun& optimized);
+
+ private:
+  const ModelConfig& m_;
+  const reference::TinyModelWeights& w_;
+  reference::TinyModelT<double> truth_;
+  reference::TinyModelT<float> baseline_;
+  std::vector<std::pair<ModelPrompt, reference::ForcedTaps>> chunks_;
+};
+
 // One check per tap, in execution order: the routing (".experts") and the selections
 // (".selection") bit-exact; records (".records") exact and each the encoding of the stored
 // values tapped before it, whose check is bf16's tolerance per record; every other tap by the

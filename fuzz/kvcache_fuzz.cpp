@@ -74,8 +74,9 @@ void fuzz_store(FuzzedDataProvider& in, const RunOptions& opt) {
     }
     default: {
       const KvFormat f = in.PickValueInArray({KvFormat::idx_mxfp4, KvFormat::idx_fp8});
-      IndexKeyInputs k = make_index_key_inputs(f, in.ConsumeIntegralInRange(1, 6),
-                                               in.ConsumeIntegralInRange(1, 8), page, eps, seed);
+      IndexKeyInputs k =
+          make_index_key_inputs(f, in.ConsumeIntegralInRange(1, 6), in.ConsumeIntegralInRange(1, 8),
+                                page, eps, seed, in.ConsumeIntegralInRange(0, 5));
       for (float& v : k.latent.data) v = bf16_decode(bf16_encode(v * scale));
       fuzz::require_pass(compare_kv(run_kv_reference(k), run_index_key_store(k, opt), k.store),
                          "index_key_store " + std::string(kv_format_name(f)) + " " + what);

@@ -25,23 +25,22 @@ inline constexpr int kIndexKeysPerBlock = 64;
 template <KvFormat F>
 __device__ __forceinline__ void dequantize_index_record_warp(const uint8_t* __restrict__ records,
                                                              const KvPageLayout& at, int64_t slot,
+                                                             Traffic traffic,
                                                              float* out /* [128] */) {
   constexpr KvFormatInfo f = kv_format_info(F);
   static_assert(f.dims() == 128 && f.rope == 0, "index keys: 128 quantized dims, 4 per lane");
   const int lane = threadIdx.x % kWarpSize;
   uint32_t codes;  // the lane's four codes
   if constexpr (f.code == KvCode::e2m1)
-    codes =
-        ld(reinterpret_cast<const uint16_t*>(records + at.code_at(slot)) + lane, Traffic::kv_cache);
+    codes = ld(reinterpret_cast<const uint16_t*>(records + at.code_at(slot)) + lane, traffic);
   else
-    codes =
-        ld(reinterpret_cast<const uint32_t*>(records + at.code_at(slot)) + lane, Traffic::kv_cache);
+    codes = ld(reinterpret_cast<const uint32_t*>(records + at.code_at(slot)) + lane, traffic);
   // Scale words: the first lanes load one 32-bit word each, a lane takes its tile's byte.
   constexpr int kScaleWords = f.scale_bytes() / 4;
-  uint32_t word = lane < kScaleWords
-                      ? ld(reinterpret_cast<const uint32_t*>(records + at.scale_at(slot)) + lane,
-                           Traffic::kv_cache)
-                      : 0u;
+  uint32_t word =
+      lane < kScaleWords
+          ? ld(reinterpret_cast<const uint32_t*>(records + at.scale_at(slot)) + lane, traffic)
+          : 0u;
   const int tile = lane * 4 / f.tile;
   word = __shfl_sync(0xffffffffu, word, (tile * f.scale_unit()) / 4);
   const uint32_t bits = f.scale == KvScale::fp32 ? word : (word >> (8 * (tile % 4))) & 0xffu;
@@ -76,8 +75,10 @@ __global__ void index_logits(const uint8_t* __restrict__ q_records, const float*
   const int64_t first = int64_t(blockIdx.x) * kIndexKeysPerBlock;
   if (first >= length) return;  // the whole block's keys are past this token's view
   const KvPageLayout q_at{kv_format_info(F), int64_t(gridDim.y) * heads};
+  // The queries are the chunk's activations (quantized as the keys are), not cache.
   for (int h = warp; h < heads; h += warps)
-    dequantize_index_record_warp<F>(q_records, q_at, t * heads + h, q + h * kDims);
+    dequantize_index_record_warp<F>(q_records, q_at, t * heads + h, Traffic::activation,
+                                    q + h * kDims);
   for (int h = threadIdx.x; h < heads; h += blockDim.x)
     wt[h] = ld(w + t * heads + h, Traffic::weight);
   __syncthreads();
@@ -87,7 +88,8 @@ __global__ void index_logits(const uint8_t* __restrict__ q_records, const float*
   for (int64_t j = first + warp; j < last; j += warps) {
     int32_t page = lane == 0 ? ld(page_table + j / page_size, Traffic::coefficient) : 0;
     page = __shfl_sync(0xffffffffu, page, 0);
-    dequantize_index_record_warp<F>(key_pool, k_at, int64_t(page) * page_size + j % page_size, k);
+    dequantize_index_record_warp<F>(key_pool, k_at, int64_t(page) * page_size + j % page_size,
+                                    Traffic::kv_cache, k);
     __syncwarp();
     float partial = 0.0f;
     for (int h = lane; h < heads; h += kWarpSize) {

@@ -188,7 +188,7 @@ KvStoreOutputs run_index_key_store(const IndexKeyInputs& in, const RunOptions& o
   const KvFormatInfo f = kv_format_info(in.store.format);
   const int64_t N = in.latent.dim(0);
   std::vector<int64_t> positions(static_cast<size_t>(N));
-  for (int64_t j = 0; j < N; ++j) positions[size_t(j)] = j * in.ratio;
+  for (int64_t j = 0; j < N; ++j) positions[size_t(j)] = (in.first + j) * in.ratio;
   DeviceArray<bf16> latent(in.latent.data.size()), stored(size_t(N * f.dims()));
   DeviceArray<float> wk(in.wk.data.size()), norm_w(in.norm_w.data.size()),
       rope(size_t(N * kKvRopeDims));
@@ -205,8 +205,8 @@ KvStoreOutputs run_index_key_store(const IndexKeyInputs& in, const RunOptions& o
       const std::string name = kv_launch("index_key_store", f.name);
       TANDEM_LAUNCH(name.c_str(), index_key_store<F>, dim3(unsigned(N)), dim3(opt.block_threads),
                     sizeof(float) * (kKvMainDims + f.dims()), latent.data(), wk.data(),
-                    norm_w.data(), rope.data(), float(in.store.norm_eps), in.store.page_size,
-                    in.store.canonical_zero, pool.data(), stored.data());
+                    norm_w.data(), rope.data(), in.first, float(in.store.norm_eps),
+                    in.store.page_size, in.store.canonical_zero, pool.data(), stored.data());
     }
   });
   KvStoreOutputs out;

@@ -325,18 +325,18 @@ __global__ void kv_compress_decode(const bf16* __restrict__ x, const float* __re
 }
 
 // ---------------------------------------------------------------- V4.1's index keys
-// latent: [N, 512] bf16; wk: k-major [512, 128]; rope: [N, 64] (row j: r j). Dynamic shared memory:
-// [512 + 128] floats.
+// latent: [N, 512] bf16 of entries first..; wk: k-major [512, 128]; rope: [N, 64] (row j:
+// r (first + j)). Entry first + j into its slot. Dynamic shared memory: [512 + 128] floats.
 template <KvFormat F>
 __global__ void index_key_store(const bf16* __restrict__ latent, const float* __restrict__ wk,
                                 const float* __restrict__ norm_w, const float* __restrict__ rope,
-                                float eps, int64_t page_size, bool canonical_zero, uint8_t* pool,
-                                bf16* __restrict__ stored) {
+                                int64_t first, float eps, int64_t page_size, bool canonical_zero,
+                                uint8_t* pool, bf16* __restrict__ stored) {
   static_assert(kv_format_info(F).dims() == kIndexKeyDims, "index keys are 128 wide");
   const int64_t j = blockIdx.x;
   store_projected_record<F>(latent + j * kKvMainDims, kKvMainDims, wk, norm_w, eps,
-                            rope + j * kKvRopeDims, stored + j * kIndexKeyDims, pool, j, page_size,
-                            canonical_zero);
+                            rope + j * kKvRopeDims, stored + j * kIndexKeyDims, pool, first + j,
+                            page_size, canonical_zero);
 }
 
 }  // namespace tandem::TANDEM_BACKEND_NS

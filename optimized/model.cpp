@@ -15,29 +15,47 @@
 #include "optimized/vision.hpp"
 
 namespace tandem {
-namespace {
 
 class ModelRunner {
  public:
   ModelRunner(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt)
       : m_(m), w_(w), opt_(opt), d_(m.residual.d) {}
 
-  ModelRun run(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
-    embed(ids, visual);  // the prompt's validation: bad input
+  ModelRun append(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
+    out_ = {}, is_image_.clear(), compressed_.clear(), f_ = {}, coef_ = {}, pending_.clear();
+    embed(ids, visual);  // the chunk's validation (bad input leaves the sequence as it was)
     // From here every launch's input is an earlier launch's output (the weights and options
     // were checked by run_model): a launch refusing one is a fault of the kernels.
     try {
-      return forward();
+      forward();
     } catch (const BadInput& e) {
       const std::string last = out_.taps.empty() ? "embed" : out_.taps.back().name;
       throw KernelFault(last, fmt::format("optimized model: a kernel output after tap '{}' was "
                                           "refused by the next launch: {}",
                                           last, e.what()));
     }
+    for (int64_t c : compressed_) history_.push_back(c);
+    if (history_.size() > 3) history_.erase(history_.begin(), history_.end() - 3);
+    length_ += int64_t(ids.size());
+    return std::move(out_);
   }
 
+  int64_t length() const { return length_; }
+
  private:
-  ModelRun forward() {
+  // A block's part of the sequence's cache (by its roles).
+  struct Cache {
+    Tensor<uint8_t> window_pool;  // [ring_slots_ records] v41_window: window owners
+    Tensor<uint8_t> comp_pool;    // v41_fp4 entries, entry j in slot j: kv sources
+    Tensor<float> latent;         // [entries, 512] their pre-RoPE latents
+    KvCompressState state;        // the compressor's, after the last position
+    Tensor<uint8_t> key_pool;     // idx_mxfp4 keys of the source's entries: index sources
+    int64_t keys = 0;             // entries keyed so far
+    Tensor<int32_t> selection;    // the chunk's [T, top-k]
+  };
+  static int64_t entries(const Cache& c) { return c.latent.shape.empty() ? 0 : c.latent.dim(0); }
+
+  void forward() {
     for (int b = 0; b < m_.shape.blocks; ++b) {
       const std::string blk = "block" + std::to_string(b);
       for (const auto& e : w_.engram)
@@ -52,7 +70,6 @@ class ModelRunner {
     head.norm_w = w_.head_norm_w;
     boundary(head, "head");
     tap("logits", dense(y_, w_.unembed));
-    return std::move(out_);
   }
 
   void tap(std::string name, const Tensor<float>& v) { out_.taps.push_back({std::move(name), v}); }
@@ -61,6 +78,16 @@ class ModelRunner {
   void embed(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
     const int64_t T = int64_t(ids.size()), V = w_.embed.dim(0);
     if (T < 1) throw_bad_input("model prompt: no tokens");
+    // The first chunk sizes the window's ring: a later chunk must not overwrite a record that
+    // one of its own queries reads.
+    if (length_ == 0)
+      ring_slots_ = std::max<int64_t>(T, m_.shape.window);
+    if (length_ > 0 && T > ring_slots_ - m_.shape.window + 1)
+      throw_bad_input(
+          "model prompt: a chunk of {} tokens at position {} would overwrite window "
+          "records its own queries read (the ring holds {} slots, the window {}: at "
+          "most {} tokens a chunk after the first)",
+          T, length_, ring_slots_, m_.shape.window, ring_slots_ - m_.shape.window + 1);
     const int64_t images = std::count(ids.begin(), ids.end(), kImage);
     if (visual.shape != Shape{images, d_})
       throw_bad_input("model prompt: visual embeddings must be [{} IMAGE positions, {}]", images,
@@ -89,7 +116,6 @@ class ModelRunner {
     for (int64_t t = 0; t < T; ++t)
       for (int s = 0; s < 4; ++s) std::copy_n(e.ptr() + t * d_, d_, x_.ptr() + (t * 4 + s) * d_);
   }
-
   // Closes the pending site (when its f is there) and opens `next` (when it has a norm weight),
   // tapping the closed site's state and the opened site's sublayer input.
   void boundary(const ResidualSiteWeights& next, const std::string& name) {
@@ -108,6 +134,7 @@ class ModelRunner {
     in.cfg = m_.engram;
     in.tables = e.tables;
     in.compressed = compressed_;
+    in.history = history_;
     in.compressed_pad = w_.compression_map[size_t(m_.engram.pad_id)];
     in.table = e.table;
     in.h = x_;
@@ -124,43 +151,29 @@ class ModelRunner {
     return std::move(o.y);
   }
 
-  // Block b's attention over the compressed cache (reference/model_cache.hpp), one prefill
-  // from position 0: the window's records (a slot per position), the compressor's entries, the
-  // index keys, queries and top-k, then sparse attention and the output projection.
+  // Block b's attention over the compressed cache (reference/model_cache.hpp) for the chunk at
+  // positions start.. : the window's records into the ring, the compressor's entries (prefill
+  // kernels from position 0, else a decode step per token with the state carried), the new
+  // entries' index keys, queries and top-k, then sparse attention and the output projection.
+  // Each store launch writes a pool of its own; its records join the sequence's (host
+  // bookkeeping, as a serving stack's page allocator: no kernel bytes).
   void attention(int b, const ModelWeights::Attention& w) {
     const ModelShape& s = m_.shape;
-    const int64_t T = y_.dim(0), H = s.heads;
-    const int source = s.kv_source(b), ratio = s.compress_ratios[size_t(b)];
-    Cache& mine = caches_[size_t(b)];
+    const int64_t T = y_.dim(0), H = s.heads, start = length_;
+    const int source = s.kv_source(b);
     if (source == b) {
-      KvWindowInputs win;
-      win.store = options(KvFormat::v41_window, T);
-      win.window = int(win.store.pool_slots);  // the prefill keeps every position
-      win.x = y_, win.wkv = w.window_wkv, win.norm_w = w.window_norm;
-      KvStoreOutputs o = run_kv_window_store(win, opt_);
-      log(o.launches);
-      tap_records(pending_ + ".window", o, win.store);
-      mine.window_pool = std::move(o.pool);
-      if (ratio > 0) {
-        KvCompressInputs c;
-        c.store = options(KvFormat::v41_fp4, kv_entries(T, ratio));
-        c.comp = v41_compressor(ratio);
-        c.x = y_, c.wkv = w.comp_wkv, c.wgate = w.comp_wgate, c.norm_w = w.comp_norm;
-        KvStoreOutputs e = run_kv_compress(c, opt_);
-        log(e.launches);
-        tap_records(pending_ + ".entries", e, c.store);
-        mine.comp_pool = std::move(e.pool), mine.latent = std::move(e.latent);
-      }
+      store_window(caches_[size_t(b)], w, start);
+      if (s.compress_ratios[size_t(b)] > 0) compress(b, w, start);
     }
-    if (s.is_index_source(b)) select(b, w);
+    if (s.is_index_source(b)) select(b, w, start);
     const Cache& cache = caches_[size_t(source)];
     SparseAttnInputs in;
-    in.heads = int(H);
-    in.q = rope(dense(y_, w.wq), H, kKvMainDims);
+    in.heads = int(H), in.start = start;
+    in.q = rope(dense(y_, w.wq), H, kKvMainDims, start);
     tap(pending_ + ".q", in.q);
     in.sinks = w.sinks;
-    in.window = options(KvFormat::v41_window, T), in.window_pool = cache.window_pool;
-    in.window_idx = model_window_indices(0, T, s.window);
+    in.window = options(KvFormat::v41_window, ring_slots_), in.window_pool = cache.window_pool;
+    in.window_idx = model_window_indices(start, T, s.window, ring_slots_);
     in.n_comp = cache.latent.shape.empty() ? 0 : cache.latent.dim(0);
     in.comp = options(KvFormat::v41_fp4, in.n_comp);
     in.comp_pool = cache.comp_pool.data.empty()  // window-only: an empty pool (never read)
@@ -177,40 +190,107 @@ class ModelRunner {
     tap(pending_ + ".f", f_);
   }
 
-  // An index source's selection over its kv source's entries: index keys of every entry, the
-  // chunk's index queries (RoPE, MXFP4 records), scores, top-k.
-  void select(int b, const ModelWeights::Attention& w) {
+  // The chunk's window records, position p into ring slot p mod ring_slots_.
+  void store_window(Cache& mine, const ModelWeights::Attention& w, int64_t start) {
+    const int64_t T = y_.dim(0);
+    KvWindowInputs win;
+    win.store = options(KvFormat::v41_window, ring_slots_);  // whole pages: the ring's first slots
+    win.window = int(ring_slots_), win.start = start;
+    win.x = y_, win.wkv = w.window_wkv, win.norm_w = w.window_norm;
+    KvStoreOutputs o = run_kv_window_store(win, opt_);
+    log(o.launches);
+    std::vector<int64_t> slots;
+    for (int64_t t = 0; t < T; ++t) slots.push_back((start + t) % ring_slots_);
+    keep_records(mine.window_pool, ring_slots_, o.pool, KvFormat::v41_window, slots);
+    tap_records(pending_ + ".window", o.stored, mine.window_pool, KvFormat::v41_window, slots);
+  }
+
+  // A kv source's new entries: the prefill kernels from position 0, else one decode step per
+  // token (an entry where a group completes).
+  void compress(int b, const ModelWeights::Attention& w, int64_t start) {
+    Cache& mine = caches_[size_t(b)];
+    const int64_t T = y_.dim(0), before = entries(mine);
+    KvCompressInputs c;
+    c.comp = v41_compressor(m_.shape.compress_ratios[size_t(b)]);
+    c.wkv = w.comp_wkv, c.wgate = w.comp_wgate, c.norm_w = w.comp_norm;
+    std::vector<float> stored, latent;
+    auto run = [&](int64_t first_entry) {
+      KvStoreOutputs e = run_kv_compress(c, opt_);
+      log(e.launches);
+      const int64_t n = e.stored.shape.empty() ? 0 : e.stored.dim(0);
+      std::vector<int64_t> slots;
+      for (int64_t j = 0; j < n; ++j) slots.push_back(first_entry + j);
+      keep_records(mine.comp_pool, first_entry + n, e.pool, KvFormat::v41_fp4, slots);
+      stored.insert(stored.end(), e.stored.data.begin(), e.stored.data.end());
+      latent.insert(latent.end(), e.latent.data.begin(), e.latent.data.end());
+      mine.state = std::move(e.state);
+    };
+    if (start == 0) {
+      c.store = options(KvFormat::v41_fp4, kv_entries(T, c.comp.ratio));
+      c.x = y_;
+      run(0);
+    } else {
+      c.decode = true;
+      for (int64_t t = 0; t < T; ++t) {
+        c.pos = start + t, c.state = mine.state;
+        c.store = options(KvFormat::v41_fp4, c.pos / c.comp.ratio + 1);
+        c.x =
+            Tensor<float>({1, d_}, std::vector<float>(y_.ptr() + t * d_, y_.ptr() + (t + 1) * d_));
+        run(before + int64_t(stored.size()) / kKvMainDims);
+      }
+    }
+    const int64_t n = int64_t(stored.size()) / kKvMainDims;
+    mine.latent.data.insert(mine.latent.data.end(), latent.begin(), latent.end());
+    mine.latent.shape = {before + n, kKvMainDims};
+    std::vector<int64_t> slots;
+    for (int64_t j = before; j < before + n; ++j) slots.push_back(j);
+    tap_records(pending_ + ".entries", Tensor<float>({n, kKvMainDims}, std::move(stored)),
+                mine.comp_pool, KvFormat::v41_fp4, slots);
+  }
+
+  // An index source's selection over its kv source's entries: index keys of the entries new
+  // since its last chunk, the chunk's index queries (RoPE, MXFP4 records), scores, top-k.
+  void select(int b, const ModelWeights::Attention& w, int64_t start) {
     const ModelShape& s = m_.shape;
     const int64_t T = y_.dim(0), ih = s.index_heads;
     const Cache& source = caches_[size_t(s.kv_source(b))];
     Cache& mine = caches_[size_t(b)];
-    const int64_t N = source.latent.shape.empty() ? 0 : source.latent.dim(0);
-    IndexKeyInputs keys;
-    keys.store = options(KvFormat::idx_mxfp4, N);
-    keys.ratio = s.compress_ratios[size_t(b)];
-    keys.latent = source.latent, keys.wk = w.index_wk, keys.norm_w = w.index_norm;
-    KvStoreOutputs k;
-    if (N > 0) {
-      k = run_index_key_store(keys, opt_);
+    const int64_t N = entries(source);
+    if (N > mine.keys) {
+      IndexKeyInputs keys;
+      keys.store = options(KvFormat::idx_mxfp4, N);
+      keys.ratio = s.compress_ratios[size_t(b)];
+      keys.first = mine.keys;
+      keys.latent = Tensor<float>({N - mine.keys, kKvMainDims},
+                                  std::vector<float>(source.latent.ptr() + mine.keys * kKvMainDims,
+                                                     source.latent.ptr() + N * kKvMainDims));
+      keys.wk = w.index_wk, keys.norm_w = w.index_norm;
+      KvStoreOutputs k = run_index_key_store(keys, opt_);
       log(k.launches);
-      tap_records(pending_ + ".index_keys", k, keys.store);
+      std::vector<int64_t> slots;
+      for (int64_t j = mine.keys; j < N; ++j) slots.push_back(j);
+      keep_records(mine.key_pool, N, k.pool, KvFormat::idx_mxfp4, slots);
+      tap_records(pending_ + ".index_keys", k.stored, mine.key_pool, KvFormat::idx_mxfp4, slots);
+      mine.keys = N;
     }
     KvQuantizeInputs q;
     q.store = options(KvFormat::idx_mxfp4, T * ih);
-    q.values = rope(dense(y_, w.index_wq), ih, kIndexKeyDims);
+    q.values = rope(dense(y_, w.index_wq), ih, kIndexKeyDims, start);
     q.values.shape = {T * ih, kIndexKeyDims};
     q.slots = Tensor<int32_t>({T * ih});
-    for (int64_t i = 0; i < T * ih; ++i) q.slots.data[size_t(i)] = int32_t(i);
+    std::vector<int64_t> slots;
+    for (int64_t i = 0; i < T * ih; ++i) q.slots.data[size_t(i)] = int32_t(i), slots.push_back(i);
     KvStoreOutputs qr = run_kv_quantize(q, opt_);
     log(qr.launches);
-    tap_records(pending_ + ".index_q", qr, q.store);
+    tap_records(pending_ + ".index_q", q.values, qr.pool, KvFormat::idx_mxfp4, slots);
     const Tensor<float> weights = dense(y_, w.index_w);
     mine.selection = Tensor<int32_t>({T, s.index_topk}, -1);
     if (N > 0) {
       IndexLogitsInputs li;
-      li.keys = keys.store, li.key_pool = std::move(k.pool);
+      li.keys = options(KvFormat::idx_mxfp4, N), li.key_pool = mine.key_pool;
       li.page_table = model_page_table(N);
-      li.n_keys = N, li.ratio = keys.ratio, li.heads = int(ih);
+      li.n_keys = N, li.ratio = s.compress_ratios[size_t(b)], li.start = start;
+      li.heads = int(ih);
       const int64_t bytes = T * ih * kv_format_info(KvFormat::idx_mxfp4).record_bytes();
       li.q_records = Tensor<uint8_t>(
           {bytes}, std::vector<uint8_t>(qr.pool.data.begin(), qr.pool.data.begin() + bytes));
@@ -224,10 +304,11 @@ class ModelRunner {
     tap(pending_ + kSelectionSuffix, tensor_cast<float>(mine.selection));
   }
 
-  // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims].
-  Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims) {
+  // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims] at positions start..
+  Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims, int64_t start) {
     q.shape = {q.dim(0), heads, dims};
-    RopeQueriesOutputs o = run_rope_queries({0, KvStoreOptions{}.rope_theta, std::move(q)}, opt_);
+    RopeQueriesOutputs o =
+        run_rope_queries({start, KvStoreOptions{}.rope_theta, std::move(q)}, opt_);
     log(o.launches);
     return std::move(o.q);
   }
@@ -236,17 +317,32 @@ class ModelRunner {
     return model_store_options(f, records, m_.residual.norm_eps);
   }
 
-  // The stored values of a store run, then its records' bytes (slot r: row r).
-  void tap_records(const std::string& name, const KvStoreOutputs& o, const KvStoreOptions& store) {
-    const int64_t n = o.stored.dim(0), bytes = kv_format_info(store.format).record_bytes();
-    if (n == 0) return;
-    tap(name, o.stored);
-    const KvPageLayout at{kv_format_info(store.format), store.page_size};
+  // The records of `slots` from a launch's pool into the sequence's, grown (poisoned pages
+  // appended: a page's slots keep their bytes) to room for `records`.
+  void keep_records(Tensor<uint8_t>& kept, int64_t records, const Tensor<uint8_t>& written,
+                    KvFormat f, const std::vector<int64_t>& slots) const {
+    const int64_t bytes = kv_pool_bytes(options(f, records));
+    if (kept.size() < bytes) kept.data.resize(size_t(bytes), kKvPoison), kept.shape = {bytes};
+    const KvPageLayout at{kv_format_info(f), kModelKvPage};
+    std::vector<uint8_t> row(size_t(at.f.record_bytes()));
+    for (int64_t slot : slots) {
+      copy_record_out(at, written.ptr(), slot, row.data());
+      copy_record_in(at, row.data(), slot, kept.ptr());
+    }
+  }
+
+  // The stored values of the chunk's new records, then the records' bytes (row i: slots[i]).
+  void tap_records(const std::string& name, const Tensor<float>& stored,
+                   const Tensor<uint8_t>& pool, KvFormat f, const std::vector<int64_t>& slots) {
+    if (slots.empty()) return;
+    tap(name, stored);
+    const KvPageLayout at{kv_format_info(f), kModelKvPage};
+    const int64_t bytes = at.f.record_bytes();
     std::vector<uint8_t> row(static_cast<size_t>(bytes));
-    Tensor<float> records({n, bytes});
-    for (int64_t r = 0; r < n; ++r) {
-      copy_record_out(at, o.pool.ptr(), r, row.data());
-      std::copy(row.begin(), row.end(), records.ptr() + r * bytes);
+    Tensor<float> records({int64_t(slots.size()), bytes});
+    for (size_t i = 0; i < slots.size(); ++i) {
+      copy_record_out(at, pool.ptr(), slots[i], row.data());
+      std::copy(row.begin(), row.end(), records.ptr() + int64_t(i) * bytes);
     }
     tap(name + kRecordsSuffix, records);
   }
@@ -268,18 +364,16 @@ class ModelRunner {
     tap(name + ".f", f_);
   }
 
-  // A block's part of the cache (by its roles): pools of its records, the latents of its
-  // entries, its selection.
-  struct Cache {
-    Tensor<uint8_t> window_pool, comp_pool;  // model_store_options(format, T or entries)
-    Tensor<float> latent;                    // [entries, 512]
-    Tensor<int32_t> selection;               // [T, top-k]
-  };
-
   const ModelConfig& m_;
   const ModelWeights& w_;
   const RunOptions& opt_;
   int64_t d_;
+  // The sequence: its length, the window ring's slots, the last compressed ids (Engram's
+  // look-back into the next chunk), every block's cache.
+  int64_t length_ = 0, ring_slots_ = 0;
+  std::vector<int64_t> history_;
+  std::vector<Cache> caches_ = std::vector<Cache>(size_t(m_.shape.blocks));
+  // The chunk being appended.
   std::vector<uint8_t> is_image_;
   std::vector<int64_t> compressed_;
   Tensor<float> x_;      // [T, 4, d] the streams
@@ -287,9 +381,10 @@ class ModelRunner {
   Tensor<float> f_;      // [T, d] its output, until the site is closed
   Tensor<float> coef_;   // [T, 24] its coefficients (empty before the first site)
   std::string pending_;  // the open site's name
-  std::vector<Cache> caches_ = std::vector<Cache>(size_t(m_.shape.blocks));
   ModelRun out_;
 };
+
+namespace {
 
 // The image path's launches on validated patches: patch embedding, unshuffle, aligner.
 ImageRun embed_image(const ModelWeights& w, const Tensor<float>& patches, const RunOptions& opt) {
@@ -335,8 +430,7 @@ ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches
   }
 }
 
-ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const std::vector<int32_t>& ids,
-                   const Tensor<float>& visual, const RunOptions& opt) {
+OptimizedModel::OptimizedModel(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt) {
   const int64_t d = m.residual.d;
   if (w.blocks.size() != size_t(m.shape.blocks) || w.embed.shape.size() != 2 ||
       w.embed.dim(1) != d || w.unembed.shape != w.embed.shape || w.head_norm_w.shape != Shape{d} ||
@@ -345,7 +439,18 @@ ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const std::vecto
     throw_bad_input("model weights: not those of model '{}' ({} blocks, d = {})", m.name,
                     m.shape.blocks, d);
   validate_block_threads(opt, 256, "the residual kernels use ~200 registers per thread");
-  return ModelRunner(m, w, opt).run(ids, visual);
+  runner_ = std::make_unique<ModelRunner>(m, w, opt);
+}
+OptimizedModel::~OptimizedModel() = default;
+
+ModelRun OptimizedModel::append(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
+  return runner_->append(ids, visual);
+}
+int64_t OptimizedModel::length() const { return runner_->length(); }
+
+ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const std::vector<int32_t>& ids,
+                   const Tensor<float>& visual, const RunOptions& opt) {
+  return OptimizedModel(m, w, opt).append(ids, visual);
 }
 
 }  // namespace tandem

@@ -206,9 +206,9 @@ void validate_index_key_inputs(const IndexKeyInputs& in) {
   if (in.latent.shape.size() != 2 || in.latent.dim(0) < 1 || in.latent.dim(1) != kKvMainDims)
     throw_bad_input("{} input 'latent': expected [N >= 1, {}]", what, kKvMainDims);
   require_finite(in.latent, what, "latent");
-  if (in.latent.dim(0) > in.store.pool_slots)
-    throw_bad_input("{}: {} keys do not fit a pool of {} slots", what, in.latent.dim(0),
-                    in.store.pool_slots);
+  if (in.first < 0 || in.first > in.store.pool_slots - in.latent.dim(0))
+    throw_bad_input("{}: keys {}..{} (field 'first' = {}) do not fit a pool of {} slots", what,
+                    in.first, in.first + in.latent.dim(0) - 1, in.first, in.store.pool_slots);
   require_shape(in.wk, {kIndexKeyDims, kKvMainDims}, what, "wk");
   require_shape(in.norm_w, {kIndexKeyDims}, what, "norm_w");
 }

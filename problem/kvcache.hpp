@@ -125,11 +125,12 @@ struct KvCompressInputs {
   KvCompressState state;
 };
 
-// V4.1's index keys: MXFP4(RoPE(RMSNorm(Wk latent_j))) at position r j.
+// V4.1's index keys: MXFP4(RoPE(RMSNorm(Wk latent_j))) at position r j, into slot j.
 struct IndexKeyInputs {
   KvStoreOptions store;  // idx_mxfp4 (or idx_fp8)
   int ratio = 2;         // of the compressor the latents came from
-  Tensor<float> latent;  // [N, 512] bf16: the compressor's pre-RoPE latents of entries 0..N-1
+  int64_t first = 0;     // the entry of latent's row 0 (a decode step keys its new entries only)
+  Tensor<float> latent;  // [N, 512] bf16: pre-RoPE latents of entries first..first+N-1
   Tensor<float> wk;      // [128, 512]
   Tensor<float> norm_w;  // [128]
 };

@@ -103,13 +103,15 @@ inline Tensor<int32_t> model_page_table(int64_t records) {
   return t;
 }
 // Each token's window: the newest `window` positions up to its own (start + t), oldest first,
-// -1 before position 0; a position's record sits in the slot of its number. [T, window]
-inline Tensor<int32_t> model_window_indices(int64_t start, int64_t T, int window) {
+// -1 before position 0, as the slots of a ring of `ring_slots` records (position p in slot
+// p mod ring_slots; a ring at least as long as the positions keeps slot = position). [T, window]
+inline Tensor<int32_t> model_window_indices(int64_t start, int64_t T, int window,
+                                            int64_t ring_slots) {
   Tensor<int32_t> idx({T, window});
   for (int64_t t = 0; t < T; ++t)
     for (int i = 0; i < window; ++i) {
       const int64_t p = start + t - (window - 1) + i;
-      idx.data[size_t(t * window + i)] = p >= 0 ? int32_t(p) : -1;
+      idx.data[size_t(t * window + i)] = p >= 0 ? int32_t(p % ring_slots) : -1;
     }
   return idx;
 }

@@ -461,10 +461,39 @@ RC_GTEST_PROP(IndexKeyEmu, KernelMatchesReference, ()) {
   const int ratio = *rc::gen::element(1, 2, 4);
   const IndexKeyInputs in =
       make_index_key_inputs(f, N, ratio, *rc::gen::inRange(1, 9), *rc::gen::element(1e-6, 1e-20),
-                            *rc::gen::arbitrary<uint64_t>());
+                            *rc::gen::arbitrary<uint64_t>(), *rc::gen::inRange<int64_t>(0, 70));
   const KvStoreOutputs out = run_index_key_store(in, any_emu_options());
   assert_checks(compare_kv(run_kv_reference(in), out, in.store));
   RC_ASSERT(same_traffic(out.launches, sim::predict_index_key_store(f, N)));
+}
+
+// A decode step keys its new entries alone: keys of entries first.. are, byte for byte, those a
+// run from entry 0 writes into the same slots (the position of entry j is r j, not r (j - first)).
+TEST(IndexKeyEmu, KeysAtAnOffsetAreTheSlotsOfARunFromZero) {
+  for (const int64_t first : {1, 5, 64}) {
+    const IndexKeyInputs all = make_index_key_inputs(KvFormat::idx_mxfp4, first + 3, 2, 8, 1e-6, 7);
+    IndexKeyInputs tail = all;
+    tail.first = first;
+    tail.latent = Tensor<float>(
+        {3, kKvMainDims},
+        std::vector<float>(all.latent.data.end() - 3 * kKvMainDims, all.latent.data.end()));
+    const KvStoreOutputs a = run_index_key_store(all, {}), b = run_index_key_store(tail, {});
+    const KvPageLayout at{kv_format_info(KvFormat::idx_mxfp4), all.store.page_size};
+    std::vector<uint8_t> want(size_t(at.f.record_bytes())), got(want.size());
+    for (int64_t j = 0; j < first + 3; ++j) {
+      copy_record_out(at, a.pool.ptr(), j, want.data());
+      copy_record_out(at, b.pool.ptr(), j, got.data());
+      if (j >= first)
+        EXPECT_EQ(got, want) << "entry " << j << " first " << first;
+      else
+        EXPECT_EQ(got, std::vector<uint8_t>(got.size(), kKvPoison)) << "entry " << j;
+    }
+  }
+  IndexKeyInputs past = make_index_key_inputs(KvFormat::idx_mxfp4, 3, 2, 4, 1e-6, 1);
+  past.first = 2;  // slots 2..4 of a 4-slot pool
+  expect_bad_input([&] { run_index_key_store(past, {}); }, "field 'first' = 2");
+  past.first = -1;
+  expect_bad_input([&] { run_index_key_store(past, {}); }, "field 'first' = -1");
 }
 
 // ================================================================ the simulator

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -16,11 +17,13 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "problem/indexer.hpp"
+#include "problem/sparse_attn.hpp"
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model.hpp"
 #include "reference/model_util.hpp"
 #include "reference/vision.hpp"
+#include "sim/model_traffic.hpp"
 
 namespace tandem {
 namespace {
@@ -221,27 +224,31 @@ TEST(Model, SelectionsAreVisibleDistinctAndPadded) {
 }
 
 // The model's window lists (problem/model.hpp): row t holds positions start + t - W + 1 ..
-// start + t, oldest first, -1 before 0: the decode step's ring list (window_index_list) read
-// as positions.
+// start + t, oldest first, -1 before 0, as slots of the ring: with a ring as long as the
+// positions, the positions themselves; with a ring of W slots, the decode step's ring list
+// (window_index_list); with a longer ring, position mod its length.
 TEST(Model, WindowIndicesAreTheNewestPositionsUpToTheToken) {
   for (int W : {1, 3, 8, 128})
-    for (int64_t start : {0, 2, 200}) {
-      const Tensor<int32_t> idx = model_window_indices(start, 5, W);
-      ASSERT_EQ(idx.shape, (Shape{5, W}));
-      for (int64_t t = 0; t < 5; ++t) {
-        const std::vector<int32_t> ring = window_index_list(start + t, W);
-        EXPECT_EQ(idx.data[size_t(t * W + W - 1)], start + t) << "the token's own position";
-        for (int i = 0; i < W; ++i) {
-          const int32_t p = idx.data[size_t(t * W + i)];
-          if (ring[size_t(i)] == -1) {
-            EXPECT_EQ(p, -1) << W << " " << start << " " << t << " " << i;
-          } else {
-            EXPECT_EQ(p, start + t - W + 1 + i);
-            EXPECT_EQ(p % W, ring[size_t(i)]);
+    for (int64_t start : {0, 2, 200})
+      for (const int64_t ring : {int64_t(W), int64_t(W) + 61, start + 5}) {
+        const Tensor<int32_t> idx = model_window_indices(start, 5, W, ring);
+        ASSERT_EQ(idx.shape, (Shape{5, W}));
+        for (int64_t t = 0; t < 5; ++t) {
+          const std::vector<int32_t> list = window_index_list(start + t, W);
+          EXPECT_EQ(idx.data[size_t(t * W + W - 1)], (start + t) % ring) << "the token's own";
+          for (int i = 0; i < W; ++i) {
+            const int32_t slot = idx.data[size_t(t * W + i)];
+            const int64_t p = start + t - W + 1 + i;
+            if (list[size_t(i)] == -1) {
+              EXPECT_EQ(slot, -1) << W << " " << start << " " << t << " " << i;
+              continue;
+            }
+            EXPECT_EQ(slot, p % ring);
+            if (ring == W) EXPECT_EQ(slot, list[size_t(i)]);
+            if (ring == start + 5) EXPECT_EQ(slot, p);
           }
         }
       }
-    }
 }
 
 TEST(Model, DsparkDraftsFromTheModelsFeaturesAndKeepsGreedyText) {
@@ -395,6 +402,114 @@ TEST(ModelEmu, SameTapsUnderEverySchedule) {
 // within the tolerance policy tap by tap.
 TEST(ModelEmu, AnotherBlockSizeMatchesReferenceTapByTap) {
   expect_optimized_matches_reference(text_prompt(7), {Backend::emu, {}, 64}, "64 threads");
+}
+
+// A text chunk's (no) IMAGE embeddings.
+Tensor<float> no_image() { return Tensor<float>({0, tiny().residual.d}); }
+
+// A decode step's cache reads from the emulator's counts against `tandem traffic`'s decode rows
+// for the model (sim::model_decode_reads at context pos + 1), per attention kind: sparse
+// attention's = the window and the selected entries (read once per group of four heads), the
+// indexer's = its scan of the visible keys; per ratio r >= 2 the compressor's = the state, at
+// the steps that complete an entry (none at the others). An r = 1 source keeps no state between
+// steps (the token's own projection is its entry, through the kernel's scratch: the byte model
+// counts that, the row has none).
+void expect_kv_reads_are_the_traffic_rows(const ModelRun& step, int64_t pos) {
+  const ModelShape& s = tiny().shape;
+  const int64_t context = pos + 1;
+  std::vector<uint64_t> attn, scan, state;  // kv_cache bytes read, in block order
+  for (const LaunchCounts& l : step.launches) {
+    const uint64_t kv = l.read_bytes(Traffic::kv_cache);
+    if (l.kernel.starts_with("sparse_decode_attn")) attn.push_back(kv);
+    if (l.kernel.starts_with("index_logits")) scan.push_back(kv);
+    if (l.kernel.starts_with("kv_compress_decode")) state.push_back(kv);
+  }
+  ASSERT_EQ(attn.size(), size_t(s.blocks));
+  const uint64_t groups = uint64_t(s.heads) / kSparseAttnHeadGroup;
+  std::map<std::string, std::array<uint64_t, 3>> kinds;  // layers, window + selected, scan
+  std::map<int, uint64_t> states;                        // by ratio
+  size_t next_scan = 0, next_state = 0;
+  for (int b = 0; b < s.blocks; ++b) {
+    const int r = s.compress_ratios[size_t(b)];
+    const KvSelection how = r == 0                   ? KvSelection::window
+                            : s.is_index_source(b)   ? KvSelection::scan
+                            : s.index_source(b) >= 0 ? KvSelection::reuse
+                                                     : KvSelection::window;
+    auto& kind = kinds[fmt::format("r={} {}", r, kv_selection_name(how))];
+    ++kind[0];
+    ASSERT_EQ(attn[size_t(b)] % groups, 0u);
+    kind[1] += attn[size_t(b)] / groups;
+    if (s.is_index_source(b) && kv_entries(context, r) > 0) kind[2] += scan.at(next_scan++);
+    if (s.kv_source(b) == b && r > 0) {
+      const uint64_t read = state.at(next_state++);
+      if (r >= 2) states[r] += read;
+    }
+  }
+  EXPECT_EQ(next_scan, scan.size());
+  EXPECT_EQ(next_state, state.size());
+  size_t state_rows = 0;
+  for (const sim::KvDecodeRead& row : sim::model_decode_reads(tiny(), context)) {
+    if (row.kind.ends_with("compressor states")) {
+      const int r = std::stoi(row.kind.substr(2));
+      EXPECT_EQ(states[r], kv_decode_emits(pos, r) ? uint64_t(row.states) : 0u)
+          << row.kind << " at position " << pos;
+      ++state_rows;
+      continue;
+    }
+    ASSERT_TRUE(kinds.contains(row.kind)) << row.kind;
+    const auto& got = kinds[row.kind];
+    EXPECT_EQ(got[0], uint64_t(row.layers)) << row.kind;
+    EXPECT_EQ(got[1], uint64_t(row.window + row.selected)) << row.kind << " at position " << pos;
+    EXPECT_EQ(got[2], uint64_t(row.index_scan)) << row.kind << " at position " << pos;
+    EXPECT_EQ(row.states, 0) << row.kind;
+    kinds.erase(row.kind);
+  }
+  EXPECT_TRUE(kinds.empty()) << "an attention kind the traffic rows leave out";
+  EXPECT_EQ(state_rows, states.size()) << "a compressing ratio the traffic rows leave out";
+}
+
+// Decode steps on the optimized model's own cache (OptimizedModel: the window ring, the
+// compressor's decode kernel with its state carried, the index keys of new entries only): a
+// prefill, then the greedy token one at a time. Each step matches the reference continuing its
+// own cache tap by tap, moves exactly the byte model's bytes for a chunk at its position, and
+// reads the cache as `tandem traffic`'s decode rows say.
+void expect_decode_steps(int prefill, int steps, uint64_t seed) {
+  const RunOptions opt;
+  OptimizedModel model(tiny(), weights().opt, opt);
+  ModelReferenceSequence ref(tiny(), weights().ref);
+  ModelPrompt chunk{text(prefill, seed), Tensor<double>({0, tiny().residual.d}), {}};
+  for (int step = 0; step <= steps; ++step) {
+    const int64_t start = model.length();
+    const ModelRun run = model.append(chunk.ids, no_image());
+    const std::string what = fmt::format("prefill {} step {} (position {})", prefill, step, start);
+    for (const TensorCheck& c : ref.append(chunk, run))
+      ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
+                                 << c.result.summary();
+    EXPECT_TRUE(same_traffic(run.launches, sim::predict_model(tiny(), chunk.ids, start))) << what;
+    if (step > 0) expect_kv_reads_are_the_traffic_rows(run, start);
+    const ModelTap& logits = run.taps.back();
+    ASSERT_EQ(logits.name, "logits");
+    const int64_t V = logits.value.dim(1), last = logits.value.dim(0) - 1;
+    const float* row = logits.value.ptr() + last * V;
+    chunk.ids = {int32_t(std::max_element(row, row + V) - row)};
+  }
+}
+
+// The ring holds max(window, prefill) slots: both sequences wrap it.
+TEST(ModelEmu, DecodeStepsMatchReferenceTheByteModelAndTheTrafficRows) {
+  expect_decode_steps(3, 6, 11);   // the window filling; fewer entries than the top-k
+  expect_decode_steps(12, 4, 12);  // a ring longer than the window
+}
+
+// A chunk after the first may not overwrite window records its own queries read.
+TEST(ModelEmu, ALaterChunkLongerThanTheRingAllowsIsBadInput) {
+  const RunOptions opt;
+  OptimizedModel model(tiny(), weights().opt, opt);
+  model.append(text(12, 3), no_image());  // a ring of 12 slots: chunks of 12 - 8 + 1 tokens
+  expect_bad_input([&] { model.append(text(6, 4), no_image()); }, "the ring holds 12 slots");
+  EXPECT_EQ(model.length(), 12);
+  model.append(text(5, 4), no_image());  // the refused chunk left the sequence as it was
+  EXPECT_EQ(model.length(), 17);
 }
 
 TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {

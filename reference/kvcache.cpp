@@ -316,7 +316,7 @@ template <class S, class Act>
 KvRun<S> index_key_store(const IndexKeyInputs& in) {
   KvRun<S> run;
   std::vector<int64_t> positions;
-  for (int64_t j = 0; j < in.latent.dim(0); ++j)
+  for (int64_t j = in.first; j < in.first + in.latent.dim(0); ++j)
     positions.push_back(j * in.ratio), run.slots.push_back(j);
   run.stored = project_records<S, Act>(in.store, in.latent, in.wk, in.norm_w, positions);
   return run;

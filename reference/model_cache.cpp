@@ -216,7 +216,7 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   const int64_t positions = int64_t(cache.window.size()), entries = int64_t(cache.entries.size());
   in.window = options(KvFormat::v41_window, positions);
   in.window_pool = pool_of(in.window, cache.window);
-  in.window_idx = model_window_indices(start, T, s.window);
+  in.window_idx = model_window_indices(start, T, s.window, positions);
   in.comp = options(KvFormat::v41_fp4, entries);
   in.comp_pool = pool_of(in.comp, cache.entries);
   in.page_table = model_page_table(entries);

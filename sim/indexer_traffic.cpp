@@ -47,7 +47,8 @@ LaunchCounts predict_index_logits(KvFormat format, int64_t T, int heads, int64_t
   for (int64_t t = 0; t < T; ++t) {
     const int64_t length = visible_entries(start + t, ratio, n_keys);
     const uint64_t blocks = uint64_t((length + kKeysPerBlock - 1) / kKeysPerBlock);
-    c.read[int(Traffic::kv_cache)] += blocks * heads * record + uint64_t(length) * record;
+    c.read[int(Traffic::activation)] += blocks * heads * record;  // the queries
+    c.read[int(Traffic::kv_cache)] += uint64_t(length) * record;  // the keys scanned
     c.read[int(Traffic::weight)] += blocks * heads * sizeof(float);
     c.read[int(Traffic::coefficient)] += uint64_t(length) * sizeof(int32_t);
     c.written[int(Traffic::activation)] += uint64_t(length) * sizeof(float);

@@ -14,29 +14,33 @@
 
 namespace tandem::sim {
 
-LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T) {
+LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_t start) {
   constexpr ActDType f32 = ActDType::f32;
   const ModelShape& s = m.shape;
   const int64_t d = m.residual.d, H = s.heads, ih = s.index_heads;
   const int ratio = s.compress_ratios[size_t(b)];
-  // Entries of block b's cache after the prefill (its source's: same ratio).
-  const int64_t N = ratio > 0 ? kv_entries(T, ratio) : 0;
+  // Entries of block b's cache before and after the chunk (its source's: same ratio).
+  const int64_t before = ratio > 0 ? kv_entries(start, ratio) : 0;
+  const int64_t N = ratio > 0 ? kv_entries(start + T, ratio) : 0;
   LaunchLog log;
   auto add = [&](const LaunchLog& l) { log.insert(log.end(), l.begin(), l.end()); };
   if (s.kv_source(b) == b) {
     add(predict_kv_window_store(KvFormat::v41_window, T, d));
-    if (ratio > 0) add(predict_kv_compress(v41_compressor(ratio), T, d, false));
+    if (ratio > 0 && start == 0) add(predict_kv_compress(v41_compressor(ratio), T, d, false));
+    for (int64_t t = 0; ratio > 0 && start > 0 && t < T; ++t)
+      add(predict_kv_compress(v41_compressor(ratio), 1, d, true, start + t));
   }
   if (s.is_index_source(b)) {
-    if (N > 0) add(predict_index_key_store(KvFormat::idx_mxfp4, N));
+    if (N > before) add(predict_index_key_store(KvFormat::idx_mxfp4, N - before));
     log.push_back(predict_dense_rows(T, d, ih * kIndexKeyDims, f32));
     log.push_back(predict_rope_queries(T, ih, kIndexKeyDims));
     add(predict_kv_quantize(KvFormat::idx_mxfp4, T * ih));
     log.push_back(predict_dense_rows(T, d, ih, f32));
     if (N > 0) {
-      log.push_back(predict_index_logits(KvFormat::idx_mxfp4, T, int(ih), N, ratio, 0));
+      log.push_back(predict_index_logits(KvFormat::idx_mxfp4, T, int(ih), N, ratio, start));
       std::vector<int32_t> lengths;
-      for (int64_t t = 0; t < T; ++t) lengths.push_back(int32_t(visible_entries(t, ratio, N)));
+      for (int64_t t = 0; t < T; ++t)
+        lengths.push_back(int32_t(visible_entries(start + t, ratio, N)));
       log.push_back(predict_topk_select(lengths, s.index_topk));
     }
   }
@@ -49,17 +53,18 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T) {
   in.q.shape = {T, H, kKvMainDims};
   in.window = model_store_options(KvFormat::v41_window, T, 0);
   in.comp = model_store_options(KvFormat::v41_fp4, N, 0);
-  in.window_idx = model_window_indices(0, T, s.window);
+  in.window_idx = model_window_indices(start, T, s.window, start + T);
   in.comp_idx = Tensor<int32_t>({T, ratio > 0 ? s.index_topk : 0}, -1);
   for (int64_t t = 0; ratio > 0 && t < T; ++t)
-    for (int64_t k = 0; k < std::min<int64_t>(s.index_topk, visible_entries(t, ratio, N)); ++k)
+    for (int64_t k = 0; k < std::min<int64_t>(s.index_topk, visible_entries(start + t, ratio, N));
+         ++k)
       in.comp_idx.data[size_t(t * s.index_topk + k)] = 0;
   log.push_back(predict_sparse_attn(in));
   log.push_back(predict_dense_rows(T, H * kKvMainDims, d, f32));
   return log;
 }
 
-LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
+LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, int64_t start) {
   constexpr ActDType f32 = ActDType::f32;
   const int64_t T = int64_t(ids.size()), d = m.residual.d, E = m.vision.experts;
   const int64_t k = m.vision.top_k, H = m.shape.ffn_hidden, V = m.engram.vocab;
@@ -79,7 +84,7 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
       add(predict_engram_layer(m.engram, T, markers, f32));
     }
     open(true);  // attention site over the compressed cache
-    add(predict_model_attention(m, b, T));
+    add(predict_model_attention(m, b, T, start));
     pending = true;
     open(true);  // MoE site: router, gate, experts
     log.push_back(predict_dense_rows(T, d, E, f32));
@@ -90,6 +95,51 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids) {
   open(false);  // the head: collapse and norm
   log.push_back(predict_dense_rows(T, d, V, f32));
   return log;
+}
+
+namespace {
+
+// The model's layer mix as a release's cache description (core/release_config.hpp): a cache
+// per ratio owned by its kv sources (window-only blocks own a ring), index keys where an index
+// source reads it, an attention kind per block.
+ReleaseConfig model_as_release(const ModelConfig& m) {
+  const ModelShape& s = m.shape;
+  ReleaseConfig r;
+  r.name = m.name;
+  r.window = s.window;
+  r.window_record_bytes = kv_format_info(KvFormat::v41_window).record_bytes();
+  r.index_top_k = s.index_topk;
+  for (int b = 0; b < s.blocks; ++b) {
+    const int ratio = s.compress_ratios[size_t(b)];
+    const KvSelection how = ratio == 0               ? KvSelection::window
+                            : s.is_index_source(b)   ? KvSelection::scan
+                            : s.index_source(b) >= 0 ? KvSelection::reuse
+                                                     : KvSelection::window;
+    auto kind = std::find_if(r.attention.begin(), r.attention.end(), [&](const AttentionLayers& a) {
+      return a.ratio == ratio && a.selection == how;
+    });
+    if (kind == r.attention.end()) kind = r.attention.insert(kind, {ratio, 0, how});
+    ++kind->layers;
+    if (s.kv_source(b) != b) continue;  // a consumer: its source's cache
+    auto cache = std::find_if(r.kv_caches.begin(), r.kv_caches.end(),
+                              [&](const KvCacheLayers& k) { return k.ratio == ratio; });
+    if (cache == r.kv_caches.end())
+      cache = r.kv_caches.insert(
+          cache, {ratio, 0, ratio > 0 ? kv_format_info(KvFormat::v41_fp4).record_bytes() : 0, 0});
+    ++cache->layers;
+  }
+  for (int b = 0; b < s.blocks; ++b)
+    if (s.is_index_source(b))
+      for (KvCacheLayers& k : r.kv_caches)
+        if (k.ratio == s.compress_ratios[size_t(b)])
+          k.index_key_bytes = kv_format_info(KvFormat::idx_mxfp4).record_bytes();
+  return r;
+}
+
+}  // namespace
+
+std::vector<KvDecodeRead> model_decode_reads(const ModelConfig& m, int64_t tokens) {
+  return release_decode_reads(model_as_release(m), tokens);
 }
 
 LaunchLog predict_image_embedding(const ModelConfig& m, int64_t grid_h, int64_t grid_w) {

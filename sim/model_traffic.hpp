@@ -6,15 +6,22 @@
 
 #include "core/model_config.hpp"
 #include "problem/traffic.hpp"
+#include "sim/kvcache_traffic.hpp"
 
 namespace tandem::sim {
 
-// One prompt of `ids` (text ids and the image's layout ids) from an empty cache.
-LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids);
-// Block b's attention site in a prefill of T tokens: the window's records (owners), the
-// compressor (kv sources), the index keys, queries, scores and top-k (index sources), the
-// queries, sparse attention, the output projection.
-LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T);
+// A chunk of `ids` (text ids and the image's layout ids) appended at position `start`
+// (OptimizedModel::append; start 0: a prompt from an empty cache).
+LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, int64_t start);
+// Block b's attention site for a chunk of T tokens at `start`: the window's records (owners),
+// the compressor (kv sources: prefill kernels at start 0, else a decode step per token), the new
+// entries' index keys, queries, scores and top-k (index sources), the queries, sparse
+// attention, the output projection.
+LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_t start);
+// What one decode step at context `tokens` reads from the model's cache, by attention kind
+// (sim/kvcache_traffic.hpp release_decode_reads over the model's layer mix read as a
+// release's): the rows `tandem traffic` shows for a release, for the tiny model.
+std::vector<KvDecodeRead> model_decode_reads(const ModelConfig& m, int64_t tokens);
 // run_image_embedding over a [grid_h, grid_w] patch grid.
 LaunchLog predict_image_embedding(const ModelConfig& m, int64_t grid_h, int64_t grid_w);
 
