@@ -229,14 +229,27 @@ std::vector<TensorCheck> ModelReferenceSequence::append(const ModelPrompt& chunk
   });
 }
 
-ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
-                   const RunOptions& opt) {
-  if (p.patches.data.empty()) return run_model(m, w, p.ids, tap_floats(p.visual), opt);
+ModelRun append_model(OptimizedModel& model, const ModelWeights& w, const ModelPrompt& p,
+                      const RunOptions& opt) {
+  if (p.patches.data.empty()) return model.append(p.ids, tap_floats(p.visual));
   ImageRun image = run_image_embedding(w, p.patches, opt);
-  ModelRun run = run_model(m, w, p.ids, image.visual, opt);
+  ModelRun run = model.append(p.ids, image.visual);
   image.taps.insert(image.taps.end(), run.taps.begin(), run.taps.end());
   image.launches.insert(image.launches.end(), run.launches.begin(), run.launches.end());
   return {std::move(image.taps), std::move(image.launches)};
+}
+
+int32_t greedy_token(const ModelRun& run) {
+  const Tensor<float>& logits = run.taps.back().value;  // [T, V]
+  const int64_t V = logits.dim(1);
+  const float* row = logits.ptr() + (logits.dim(0) - 1) * V;
+  return int32_t(std::max_element(row, row + V) - row);
+}
+
+ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
+                   const RunOptions& opt) {
+  OptimizedModel model(m, w, opt);
+  return append_model(model, w, p, opt);
 }
 
 namespace {
@@ -384,8 +397,11 @@ ModelPrompt prompt_prefix(const ModelPrompt& p, const ModelRun& run, size_t n) {
   return q;
 }
 
-// The end-to-end tiny model on the verification prompt (text around one image): the
-// optimized model against the reference tap by tap; a failure names the first diverging tap.
+// The end-to-end tiny model on the verification prompt (text around one image), then
+// kDecodeSteps greedy decode steps on the optimized model's own cache: the optimized model
+// against the reference (continuing its cache) tap by tap; a failure names the first diverging
+// tap ("decode{k}." for the steps).
+constexpr int kDecodeSteps = 2;
 VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   check_model_size(model, "model '" + model.name + "'");
   const reference::TinyModelWeights w = reference::tiny_model_weights(model);
@@ -393,14 +409,29 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   const int64_t images = std::count(p.ids.begin(), p.ids.end(), kImage);
   VerifyRow row;
   row.component = "model";
-  row.name = fmt::format("tiny/f32 {} tokens ({} image) blocks={}", p.ids.size(), images,
-                         model.shape.blocks);
+  row.name = fmt::format("tiny/f32 {} tokens ({} image) + {} decode steps blocks={}", p.ids.size(),
+                         images, kDecodeSteps, model.shape.blocks);
   row.backend = backend_name(opt.backend);
   const ModelWeights ow = optimized_model_weights(w);
-  const ModelRun out = run_model(model, ow, p, opt);
+  OptimizedModel sequence(model, ow, opt);
+  ModelReferenceSequence ref(model, w);
+  const ModelRun out = append_model(sequence, ow, p, opt);
+  std::vector<TensorCheck> checks = ref.append(p, out);
   row.launches = out.launches;
-  ModelReference ref = run_model_reference(model, w, p, &out);
-  const std::vector<TensorCheck> checks = check_model(model, w, p, ref, out);
+  LaunchLog predicted = sim::predict_image_embedding(model, p.patches.dim(0), p.patches.dim(1));
+  auto add = [](LaunchLog& to, const LaunchLog& l) { to.insert(to.end(), l.begin(), l.end()); };
+  add(predicted, sim::predict_model(model, p.ids, 0));
+  const Tensor<float> no_image({0, model.residual.d});
+  ModelRun step = out;
+  for (int k = 1; k <= kDecodeSteps; ++k) {
+    const ModelPrompt next{{greedy_token(step)}, Tensor<double>({0, model.residual.d}), {}};
+    const int64_t start = sequence.length();
+    step = sequence.append(next.ids, no_image);
+    for (TensorCheck c : ref.append(next, step))
+      checks.push_back({fmt::format("decode{}.{}", k, c.name), std::move(c.result)});
+    add(row.launches, step.launches);
+    add(predicted, sim::predict_model(model, next.ids, start));
+  }
   fold_checks(row, checks);
   if (opt.backend != Backend::emu) return row;
   // NOTE: the other schedules serialise every thread switch and take ~30 s each on the whole
@@ -413,11 +444,8 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
       [&](const ModelRun& other) { return same_taps(other, want); });
   if (row.schedules.ends_with("identical"))
     row.schedules += fmt::format(" ({} tokens)", head.ids.size());
-  row.bytes = fmt::format("{} launches", out.launches.size());
-  LaunchLog predicted = sim::predict_image_embedding(model, p.patches.dim(0), p.patches.dim(1));
-  const LaunchLog forward = sim::predict_model(model, p.ids, 0);
-  predicted.insert(predicted.end(), forward.begin(), forward.end());
-  check_against_sim(row, out.launches, predicted);
+  row.bytes = fmt::format("{} launches", row.launches.size());
+  check_against_sim(row, row.launches, predicted);
   return row;
 }
 

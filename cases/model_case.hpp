@@ -42,8 +42,14 @@ ModelReference run_model_reference(const ModelConfig& m, const reference::TinyMo
 std::vector<reference::Tap> run_model_baseline(const ModelConfig& m,
                                                const reference::TinyModelWeights& w,
                                                const ModelPrompt& p);
+// A prompt (its image embedded by the image path's kernels first) appended to `model`, whose
+// weights are w; run_model: to a new one.
+ModelRun append_model(OptimizedModel& model, const ModelWeights& w, const ModelPrompt& p,
+                      const RunOptions& opt);
 ModelRun run_model(const ModelConfig& m, const ModelWeights& w, const ModelPrompt& p,
                    const RunOptions& opt);
+// The greedy next token of a run: the argmax of its last logits row (the last tap).
+int32_t greedy_token(const ModelRun& run);
 
 // The reference beside an OptimizedModel appending chunk by chunk (a prefill, then decode
 // steps): truth and baseline keep their own caches, each chunk read with the optimized chunk's

@@ -80,8 +80,7 @@ class ModelRunner {
     if (T < 1) throw_bad_input("model prompt: no tokens");
     // The first chunk sizes the window's ring: a later chunk must not overwrite a record that
     // one of its own queries reads.
-    if (length_ == 0)
-      ring_slots_ = std::max<int64_t>(T, m_.shape.window);
+    if (length_ == 0) ring_slots_ = std::max<int64_t>(T, m_.shape.window);
     if (length_ > 0 && T > ring_slots_ - m_.shape.window + 1)
       throw_bad_input(
           "model prompt: a chunk of {} tokens at position {} would overwrite window "

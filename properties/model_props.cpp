@@ -24,6 +24,7 @@
 #include "reference/model_util.hpp"
 #include "reference/vision.hpp"
 #include "sim/model_traffic.hpp"
+#include "sim/traffic.hpp"
 
 namespace tandem {
 namespace {
@@ -407,13 +408,13 @@ TEST(ModelEmu, AnotherBlockSizeMatchesReferenceTapByTap) {
 // A text chunk's (no) IMAGE embeddings.
 Tensor<float> no_image() { return Tensor<float>({0, tiny().residual.d}); }
 
-// A decode step's cache reads from the emulator's counts against `tandem traffic`'s decode rows
-// for the model (sim::model_decode_reads at context pos + 1), per attention kind: sparse
+// A decode step's cache reads from the emulator's counts against `tandem traffic --preset tiny`'s
+// decode rows at context pos + 1 (the tiny model's layer mix), per attention kind: sparse
 // attention's = the window and the selected entries (read once per group of four heads), the
-// indexer's = its scan of the visible keys; per ratio r >= 2 the compressor's = the state, at
-// the steps that complete an entry (none at the others). An r = 1 source keeps no state between
-// steps (the token's own projection is its entry, through the kernel's scratch: the byte model
-// counts that, the row has none).
+// indexer's = its scan of the visible keys; per ratio r >= 2 the compressor's = r x the row's
+// per-step state at the steps that complete an entry, none at the others. An r = 1 source keeps
+// no state between steps (the token's own projection is its entry, through the kernel's
+// scratch: the byte model counts that, the row has none).
 void expect_kv_reads_are_the_traffic_rows(const ModelRun& step, int64_t pos) {
   const ModelShape& s = tiny().shape;
   const int64_t context = pos + 1;
@@ -448,10 +449,14 @@ void expect_kv_reads_are_the_traffic_rows(const ModelRun& step, int64_t pos) {
   EXPECT_EQ(next_scan, scan.size());
   EXPECT_EQ(next_state, state.size());
   size_t state_rows = 0;
-  for (const sim::KvDecodeRead& row : sim::model_decode_reads(tiny(), context)) {
+  sim::Workload w;
+  w.context = context;
+  const sim::Report report = sim::simulate(sim::builtin_preset("tiny"), w);
+  ASSERT_FALSE(report.kv_decode.empty());
+  for (const sim::KvDecodeRead& row : report.kv_decode) {
     if (row.kind.ends_with("compressor states")) {
       const int r = std::stoi(row.kind.substr(2));
-      EXPECT_EQ(states[r], kv_decode_emits(pos, r) ? uint64_t(row.states) : 0u)
+      EXPECT_EQ(states[r], kv_decode_emits(pos, r) ? uint64_t(r * row.states) : 0u)
           << row.kind << " at position " << pos;
       ++state_rows;
       continue;
@@ -487,11 +492,8 @@ void expect_decode_steps(int prefill, int steps, uint64_t seed) {
                                  << c.result.summary();
     EXPECT_TRUE(same_traffic(run.launches, sim::predict_model(tiny(), chunk.ids, start))) << what;
     if (step > 0) expect_kv_reads_are_the_traffic_rows(run, start);
-    const ModelTap& logits = run.taps.back();
-    ASSERT_EQ(logits.name, "logits");
-    const int64_t V = logits.value.dim(1), last = logits.value.dim(0) - 1;
-    const float* row = logits.value.ptr() + last * V;
-    chunk.ids = {int32_t(std::max_element(row, row + V) - row)};
+    ASSERT_EQ(run.taps.back().name, "logits");
+    chunk.ids = {greedy_token(run)};
   }
 }
 

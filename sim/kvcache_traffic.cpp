@@ -246,9 +246,13 @@ std::vector<KvDecodeRead> release_decode_reads(const ReleaseConfig& r, int64_t t
     if (k.ratio < 2) continue;  // no compressor state: window-only, or r = 1 (one token a group)
     const ReleaseCache c = release_cache(r, k);
     KvDecodeRead row{fmt::format("r={} compressor states", k.ratio), k.layers};
-    row.states = k.layers * kv_sequence_bytes(c.compressor, c.index, c.index_compressor, c.window,
-                                              r.window, tokens, 1)
-                                .states;
+    // The step completing an entry (every r-th) reads the whole state (kv_compress_decode), the
+    // others none: per step, state / r.
+    row.states =
+        k.layers *
+        kv_sequence_bytes(c.compressor, c.index, c.index_compressor, c.window, r.window, tokens, 1)
+            .states /
+        k.ratio;
     rows.push_back(row);
   }
   return rows;

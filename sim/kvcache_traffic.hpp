@@ -44,7 +44,8 @@ KvSequenceBytes release_sequence_bytes(const ReleaseConfig& r, int64_t tokens, i
 // HCA all floor(T / r); inside the candidates min(top-k, candidate entries)) and the indexer's
 // scan of index keys (index sources and the candidate scorer: every visible key; layers selecting
 // inside the candidates: the candidates' keys; reusers none). Then a row per compressing ratio
-// for the compressor states its cache-owning layers keep (fp32 a and b, at their size).
+// r >= 2 for the compressor states its cache-owning layers keep (fp32 a and b): the step that
+// completes an entry, every r-th, reads them whole, so a step reads state / r on average.
 struct KvDecodeRead {
   std::string kind;  // "r=R selection", or "r=R compressor states"
   int layers = 0;

@@ -97,11 +97,6 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
   return log;
 }
 
-namespace {
-
-// The model's layer mix as a release's cache description (core/release_config.hpp): a cache
-// per ratio owned by its kv sources (window-only blocks own a ring), index keys where an index
-// source reads it, an attention kind per block.
 ReleaseConfig model_as_release(const ModelConfig& m) {
   const ModelShape& s = m.shape;
   ReleaseConfig r;
@@ -135,8 +130,6 @@ ReleaseConfig model_as_release(const ModelConfig& m) {
           k.index_key_bytes = kv_format_info(KvFormat::idx_mxfp4).record_bytes();
   return r;
 }
-
-}  // namespace
 
 std::vector<KvDecodeRead> model_decode_reads(const ModelConfig& m, int64_t tokens) {
   return release_decode_reads(model_as_release(m), tokens);

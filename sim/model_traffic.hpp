@@ -18,6 +18,11 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
 // entries' index keys, queries, scores and top-k (index sources), the queries, sparse
 // attention, the output projection.
 LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_t start);
+// The model's layer mix as a release's cache description (core/release_config.hpp): a cache per
+// ratio owned by its kv sources (window-only blocks own a ring), index keys where an index
+// source reads it, an attention kind per block; its name, window, top-k and record sizes (the
+// rest of a release's fields are left unset).
+ReleaseConfig model_as_release(const ModelConfig& m);
 // What one decode step at context `tokens` reads from the model's cache, by attention kind
 // (sim/kvcache_traffic.hpp release_decode_reads over the model's layer mix read as a
 // release's): the rows `tandem traffic` shows for a release, for the tiny model.

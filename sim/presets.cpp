@@ -4,9 +4,12 @@
 #include <cmath>
 
 #include "core/atomic_file.hpp"
+#include "core/engram_config.hpp"
 #include "core/error.hpp"
+#include "core/model_config.hpp"
 #include "core/release_config.hpp"
 #include "problem/kv_record.hpp"
+#include "sim/model_traffic.hpp"
 #include "sim/traffic.hpp"
 
 namespace tandem::sim {
@@ -49,24 +52,37 @@ nlohmann::json release_preset(const std::string& name, double active_param_bytes
   return p;
 }
 
+// The end-to-end tiny model of tandem verify: its blocks, width, Engram layout and cache layout
+// (its V4.1 layer mix: sim/model_traffic.hpp model_as_release); weights and machine assumed.
+nlohmann::json tiny_preset() {
+  const ModelConfig m = builtin_model("tiny");
+  const ReleaseConfig r = model_as_release(m);
+  int64_t rows = 0;
+  for (const EngramLayerTables& t : engram_tables(m.engram)) rows += t.rows;
+  const int64_t engram_layers = int64_t(m.engram.layer_ids.size());
+  return {{"name", "tiny"},
+          {"layers", m.shape.blocks},
+          {"d", m.residual.d},
+          {"act_bytes", 2},
+          {"active_param_bytes", 2e6},
+          {"kv_bytes_per_token", r.kv_bytes_per_token()},
+          {"kv_v32_bytes_per_token", m.shape.blocks * kV32PerLayer},
+          {"window_entry_bytes", r.window_record_bytes},
+          {"window_tokens", r.window},
+          {"engram_layers", engram_layers},
+          {"engram_lookups", m.engram.lookups()},
+          {"engram_row_bytes", m.engram.row_bytes()},
+          {"engram_rows_per_layer", engram_layers ? rows / engram_layers : 0},
+          {"hbm_GBps", 4800},
+          {"host_link_GBps", 64},
+          {"gamma", 5},
+          {"source", fmt::format("the end-to-end model of tandem verify (d = {}, {} blocks, its "
+                                 "layer mix); assumed: 2 MB active weights, H200",
+                                 m.residual.d, m.shape.blocks)}};
+}
+
 nlohmann::json make_presets() {
-  nlohmann::json tiny = {{"name", "tiny"},
-                         {"layers", 2},
-                         {"d", 64},
-                         {"act_bytes", 2},
-                         {"active_param_bytes", 2e6},
-                         {"kv_bytes_per_token", 2 * 356.0},
-                         {"kv_v32_bytes_per_token", 2 * kV32PerLayer},
-                         {"window_entry_bytes", 528},
-                         {"window_tokens", 128},
-                         {"engram_layers", 2},
-                         {"engram_lookups", 24},
-                         {"engram_row_bytes", 264},
-                         {"engram_rows_per_layer", 100000},
-                         {"hbm_GBps", 4800},
-                         {"host_link_GBps", 64},
-                         {"gamma", 5},
-                         {"source", "the emulator-sized model of tandem verify (d = 64, 4 sites)"}};
+  const nlohmann::json tiny = tiny_preset();
   const std::string h200 = "H200 (4.8 TB/s HBM, 64 GB/s PCIe), DSpark gamma 5";
   return nlohmann::json::array(
       {tiny, release_preset("v4-flash", 13e9, "13 GB active FP8 weights, " + h200),

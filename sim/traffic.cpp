@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.hpp"
 #include "problem/kv_record.hpp"
 #include "problem/vision.hpp"
+#include "sim/model_traffic.hpp"
 #include "sim/residual_traffic.hpp"
 
 namespace tandem::sim {
@@ -60,6 +62,19 @@ VisionImage vision_tokens(const Image& img) {
   return v;
 }
 
+namespace {
+
+// The cache layout behind a built-in preset's name: a release's, or the tiny model's layer mix
+// (the end-to-end model the emulator runs: ModelEmu's decode test checks these rows).
+std::optional<ReleaseConfig> cache_layout(const std::string& name) {
+  if (name == "tiny") return model_as_release(builtin_model("tiny"));
+  const std::vector<std::string> releases = builtin_release_names();
+  if (std::find(releases.begin(), releases.end(), name) == releases.end()) return std::nullopt;
+  return builtin_release(name);
+}
+
+}  // namespace
+
 Report simulate(const Preset& p, const Workload& w) {
   validate_workload(w);
   Report r;
@@ -79,15 +94,14 @@ Report simulate(const Preset& p, const Workload& w) {
       p.layers * (double(std::min<int64_t>(w.context, kDsaTopK)) *
                       kv_format_info(KvFormat::v32_fp8).record_bytes() +
                   double(w.context) * kv_format_info(KvFormat::idx_fp8).record_bytes());
-  // The design's decode read: per attention kind for a built-in release (window, selected
-  // entries, index scan, compressor states); else the whole cache and the window (a preset
-  // file does not say how its layers select).
-  const std::vector<std::string> releases = builtin_release_names();
-  const bool release = std::find(releases.begin(), releases.end(), p.name) != releases.end();
+  // The design's decode read: per attention kind for a built-in release or the tiny model's
+  // layer mix (window, selected entries, index scan, compressor states); else the whole cache
+  // and the window (a preset file does not say how its layers select).
+  const std::optional<ReleaseConfig> layout = cache_layout(p.name);
+  const bool release = layout.has_value();
   if (release) {
-    const ReleaseConfig rel = builtin_release(p.name);
-    r.kv_sequence = release_sequence_bytes(rel, w.context, kKvReportPage);
-    r.kv_decode = release_decode_reads(rel, w.context);
+    r.kv_sequence = release_sequence_bytes(*layout, w.context, kKvReportPage);
+    r.kv_decode = release_decode_reads(*layout, w.context);
   }
   double kv_read = w.context * p.kv_bytes_per_token + window;
   std::string kv_read_note =

@@ -114,10 +114,11 @@ TEST(Traffic, DecodeKvReadsByLayerKind) {
   EXPECT_EQ(kind(k, "r=1 in_candidates").selected, 4 * 512 * 288);
   EXPECT_EQ(kind(k, "r=1 in_candidates").index_scan, 4 * 1000 * 68);  // every block a candidate
   EXPECT_EQ(kind(k, "r=1 reuse").selected, 15 * 512 * 288);
-  EXPECT_EQ(kind(k, "r=2 compressor states").states, 3 * 2 * 512 * 4 * 2);  // fp32 a and b
-  EXPECT_THROW(kind(k, "r=1 compressor states"), std::runtime_error);       // r = 1 keeps none
+  // fp32 a and b, read whole every other step
+  EXPECT_EQ(kind(k, "r=2 compressor states").states, 3 * 2 * 512 * 4 * 2 / 2);
+  EXPECT_THROW(kind(k, "r=1 compressor states"), std::runtime_error);  // r = 1 keeps none
   const int64_t total = 40 * 128 * 528 + 18 * 500 * 288 + 3 * 500 * 68 + 20 * 512 * 288 +
-                        1000 * 68 + 4 * 1000 * 68 + 3 * 2 * 512 * 4 * 2;
+                        1000 * 68 + 4 * 1000 * 68 + 3 * 2 * 512 * 4 * 2 / 2;
   EXPECT_DOUBLE_EQ(row(r.decode, "kv read").optimized, double(total) / r.expected_emitted);
   // DSA: every entry selected below 2048 tokens, every index key scanned.
   EXPECT_DOUBLE_EQ(row(r.decode, "kv read").baseline, 40 * (1000 * 656.0 + 1000 * 132.0));
@@ -138,7 +139,7 @@ TEST(Traffic, DecodeKvReadsByLayerKind) {
 
 // V4-Flash at 1000 tokens: CSA (r = 4, 250 entries, top-512, 68 B keys) and HCA (r = 128: all 7
 // entries), every layer with a 584 B window; CSA keeps its main and index compressors' states
-// ([8, 1024] and [8, 256] fp32, a and b), HCA [128, 512].
+// ([8, 1024] and [8, 256] fp32, a and b, read every 4th step), HCA [128, 512] (every 128th).
 TEST(Traffic, DecodeKvReadsOfV4Flash) {
   Workload w;
   w.context = 1000;
@@ -150,8 +151,8 @@ TEST(Traffic, DecodeKvReadsOfV4Flash) {
   EXPECT_EQ(kind(k, "r=4 scan").index_scan, 21 * 250 * 68);
   EXPECT_EQ(kind(k, "r=128 all").selected, 20 * 7 * 584);
   EXPECT_EQ(kind(k, "r=128 all").index_scan, 0);
-  EXPECT_EQ(kind(k, "r=4 compressor states").states, 21 * (8 * 1024 + 8 * 256) * 4 * 2);
-  EXPECT_EQ(kind(k, "r=128 compressor states").states, 20 * 128 * 512 * 4 * 2);
+  EXPECT_EQ(kind(k, "r=4 compressor states").states, 21 * (8 * 1024 + 8 * 256) * 4 * 2 / 4);
+  EXPECT_EQ(kind(k, "r=128 compressor states").states, 20 * 128 * 512 * 4 * 2 / 128);
 }
 
 // A preset file does not say how its layers select: the whole cache and the window.
