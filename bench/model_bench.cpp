@@ -1,5 +1,5 @@
-// The end-to-end tiny model on a text prompt: the optimized model (emu always; cuda with a GPU)
-// and the reference in double (truth) and float (baseline).
+// The end-to-end tiny model on a text prompt: the optimized model (emu always; cuda with a GPU),
+// its decode steps on its own cache, and the reference in double (truth) and float (baseline).
 #include <benchmark/benchmark.h>
 
 #include "cases/model_case.hpp"
@@ -35,6 +35,22 @@ void BM_ModelOptimized(benchmark::State& st, Backend backend) {
                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Decode steps on the optimized model's own cache after a prefill of range(0) tokens (outside
+// the timing); each iteration appends the greedy token of the last (the context grows by one).
+void BM_ModelDecodeStep(benchmark::State& st, Backend backend) {
+  if (backend == Backend::cuda && !cuda_status().available) {
+    st.SkipWithError(cuda_status().detail.c_str());
+    return;
+  }
+  static const ModelWeights w = optimized_model_weights(weights());
+  const RunOptions opt{backend, {}, 128};
+  OptimizedModel model(tiny(), w, opt);
+  ModelRun last = append_model(model, w, bench_prompt(st), opt);
+  const Tensor<float> no_image({0, tiny().residual.d});
+  for (auto _ : st) last = model.append({greedy_token(last)}, no_image);
+  st.counters["context"] = double(model.length());
+}
+
 void BM_ModelReference(benchmark::State& st) {
   const ModelPrompt p = bench_prompt(st);
   for (auto _ : st) benchmark::DoNotOptimize(run_model_reference(tiny(), weights(), p));
@@ -52,6 +68,8 @@ void BM_ModelBaseline(benchmark::State& st) {
 
 BENCHMARK_CAPTURE(BM_ModelOptimized, emu, Backend::emu)->Arg(12)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ModelOptimized, cuda, Backend::cuda)->Arg(256)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ModelDecodeStep, emu, Backend::emu)->Arg(12)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ModelDecodeStep, cuda, Backend::cuda)->Arg(256)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ModelReference)->Arg(12)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ModelBaseline)->Arg(12)->Unit(benchmark::kMillisecond);
 

@@ -1,8 +1,9 @@
 // The end-to-end model on fuzzed prompts (ids in and out of range, markers, image rows with
 // NaN/Inf): both models reject the prompt (BadInput), or the optimized model matches the
-// reference tap by tap. Prompts are short (a forward is ~0.1 s in double), so this target runs
-// few inputs per second. Empty prompts are left out: appending nothing is a no-op for the
-// reference's cache and bad input for a one-prompt run.
+// reference tap by tap, and so do up to two decode steps of fuzzed text ids on both models' own
+// caches (OptimizedModel, ModelReferenceSequence). Prompts are short (a forward is ~0.1 s in
+// double), so this target runs few inputs per second. Empty prompts are left out: appending nothing
+// is a no-op for the reference's cache and bad input for a one-prompt run.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -59,17 +60,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   };
   ModelRun out;
-  ModelReference ref;
+  OptimizedModel model(tiny(), optimized_weights(), opt);
   const bool optimized_rejects =
-      rejects([&] { out = run_model(tiny(), optimized_weights(), p, opt); });
-  const bool reference_rejects = rejects([&] { ref = run_model_reference(tiny(), weights(), p); });
+      rejects([&] { out = append_model(model, optimized_weights(), p, opt); });
+  const bool reference_rejects = rejects([&] { run_model_baseline(tiny(), weights(), p); });
   if (optimized_rejects != reference_rejects)
     fuzz::fail(fmt::format("a prompt of {} ids is rejected by the {} model only", p.ids.size(),
                            optimized_rejects ? "optimized" : "reference"));
   if (optimized_rejects) return 0;
-  ref = run_model_reference(tiny(), weights(), p, &out);  // reading the optimized run's records
-  fuzz::require_pass(check_model(tiny(), weights(), p, ref, out),
-                     fmt::format("model {} tokens, {} image rows, {} block={}", p.ids.size(),
-                                 p.visual.dim(0), opt.schedule.name(), opt.block_threads));
+  const std::string what = fmt::format("model {} tokens, {} image rows, {} block={}", p.ids.size(),
+                                       p.visual.dim(0), opt.schedule.name(), opt.block_threads);
+  ModelReferenceSequence ref(tiny(), weights());  // reading the optimized run's records
+  fuzz::require_pass(ref.append(p, out), what);
+  for (int steps = in.ConsumeIntegralInRange(0, 2); steps > 0; --steps) {
+    const ModelPrompt step{
+        {in.ConsumeIntegralInRange<int32_t>(0, int32_t(V - 1))}, Tensor<double>({0, d}), {}};
+    const int64_t pos = model.length();
+    fuzz::require_pass(ref.append(step, model.append(step.ids, Tensor<float>({0, d}))),
+                       fmt::format("{}, decode step at position {}", what, pos));
+  }
   return 0;
 }
