@@ -118,6 +118,39 @@ int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, cons
   return j["pass"].get<bool>() ? 0 : 1;
 }
 
+// The components a verify runs on a config: those asked for (every one if none), each needing
+// its sections in the config (an asked-for one without them is bad input; unasked ones are
+// listed as skipped), and the sections to read.
+struct ConfigComponents {
+  std::vector<std::string> run, skipped, sections;
+};
+ConfigComponents components_of_config(const nlohmann::json& j, const std::string& source,
+                                      const std::vector<std::string>& asked) {
+  const std::vector<std::string> present = model_sections_of(j);
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  ConfigComponents c;
+  for (const Component& comp : registry()) {
+    if (!asked.empty() && !has(asked, comp.name)) continue;
+    const auto missing = std::find_if(comp.sections.begin(), comp.sections.end(),
+                                      [&](const std::string& s) { return !has(present, s); });
+    if (missing != comp.sections.end()) {
+      if (!asked.empty())
+        throw_bad_input("--component {}: {} has no '{}' section (the component reads {})",
+                        comp.name, source, *missing, fmt::join(comp.sections, ", "));
+      c.skipped.push_back(comp.name);
+      continue;
+    }
+    c.run.push_back(comp.name);
+    for (const std::string& s : comp.sections)
+      if (!has(c.sections, s)) c.sections.push_back(s);
+  }
+  if (c.run.empty())  // passing on nothing would be a false green
+    throw_bad_input("{}: no component runs on its sections ({})", source, fmt::join(present, ", "));
+  return c;
+}
+
 int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
                const std::vector<std::string>& components, const BackendFlags& flags,
                const CheckpointFlags& weights, bool execute, std::ostream& out) {
@@ -141,11 +174,18 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
         rows, fmt::format("{} layer {} of {}", layer.release.name, weights.layer, weights.dir), opt,
         json, out);
   }
-  const ModelConfig model =
-      config_path.empty() ? builtin_model(model_name) : load_model_config(config_path);
+  const std::string source = config_path.empty() ? "builtin:" + model_name : config_path;
+  const nlohmann::json j =
+      config_path.empty() ? builtin_model_json(model_name) : load_model_json(config_path);
+  parse_model_config(j, source, {});  // the config itself: an object, its name and seed
+  const ConfigComponents chosen = components_of_config(j, source, components);
+  const ModelConfig model = parse_model_config(j, source, chosen.sections);
   if (!execute) return 0;
-  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO), components);
-  return print_rows(rows, "model " + model.name, opt, json, out);
+  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO), chosen.run);
+  std::string what = "model " + model.name;
+  if (!chosen.skipped.empty())
+    what += fmt::format(" (not run, sections missing: {})", fmt::join(chosen.skipped, ", "));
+  return print_rows(rows, what, opt, json, out);
 }
 
 int cmd_golden_list(const std::string& dir, std::ostream& out) {

@@ -131,6 +131,7 @@ VerifyRow verify_attention(const ModelConfig& model, ActDType act, const RunOpti
 Component attention_component() {
   Component c;
   c.name = "attention";
+  c.sections = {"residual", "engram", "model"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
     for (ActDType a : {ActDType::f32, ActDType::bf16})

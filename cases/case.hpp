@@ -96,6 +96,9 @@ struct CheckpointLayer {
 // ---------------------------------------------------------------- a component
 struct Component {
   std::string name;  // as manifests, `--component` and the rows name it
+  // The config sections its verify rows read (core/model_config.hpp kModelSections): a config
+  // without one of them does not run this component.
+  std::vector<std::string> sections;
   // The rows of `tandem verify` for a model config.
   std::function<std::vector<VerifyJob>(const ModelConfig&, const RunOptions&)> verify_rows;
   std::function<std::vector<GoldenSpec>()> golden_specs;

@@ -121,6 +121,7 @@ VerifyRow verify_dense(const ModelConfig& model, int64_t n_out, ActDType act, bo
 Component dense_component() {
   Component c;
   c.name = "dense";
+  c.sections = {"residual", "model"};
   // The attention block's q/k/v projection (f32, d -> 3d) and the FFN-shaped epilogue path
   // (bf16, bias + GELU, d -> ffn_hidden).
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {

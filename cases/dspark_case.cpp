@@ -351,6 +351,7 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
 Component dspark_component() {
   Component c;
   c.name = "dspark";
+  c.sections = {"dspark"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
     for (bool greedy : {false, true}) {

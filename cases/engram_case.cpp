@@ -256,6 +256,7 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
 Component engram_component() {
   Component c;
   c.name = "engram";
+  c.sections = {"engram"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
     for (size_t l = 0; l < model.engram.layer_ids.size(); ++l)

@@ -333,6 +333,7 @@ CaseReport check_candidates(const LoadedCase& c, const JsonFields& config, const
 Component indexer_component() {
   Component c;
   c.name = "indexer";
+  c.sections = {"residual"};
   // Index scores over paged MXFP4 (r = 4) and FP8 (r = 2) keys; the selection of a V4 CSA layer
   // (top-512 of the entries a token sees, relu ties), a short prefix where fewer entries than k
   // are visible (-1 padding), and V4.1's candidates (r = 1: 64 of ~363 blocks of 8 kept, a later

@@ -547,6 +547,7 @@ CaseReport check_kvcache(const LoadedCase& c, const RunOptions& opt) {
 Component kvcache_component() {
   Component c;
   c.name = "kvcache";
+  c.sections = {"residual"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
     for (KvFormat f : kAllFormats)

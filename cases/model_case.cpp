@@ -454,6 +454,7 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
 Component model_component() {
   Component c;
   c.name = "model";
+  c.sections = kModelSections;
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     return std::vector<VerifyJob>{
         {"end-to-end model", [&] { return verify_end_to_end(model, opt); }}};

@@ -126,6 +126,7 @@ VerifyRow verify_moe(const ModelConfig& model, ActDType act, const RunOptions& o
 Component moe_component() {
   Component c;
   c.name = "moe";
+  c.sections = {"residual", "model", "vision"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
     for (ActDType a : {ActDType::f32, ActDType::bf16})

@@ -378,6 +378,7 @@ VerifyRow verify_residual_checkpoint(const CheckpointLayer& l, ResidualPath path
 Component residual_component() {
   Component c;
   c.name = "residual";
+  c.sections = {"residual"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
     for (ResidualPath p : {ResidualPath::v4_unfused, ResidualPath::v41_single_pass})

@@ -236,6 +236,7 @@ VerifyRow verify_rope_queries(int64_t T, int64_t heads, int64_t dims, int64_t st
 Component sparse_attn_component() {
   Component c;
   c.name = "sparse_attn";
+  c.sections = {"residual", "model"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     const int64_t T = model.residual.tokens;
     const uint64_t seed = model.seed;

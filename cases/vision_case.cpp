@@ -225,6 +225,7 @@ VerifyRow verify_router_gate(const CheckpointLayer& l, const RunOptions& opt) {
 Component vision_component() {
   Component c;
   c.name = "vision";
+  c.sections = {"vision"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
     for (ActDType a : {ActDType::f32, ActDType::bf16})

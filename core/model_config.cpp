@@ -28,6 +28,27 @@ constexpr std::string_view kTiny = R"({
             "index_source_layers": [1, 3], "window_size": 8, "index_n_heads": 2, "index_topk": 4}
 })";
 
+// V4.1-Flash's sizes (DESIGN 5.6) for the components that run one at a time: the residual's
+// width and mixing (hc 4, 20 Sinkhorn iterations, its eps), Engram's 24 lookups of 256 at the
+// hidden width with tables sized to the test (the primes above 1000, not 16,000,000), the
+// attention's 64 heads of 512, the indexer's 32 heads and top-512, the 128-token window, the
+// experts' hidden width (the layer mix is the tiny model's: only the end-to-end model, which
+// does not run here, reads it). A few tokens each. No vision or DSpark section: their rows run at
+// the tiny config's sizes only (README), and the end-to-end model needs every section.
+constexpr std::string_view kV41Flash = R"({
+  "name": "v4.1-flash",
+  "seed": 20261205,
+  "residual": {"hc_mult": 4, "d": 5120, "sinkhorn_iters": 20, "hc_eps": 1e-6, "norm_eps": 1e-20,
+               "sites": 1, "tokens": 2},
+  "engram": {"layer_ids": [1, 14], "max_order": 4, "heads": 8, "head_dim": 256,
+             "table_base": 1000, "vocab": 129280, "compressed_vocab": 99092, "pad_id": 2,
+             "seed": 0, "d": 5120, "norm_eps": 1e-20, "tokens": 2},
+  "model": {"blocks": 4, "heads": 64, "ffn_hidden": 2304, "prompt_tokens": 2,
+            "compress_ratios": [0, 2, 2, 1], "kv_source_layers": [1, 3],
+            "index_source_layers": [1, 3], "window_size": 128, "index_n_heads": 32,
+            "index_topk": 512}
+})";
+
 }  // namespace
 
 ResidualConfig parse_residual_config(const JsonFields& f) {
@@ -229,12 +250,6 @@ ModelShape parse_model_shape(const JsonFields& f) {
   if (s.heads % 4)
     throw_bad_input("{}: must be a multiple of 4 (sparse attention's head groups), got {}",
                     f.where("heads"), s.heads);
-  // The output projection (dense_rows) stages a token's heads x 512 inputs in shared memory.
-  if (size_t(s.heads) * 512 * sizeof(float) > kDefaultDynamicShared)
-    throw_bad_input(
-        "{}: {} heads of 512 dims are {} inputs to the output projection, which "
-        "stages at most {} in shared memory",
-        f.where("heads"), s.heads, s.heads * 512, kDefaultDynamicShared / sizeof(float));
   // The expert kernel reads hidden rows with 16-byte loads and stages them in shared memory.
   s.ffn_hidden = static_cast<int>(f.integer("ffn_hidden", 4, 16384));
   if (s.ffn_hidden % 4)
@@ -284,22 +299,18 @@ nlohmann::json to_json(const ModelShape& s) {
           {"index_topk", s.index_topk}};
 }
 
-ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
-  const JsonFields f(j, source);
-  f.reject_unknown({"name", "seed", "residual", "engram", "vision", "dspark", "model"});
-  ModelConfig m;
-  m.name = f.string("name");
-  m.seed = f.unsigned_integer("seed");
-  m.residual = parse_residual_config(f.object("residual"));
-  m.engram = parse_engram_config(f.object("engram"));
-  m.vision = parse_vision_config(f.object("vision"));
-  m.dspark = parse_dspark_config(f.object("dspark"));
-  m.shape = parse_model_shape(f.object("model"));
-  // The end-to-end model joins the sections: they must agree. (The attention component's row
-  // splits residual.d into model.heads heads.)
-  if (m.residual.d % m.shape.heads)
-    throw_bad_input("{}: {} heads do not divide residual.d = {}", f.where("model.heads"),
-                    m.shape.heads, m.residual.d);
+namespace {
+
+// The end-to-end model joins every section: they must agree, and one forward must fit the
+// budget.
+void check_end_to_end(const ModelConfig& m, const JsonFields& f) {
+  // Its output projection (dense_rows) stages a token's heads x 512 inputs in shared memory.
+  if (size_t(m.shape.heads) * 512 * sizeof(float) > kDefaultDynamicShared)
+    throw_bad_input(
+        "{}: {} heads of 512 dims are {} inputs to the end-to-end model's output projection, "
+        "which stages at most {} in shared memory",
+        f.where("model.heads"), m.shape.heads, m.shape.heads * 512,
+        kDefaultDynamicShared / sizeof(float));
   if (m.engram.d != m.residual.d)
     throw_bad_input("{}: {} where residual.d is {} (Engram writes the residual streams)",
                     f.where("engram.d"), m.engram.d, m.residual.d);
@@ -307,6 +318,9 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     if (id >= m.shape.blocks)
       throw_bad_input("{}: layer {} but the model has {} blocks", f.where("engram.layer_ids"), id,
                       m.shape.blocks);
+}
+
+void check_end_to_end_budget(const ModelConfig& m, const JsonFields& f) {
   // One forward of the end-to-end prompt (its tokens and the image's, ~200) through every block:
   // the projections (queries and output of 512-dim heads, the window's and the compressor's
   // records, the indexer's queries), the indexer's scan, sparse attention over the window and
@@ -319,43 +333,104 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
                                              2.0 * m.vision.top_k * m.shape.ffn_hidden * d) +
                            2.0 * m.engram.vocab * d;
   f.within_budget("model.prompt_tokens x model.blocks x residual.d", 0, T * per_token);
-  // The MoE row: every expert's two [H, d] matrices (float and the reference's double), each
-  // token through its top-k experts; truth, baselines and the emulator's schedules: ~8 runs.
-  const double E = m.vision.experts, k = m.vision.top_k, hidden = m.shape.ffn_hidden;
-  const double tokens = m.residual.tokens;
-  f.within_budget("vision.experts x model.ffn_hidden x residual.d, residual.tokens x vision.top_k",
-                  12 * E * 2 * hidden * d + 64 * tokens * (d + k * hidden),
-                  8 * tokens * k * 2 * hidden * d);
-  // The attention row: residual.tokens queries over engram.tokens cached positions and
-  // themselves.
-  const double P = m.engram.tokens;
-  f.within_budget("residual.tokens x engram.tokens x residual.d",
-                  64 * (2 * (tokens + P) * d + tokens * d), 8 * tokens * (tokens + P) * 2 * d);
-  // The queries' RoPE rows: residual.tokens tokens of model.heads 512-dim queries (f32 in, bf16
-  // out, truth, baseline and the schedules' copies: ~64 bytes a value).
-  f.within_budget("residual.tokens x model.heads", 64 * tokens * m.shape.heads * 512.0,
-                  8 * tokens * m.shape.heads * 512.0);
+}
+
+}  // namespace
+
+bool ModelConfig::has(std::string_view section) const {
+  return std::find(sections.begin(), sections.end(), section) != sections.end();
+}
+
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source,
+                               const std::vector<std::string>& sections) {
+  const JsonFields f(j, source);
+  f.reject_unknown({"name", "seed", "residual", "engram", "vision", "dspark", "model"});
+  ModelConfig m;
+  m.name = f.string("name");
+  m.seed = f.unsigned_integer("seed");
+  for (const std::string& s : sections)
+    if (std::find(kModelSections.begin(), kModelSections.end(), s) == kModelSections.end())
+      throw_bad_input("{}: no config section '{}'", source, s);
+  m.sections.clear();
+  for (const std::string& s : kModelSections)  // in the config's order, each once
+    if (std::find(sections.begin(), sections.end(), s) != sections.end()) m.sections.push_back(s);
+  if (m.has("residual")) m.residual = parse_residual_config(f.object("residual"));
+  if (m.has("engram")) m.engram = parse_engram_config(f.object("engram"));
+  if (m.has("vision")) m.vision = parse_vision_config(f.object("vision"));
+  if (m.has("dspark")) m.dspark = parse_dspark_config(f.object("dspark"));
+  if (m.has("model")) m.shape = parse_model_shape(f.object("model"));
+  // Sections read together must agree where a component joins them; a section read alone is
+  // validated on its own (a release-shape config runs one component at its size).
+  const auto read = [&](std::initializer_list<const char*> names) {
+    return std::all_of(names.begin(), names.end(), [&](const char* n) { return m.has(n); });
+  };
+  const bool every = read({"residual", "engram", "model", "vision"});
+  if (every) check_end_to_end(m, f);
+  // The attention component's row splits residual.d into model.heads heads.
+  if (read({"residual", "model"}) && m.residual.d % m.shape.heads)
+    throw_bad_input("{}: {} heads do not divide residual.d = {}", f.where("model.heads"),
+                    m.shape.heads, m.residual.d);
+  if (every) check_end_to_end_budget(m, f);
+  const double d = m.residual.d, tokens = m.residual.tokens;
+  if (read({"residual", "model", "vision"})) {
+    // The MoE row: every expert's two [H, d] matrices (float and the reference's double), each
+    // token through its top-k experts; truth, baselines and the emulator's schedules: ~8 runs.
+    const double E = m.vision.experts, k = m.vision.top_k, hidden = m.shape.ffn_hidden;
+    f.within_budget(
+        "vision.experts x model.ffn_hidden x residual.d, residual.tokens x vision.top_k",
+        12 * E * 2 * hidden * d + 64 * tokens * (d + k * hidden), 8 * tokens * k * 2 * hidden * d);
+  }
+  if (read({"residual", "engram"})) {
+    // The attention row: residual.tokens queries over engram.tokens cached positions and
+    // themselves.
+    const double P = m.engram.tokens;
+    f.within_budget("residual.tokens x engram.tokens x residual.d",
+                    64 * (2 * (tokens + P) * d + tokens * d), 8 * tokens * (tokens + P) * 2 * d);
+  }
+  if (read({"residual", "model"})) {
+    // The queries' RoPE rows: residual.tokens tokens of model.heads 512-dim queries (f32 in, bf16
+    // out, truth, baseline and the schedules' copies: ~64 bytes a value).
+    f.within_budget("residual.tokens x model.heads", 64 * tokens * m.shape.heads * 512.0,
+                    8 * tokens * m.shape.heads * 512.0);
+  }
   return m;
 }
 
 nlohmann::json to_json(const ModelConfig& m) {
-  return {{"name", m.name},
-          {"seed", m.seed},
-          {"residual", to_json(m.residual)},
-          {"engram", to_json(m.engram)},
-          {"vision", to_json(m.vision)},
-          {"dspark", to_json(m.dspark)},
-          {"model", to_json(m.shape)}};
+  nlohmann::json j = {{"name", m.name}, {"seed", m.seed}};
+  if (m.has("residual")) j["residual"] = to_json(m.residual);
+  if (m.has("engram")) j["engram"] = to_json(m.engram);
+  if (m.has("vision")) j["vision"] = to_json(m.vision);
+  if (m.has("dspark")) j["dspark"] = to_json(m.dspark);
+  if (m.has("model")) j["model"] = to_json(m.shape);
+  return j;
+}
+
+nlohmann::json load_model_json(const std::filesystem::path& path) {
+  return parse_json(read_file(path, kMaxJsonBytes), path.string());
 }
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
-  return parse_model_config(parse_json(read_file(path, kMaxJsonBytes), path.string()),
-                            path.string());
+  return parse_model_config(load_model_json(path), path.string());
 }
 
-ModelConfig builtin_model(std::string_view name) {
-  if (name == "tiny") return parse_model_config(parse_json(kTiny, "builtin:tiny"), "builtin:tiny");
-  throw_bad_input("--model: unknown built-in model '{}' (known: tiny)", name);
+nlohmann::json builtin_model_json(std::string_view name) {
+  if (name == "tiny") return parse_json(kTiny, "builtin:tiny");
+  if (name == "v4.1-flash") return parse_json(kV41Flash, "builtin:v4.1-flash");
+  throw_bad_input("--model: unknown built-in model '{}' (known: tiny, v4.1-flash)", name);
+}
+
+ModelConfig builtin_model(std::string_view name, const std::vector<std::string>& sections) {
+  const nlohmann::json j = builtin_model_json(name);
+  return parse_model_config(j, "builtin:" + std::string(name),
+                            sections.empty() ? model_sections_of(j) : sections);
+}
+
+std::vector<std::string> model_sections_of(const nlohmann::json& j) {
+  std::vector<std::string> present;
+  for (const std::string& s : kModelSections)
+    if (j.is_object() && j.contains(s)) present.push_back(s);
+  return present;
 }
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/dspark_config.hpp"
 #include "core/engram_config.hpp"
@@ -15,6 +16,10 @@
 
 namespace tandem {
 
+// A config's sections, in order; a component reads some of them (cases/case.hpp).
+inline const std::vector<std::string> kModelSections = {"residual", "engram", "vision", "dspark",
+                                                        "model"};
+
 struct ModelConfig {
   std::string name;
   uint64_t seed = 0;
@@ -23,6 +28,9 @@ struct ModelConfig {
   VisionConfig vision;
   DsparkConfig dspark;
   ModelShape shape;  // the "model" section: the end-to-end model's blocks
+  // The sections read from the config; the others hold their defaults and are not used.
+  std::vector<std::string> sections = kModelSections;
+  bool has(std::string_view section) const;
 };
 
 VisionConfig parse_vision_config(const JsonFields& f);
@@ -35,11 +43,23 @@ nlohmann::json to_json(const DsparkConfig& c);
 
 ResidualConfig parse_residual_config(const JsonFields& f);
 nlohmann::json to_json(const ResidualConfig& c);
-ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
-// Every section; parse_model_config reads it back to the same config.
+// Reads `sections` of a config (each must be there; the others are not read): each section is
+// validated on its own, and where sections that a component joins are read together, their
+// agreement (heads | residual.d; Engram's width and layers, and the end-to-end budget, when
+// every section is read; the MoE, attention and query budgets). So a config at the release's
+// sizes runs the components whose sections it holds, each at any size its kernels support.
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source,
+                               const std::vector<std::string>& sections = kModelSections);
+// The sections a config's JSON holds.
+std::vector<std::string> model_sections_of(const nlohmann::json& j);
+// The sections read; parse_model_config reads it back to the same config.
 nlohmann::json to_json(const ModelConfig& m);
-ModelConfig load_model_config(const std::filesystem::path& path);
-// Built-in presets ("tiny"); BadInput for an unknown name.
-ModelConfig builtin_model(std::string_view name);
+nlohmann::json load_model_json(const std::filesystem::path& path);
+ModelConfig load_model_config(const std::filesystem::path& path);  // every section
+// Built-in configs: "tiny" (every section: the CI model) and "v4.1-flash" (the components that
+// run at the release's sizes); BadInput for an unknown name. `sections`: those to read (empty:
+// every one the config holds).
+nlohmann::json builtin_model_json(std::string_view name);
+ModelConfig builtin_model(std::string_view name, const std::vector<std::string>& sections = {});
 
 }  // namespace tandem

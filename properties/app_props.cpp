@@ -563,6 +563,34 @@ std::string tiny_config_with(const std::function<void(nlohmann::json&)>& edit) {
   return j.dump();
 }
 
+// A config runs the components whose sections it holds: one asked for without its sections is
+// bad input naming the section; without --component the others are listed as not run.
+TEST(App, VerifyRunsTheComponentsWhoseSectionsTheConfigHolds) {
+  const TestDir tmp;
+  nlohmann::json j = nlohmann::json::parse(tiny_config_with([](auto&) {}));
+  for (const char* s : {"engram", "vision", "dspark", "model"}) j.erase(s);
+  const std::string path = temp_file(tmp, "residual_only.json", j.dump());
+  CliRun r = tandem({"verify", "--config", path});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("not run, sections missing: engram, vision, attention, moe, dspark, model, "
+                       "dense, sparse_attn"),
+            std::string::npos)
+      << r.out;
+  for (const char* ran : {"residual ", "kvcache ", "indexer "})
+    EXPECT_NE(r.out.find(std::string("\n") + ran), std::string::npos) << ran << r.out;
+  r = tandem({"verify", "--config", path, "--component", "moe"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--component moe: " + path + " has no 'model' section"), std::string::npos)
+      << r.err;
+  j.erase("residual");
+  r = tandem({"verify", "--config", temp_file(tmp, "none.json", j.dump())});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no component runs on its sections"), std::string::npos) << r.err;
+  r = tandem({"verify", "--model", "v4.1-flash", "--component", "indexer"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("model v4.1-flash"), std::string::npos) << r.out;
+}
+
 TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
   const TestDir tmp;
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
@@ -634,34 +662,43 @@ TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
 TEST(App, ConfigsClaimingTerabytesOrHoursAreRefused) {
   const TestDir tmp;
   using Edit = std::function<void(nlohmann::json&)>;
-  const std::pair<Edit, std::vector<std::string>> cases[] = {
+  // Each with the component that reads the section(s) (a section is validated when read).
+  const std::tuple<Edit, std::string, std::vector<std::string>> cases[] = {
       {[](auto& j) {
          j["residual"]["d"] = 12288, j["residual"]["sites"] = 1024,
          j["residual"]["tokens"] = 1 << 20;
        },
+       "residual",
        {"residual.tokens x sites x d"}},
       {[](auto& j) { j["vision"]["image_w"] = 1 << 20, j["vision"]["image_h"] = 1 << 20; },
+       "vision",
        {"vision.image_w x image_h"}},
       {[](auto& j) { j["dspark"]["vocab"] = 1 << 20, j["dspark"]["requests"] = 1 << 16; },
+       "dspark",
        {"dspark.requests x gamma x vocab"}},
-      {[](auto& j) { j["engram"]["tokens"] = 1 << 20; }, {"engram.tokens x layer_ids"}},
-      {[](auto& j) { j["engram"]["table_base"] = int64_t{1} << 40; }, {"engram.table_base"}},
+      {[](auto& j) { j["engram"]["tokens"] = 1 << 20; }, "engram", {"engram.tokens x layer_ids"}},
+      {[](auto& j) { j["engram"]["table_base"] = int64_t{1} << 40; },
+       "engram",
+       {"engram.table_base"}},
       {[](auto& j) { j["engram"]["layer_ids"] = std::vector<int>(1000, 1); },
+       "engram",
        {"engram.layer_ids", "1000 layer ids"}},
-      {[](auto& j) { j["model"]["prompt_tokens"] = 65536; }, {"model.prompt_tokens"}},
+      {[](auto& j) { j["model"]["prompt_tokens"] = 65536; }, "model", {"model.prompt_tokens"}},
       {[](auto& j) {
          j["vision"]["experts"] = 256, j["vision"]["top_k"] = 1, j["model"]["ffn_hidden"] = 16384;
        },
+       "moe",
        {"vision.experts x model.ffn_hidden"}},
       {[](auto& j) {
          j["residual"]["tokens"] = 60000, j["residual"]["sites"] = 1;
          j["vision"]["top_k"] = 16, j["model"]["ffn_hidden"] = 8192;
        },
+       "moe",
        {"residual.tokens x vision.top_k"}},
   };
-  for (const auto& [edit, message] : cases) {
+  for (const auto& [edit, component, message] : cases) {
     const std::string path = temp_file(tmp, "big.json", tiny_config_with(edit));
-    const CliRun r = tandem({"verify", "--config", path, "--component", "engram"});
+    const CliRun r = tandem({"verify", "--config", path, "--component", component});
     EXPECT_EQ(r.code, 2) << message[0] << "\n" << r.err;
     for (const auto& part : message)
       EXPECT_NE(r.err.find(part), std::string::npos) << part << " in: " << r.err;

@@ -55,6 +55,45 @@ TEST(ModelConfig, BuiltinTinyParses) {
   EXPECT_THROW(builtin_model("huge"), BadInput);
 }
 
+// A section is validated when it is read: a release-size section beside one no component can
+// run is read on its own; read with every section, the bad one is refused; a section asked for
+// and absent names itself; the built-in v4.1-flash config holds the release's widths.
+TEST(ModelConfig, SectionsAreValidatedWhenRead) {
+  nlohmann::json j = tiny_json();
+  j["residual"]["d"] = 5120;
+  j["vision"]["image_w"] = 1 << 20, j["vision"]["image_h"] = 1 << 20;  // past the budget
+  const ModelConfig alone = parse_model_config(j, "cfg.json", {"residual"});
+  EXPECT_EQ(alone.residual.d, 5120);
+  EXPECT_EQ(alone.sections, std::vector<std::string>{"residual"});
+  EXPECT_TRUE(alone.has("residual"));
+  EXPECT_FALSE(alone.has("vision"));
+  EXPECT_EQ(parse_model_config(to_json(alone), "x", {"residual"}).residual.d, 5120);
+  expect_bad(j, {"vision.image_w x image_h"});
+  j.erase("engram");
+  EXPECT_EQ(model_sections_of(j),
+            (std::vector<std::string>{"residual", "vision", "dspark", "model"}));
+  try {
+    parse_model_config(j, "cfg.json", {"engram"});
+    FAIL() << "an absent section was read";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("engram"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_model_config(j, "cfg.json", {"kv"}), BadInput);
+  const ModelConfig v41 = builtin_model("v4.1-flash");
+  EXPECT_EQ(v41.residual.d, 5120);
+  EXPECT_EQ(v41.engram.d, 5120);
+  EXPECT_EQ(v41.engram.lookups(), 24);
+  EXPECT_EQ(v41.shape.heads, 64);
+  EXPECT_EQ(v41.shape.index_heads, 32);
+  EXPECT_EQ(v41.shape.index_topk, 512);
+  EXPECT_FALSE(v41.has("vision"));
+  // 64 heads of 512 exceed only the end-to-end model's output projection: refused when every
+  // section is read.
+  nlohmann::json all = tiny_json();
+  all["model"]["heads"] = 64;
+  expect_bad(all, {"model.heads", "output projection"});
+}
+
 TEST(ModelConfig, ValidConfigRoundTrips) {
   const ModelConfig m = parse_model_config(tiny_json(), "cfg.json");
   EXPECT_EQ(m.residual.d, 64);
