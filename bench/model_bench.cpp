@@ -36,7 +36,10 @@ void BM_ModelOptimized(benchmark::State& st, Backend backend) {
 }
 
 // Decode steps on the optimized model's own cache after a prefill of range(0) tokens (outside
-// the timing); each iteration appends the greedy token of the last (the context grows by one).
+// the timing); each iteration appends the greedy token of the last, so the context grows by one
+// (reported) and a step costs more as it grows: the launchers upload the whole pools and ring
+// every launch (host-resident caches, O(context) copies), a cost a device-resident cache would
+// not have.
 void BM_ModelDecodeStep(benchmark::State& st, Backend backend) {
   if (backend == Backend::cuda && !cuda_status().available) {
     st.SkipWithError(cuda_status().detail.c_str());

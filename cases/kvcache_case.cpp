@@ -532,7 +532,7 @@ CaseReport check_kvcache(const LoadedCase& c, const RunOptions& opt) {
     IndexKeyInputs in;
     in.store = store;
     in.ratio = int(config.integer("ratio", 1, 1024));
-    in.first = config.integer("first", 0, int64_t{1} << 40);
+    in.first = config.integer_or("first", 0, 0, int64_t{1} << 40);  // older cases: keys from 0
     load_inputs(c, in);
     within_work(c, "latent x wk", double(in.latent.size()) * kIndexKeyDims);
     const KvStoreOutputs out = run_index_key_store(in, opt);

@@ -191,21 +191,25 @@ std::vector<TensorCheck> check_widening(ModelReference& ref, const ModelRun& out
   return compare_model(ref, out);
 }
 
+// One draw of the float baseline on a prompt from an empty cache, reading ref's forced taps.
+std::function<std::vector<reference::Tap>()> prompt_baseline(const ModelConfig& m,
+                                                             const reference::TinyModelWeights& w,
+                                                             const ModelPrompt& p,
+                                                             const ModelReference& ref) {
+  return [&] { return reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced); };
+}
+
 }  // namespace
 
 void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeights& w,
                           const ModelPrompt& p, ModelReference& ref) {
-  widen_baseline(ref, [&] {
-    return reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced);
-  });
+  widen_baseline(ref, prompt_baseline(m, w, p, ref));
 }
 
 std::vector<TensorCheck> check_model(const ModelConfig& m, const reference::TinyModelWeights& w,
                                      const ModelPrompt& p, ModelReference& ref,
                                      const ModelRun& out) {
-  return check_widening(ref, out, [&] {
-    return reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced);
-  });
+  return check_widening(ref, out, prompt_baseline(m, w, p, ref));
 }
 
 ModelReferenceSequence::ModelReferenceSequence(const ModelConfig& m,
@@ -214,12 +218,11 @@ ModelReferenceSequence::ModelReferenceSequence(const ModelConfig& m,
 
 std::vector<TensorCheck> ModelReferenceSequence::append(const ModelPrompt& chunk,
                                                         const ModelRun& optimized) {
-  chunks_.push_back({chunk, model_forced_taps(optimized)});
-  const reference::ForcedTaps* forced = &chunks_.back().second;
   ModelReference ref;
-  ref.forced = *forced;
-  ref.truth = append_taps(truth_, w_, chunk, forced);
-  ref.baseline = append_taps(baseline_, w_, chunk, forced);
+  ref.forced = model_forced_taps(optimized);
+  ref.truth = append_taps(truth_, w_, chunk, &ref.forced);
+  ref.baseline = append_taps(baseline_, w_, chunk, &ref.forced);
+  chunks_.push_back({chunk, ref.forced});  // both models took it
   // A redraw replays every chunk so far in the draw's sum order, keeping the last one's taps.
   return check_widening(ref, optimized, [&] {
     reference::TinyModelT<float> model(m_, w_);
@@ -240,6 +243,8 @@ ModelRun append_model(OptimizedModel& model, const ModelWeights& w, const ModelP
 }
 
 int32_t greedy_token(const ModelRun& run) {
+  if (run.taps.empty() || run.taps.back().name != "logits")
+    throw_bad_input("greedy_token: the run's last tap is not its logits");
   const Tensor<float>& logits = run.taps.back().value;  // [T, V]
   const int64_t V = logits.dim(1);
   const float* row = logits.ptr() + (logits.dim(0) - 1) * V;

@@ -1,7 +1,8 @@
 #pragma once
-// The end-to-end tiny model case: one prompt through the reference (truth in double, baseline in
-// float with plain-order sums) and the optimized model, compared tap by tap in execution order;
-// the first failing tap is where the two models diverge. Shared by tests, verify and golden.
+// The end-to-end tiny model case: a prompt (and, through ModelReferenceSequence, later chunks such
+// as decode steps) through the reference (truth in double, baseline in float with plain-order
+// sums) and the optimized model, compared tap by tap in execution order; the first failing tap is
+// where the two models diverge. Shared by tests, verify and golden.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -3,7 +3,7 @@
 // reference tap by tap, and so do up to two decode steps of fuzzed text ids on both models' own
 // caches (OptimizedModel, ModelReferenceSequence). Prompts are short (a forward is ~0.1 s in
 // double), so this target runs few inputs per second. Empty prompts are left out: appending nothing
-// is a no-op for the reference's cache and bad input for a one-prompt run.
+// is a no-op for the reference's cache and bad input for the optimized model.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -49,11 +49,12 @@ struct KvWarpRecord {
                 "an fp32 scale is one word");
 };
 
-// Stores the record of `values` (shared memory, [dims], values of bf16) into cache slot `slot`.
-// Called by every lane of one warp.
+// Stores the record of `values` (shared memory, [dims], values of bf16) into slot `slot`, its
+// bytes counted as `traffic` (the cache's; activations for quantized queries). Called by every
+// lane of one warp.
 template <KvFormat F>
 __device__ void store_record_warp(const float* values, uint8_t* __restrict__ pool, int64_t slot,
-                                  int64_t page_size, bool canonical_zero) {
+                                  int64_t page_size, bool canonical_zero, Traffic traffic) {
   using R = KvWarpRecord<F>;
   constexpr KvFormatInfo f = R::f;
   const KvPageLayout at{f, page_size};
@@ -86,14 +87,13 @@ __device__ void store_record_warp(const float* values, uint8_t* __restrict__ poo
   uint8_t* codes = pool + at.code_at(slot) + lane * R::kCodeBytes;
   if (active) {
     if constexpr (R::kCodeBytes == 16)
-      st(reinterpret_cast<uint4*>(codes), uint4{word[0], word[1], word[2], word[3]},
-         Traffic::kv_cache);
+      st(reinterpret_cast<uint4*>(codes), uint4{word[0], word[1], word[2], word[3]}, traffic);
     else if constexpr (R::kCodeBytes == 8)
-      st(reinterpret_cast<uint2*>(codes), uint2{word[0], word[1]}, Traffic::kv_cache);
+      st(reinterpret_cast<uint2*>(codes), uint2{word[0], word[1]}, traffic);
     else if constexpr (R::kCodeBytes == 4)
-      st(reinterpret_cast<uint32_t*>(codes), word[0], Traffic::kv_cache);
+      st(reinterpret_cast<uint32_t*>(codes), word[0], traffic);
     else
-      st(reinterpret_cast<uint16_t*>(codes), uint16_t(word[0]), Traffic::kv_cache);
+      st(reinterpret_cast<uint16_t*>(codes), uint16_t(word[0]), traffic);
   }
 
   // Scale word w: fp32 scale of tile w, or the one-byte scales of tiles 4w..4w+3 (0 past the
@@ -110,12 +110,12 @@ __device__ void store_record_warp(const float* values, uint8_t* __restrict__ poo
     }
   }
   if (lane < R::kScaleWords)
-    st(reinterpret_cast<uint32_t*>(pool + at.scale_at(slot)) + lane, scale_word, Traffic::kv_cache);
+    st(reinterpret_cast<uint32_t*>(pool + at.scale_at(slot)) + lane, scale_word, traffic);
 
   if constexpr (f.rope > 0) {
     const uint32_t pair = uint32_t(bf16_encode(values[f.quant + 2 * lane])) |
                           uint32_t(bf16_encode(values[f.quant + 2 * lane + 1])) << 16;
-    st(reinterpret_cast<uint32_t*>(pool + at.rope_at(slot)) + lane, pair, Traffic::kv_cache);
+    st(reinterpret_cast<uint32_t*>(pool + at.rope_at(slot)) + lane, pair, traffic);
   }
 }
 

@@ -60,7 +60,8 @@ KvStoreOutputs run_kv_quantize(const KvQuantizeInputs& in, const RunOptions& opt
     const std::string name = kv_launch("kv_quantize", f.name);
     TANDEM_LAUNCH(name.c_str(), kv_quantize<decltype(tag)::value>, dim3(blocks),
                   dim3(opt.block_threads), sizeof(float) * warps * f.dims(), values.data(),
-                  slots.data(), int(N), in.store.page_size, in.store.canonical_zero, pool.data());
+                  slots.data(), int(N), in.store.page_size, in.store.canonical_zero, in.traffic,
+                  pool.data());
   });
   KvStoreOutputs out;
   out.pool = Tensor<uint8_t>({kv_pool_bytes(in.store)}, pool.download());

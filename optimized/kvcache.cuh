@@ -98,7 +98,7 @@ __device__ void finish_record_warp(float* z, const float* __restrict__ norm_w, f
     st(taps.stored + first + e, bf16(v[e]), Traffic::activation);
   }
   __syncwarp();
-  store_record_warp<F>(z, pool, slot, page_size, canonical_zero);
+  store_record_warp<F>(z, pool, slot, page_size, canonical_zero, Traffic::kv_cache);
 }
 
 // One record of a block: z = W row (row: [n] bf16, staged; W k-major [n, dims]), then the
@@ -128,7 +128,8 @@ __device__ void store_projected_record(const bf16* __restrict__ row, int n,
 // dynamic shared memory ([warps, dims] floats).
 template <KvFormat F>
 __global__ void kv_quantize(const bf16* __restrict__ values, const int32_t* __restrict__ slots,
-                            int n, int64_t page_size, bool canonical_zero, uint8_t* pool) {
+                            int n, int64_t page_size, bool canonical_zero, Traffic traffic,
+                            uint8_t* pool) {
   constexpr int kDims = kv_format_info(F).dims();
   static_assert(kDims % 8 == 0, "rows are whole 16-byte bf16 packs");
   TANDEM_DYNAMIC_SHARED(float, staged);
@@ -145,7 +146,7 @@ __global__ void kv_quantize(const bf16* __restrict__ values, const int32_t* __re
     __syncwarp();
     int32_t slot = lane == 0 ? ld(slots + r, Traffic::coefficient) : 0;  // one load, broadcast
     slot = __shfl_sync(0xffffffffu, slot, 0);
-    store_record_warp<F>(mine, pool, slot, page_size, canonical_zero);
+    store_record_warp<F>(mine, pool, slot, page_size, canonical_zero, traffic);
     __syncwarp();  // the row's values are read before the next row overwrites them
   }
 }

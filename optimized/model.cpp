@@ -22,17 +22,25 @@ class ModelRunner {
       : m_(m), w_(w), opt_(opt), d_(m.residual.d) {}
 
   ModelRun append(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
+    if (faulted_)
+      throw_bad_input(
+          "optimized model: a kernel fault left this sequence's cache partly "
+          "updated; start a new sequence");
     out_ = {}, is_image_.clear(), compressed_.clear(), f_ = {}, coef_ = {}, pending_.clear();
     embed(ids, visual);  // the chunk's validation (bad input leaves the sequence as it was)
     // From here every launch's input is an earlier launch's output (the weights and options
-    // were checked by run_model): a launch refusing one is a fault of the kernels.
+    // were checked by OptimizedModel): a launch refusing one is a fault of the kernels.
     try {
       forward();
     } catch (const BadInput& e) {
+      faulted_ = true;
       const std::string last = out_.taps.empty() ? "embed" : out_.taps.back().name;
       throw KernelFault(last, fmt::format("optimized model: a kernel output after tap '{}' was "
                                           "refused by the next launch: {}",
                                           last, e.what()));
+    } catch (...) {
+      faulted_ = true;
+      throw;
     }
     for (int64_t c : compressed_) history_.push_back(c);
     if (history_.size() > 3) history_.erase(history_.begin(), history_.end() - 3);
@@ -173,7 +181,7 @@ class ModelRunner {
     in.sinks = w.sinks;
     in.window = options(KvFormat::v41_window, ring_slots_), in.window_pool = cache.window_pool;
     in.window_idx = model_window_indices(start, T, s.window, ring_slots_);
-    in.n_comp = cache.latent.shape.empty() ? 0 : cache.latent.dim(0);
+    in.n_comp = entries(cache);
     in.comp = options(KvFormat::v41_fp4, in.n_comp);
     in.comp_pool = cache.comp_pool.data.empty()  // window-only: an empty pool (never read)
                        ? Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison)
@@ -274,6 +282,7 @@ class ModelRunner {
     }
     KvQuantizeInputs q;
     q.store = options(KvFormat::idx_mxfp4, T * ih);
+    q.traffic = Traffic::activation;  // the chunk's queries, read by index_logits alone
     q.values = rope(dense(y_, w.index_wq), ih, kIndexKeyDims, start);
     q.values.shape = {T * ih, kIndexKeyDims};
     q.slots = Tensor<int32_t>({T * ih});
@@ -363,13 +372,14 @@ class ModelRunner {
     tap(name + ".f", f_);
   }
 
-  const ModelConfig& m_;
+  const ModelConfig m_;
   const ModelWeights& w_;
-  const RunOptions& opt_;
+  const RunOptions opt_;
   int64_t d_;
   // The sequence: its length, the window ring's slots, the last compressed ids (Engram's
   // look-back into the next chunk), every block's cache.
   int64_t length_ = 0, ring_slots_ = 0;
+  bool faulted_ = false;  // a launch failed mid-chunk: the caches are partly updated
   std::vector<int64_t> history_;
   std::vector<Cache> caches_ = std::vector<Cache>(size_t(m_.shape.blocks));
   // The chunk being appended.
@@ -441,6 +451,8 @@ OptimizedModel::OptimizedModel(const ModelConfig& m, const ModelWeights& w, cons
   runner_ = std::make_unique<ModelRunner>(m, w, opt);
 }
 OptimizedModel::~OptimizedModel() = default;
+OptimizedModel::OptimizedModel(OptimizedModel&&) noexcept = default;
+OptimizedModel& OptimizedModel::operator=(OptimizedModel&&) noexcept = default;
 
 ModelRun OptimizedModel::append(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
   return runner_->append(ids, visual);

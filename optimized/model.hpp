@@ -38,18 +38,21 @@ class ModelRunner;
 // carried), the new entries' index keys alone, and at most ring slots - window + 1 tokens (no
 // record a query of the chunk reads is overwritten); a decode step is a chunk of one token.
 // Weights and options are validated here (BadInput), a chunk by append (a refused chunk leaves
-// the sequence as it was; after a KernelFault its cache is partly updated: start a new one).
+// the sequence as it was; after a KernelFault its cache is partly updated, and a later append
+// is BadInput: start a new sequence).
 class OptimizedModel {
  public:
   OptimizedModel(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt);
   ~OptimizedModel();
+  OptimizedModel(OptimizedModel&&) noexcept;
+  OptimizedModel& operator=(OptimizedModel&&) noexcept;
   // ids: text ids in [0, V) and the image's layout ids (VisionToken); visual: one embedding per
   // IMAGE position [IMAGE positions, d], in layout order. The chunk's taps and launches.
   ModelRun append(const std::vector<int32_t>& ids, const Tensor<float>& visual);
   int64_t length() const;
 
  private:
-  std::unique_ptr<ModelRunner> runner_;  // holds references to m, w and opt: they outlive it
+  std::unique_ptr<ModelRunner> runner_;  // copies m and opt; w (large) must outlive it
 };
 
 // One prompt from an empty cache: OptimizedModel(m, w, opt).append(ids, visual).

@@ -91,6 +91,9 @@ struct KvQuantizeInputs {
   KvStoreOptions store;
   Tensor<float> values;   // [N, dims] bf16 values
   Tensor<int32_t> slots;  // [N] distinct slots in [0, pool_slots)
+  // The class the records' bytes count as: the cache's, or activations (the model's quantized
+  // index queries, which no later step reads).
+  Traffic traffic = Traffic::kv_cache;
 };
 
 // The window store: token t (position start + t) into ring slot (start + t) mod window.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/engram_config.hpp"
+#include "core/error.hpp"
 #include "core/tensor.hpp"
 #include "problem/kvcache.hpp"
 #include "problem/residual.hpp"  // ResidualSiteWeights
@@ -107,6 +108,10 @@ inline Tensor<int32_t> model_page_table(int64_t records) {
 // p mod ring_slots; a ring at least as long as the positions keeps slot = position). [T, window]
 inline Tensor<int32_t> model_window_indices(int64_t start, int64_t T, int window,
                                             int64_t ring_slots) {
+  // A row holds min(window, its position + 1) positions: a shorter ring would alias them.
+  if (window < 1 || ring_slots < 1 || ring_slots < std::min<int64_t>(window, start + T))
+    throw_bad_input("model window: {} slots cannot hold a window of {} at positions {}..{}",
+                    ring_slots, window, start, start + T - 1);
   Tensor<int32_t> idx({T, window});
   for (int64_t t = 0; t < T; ++t)
     for (int i = 0; i < window; ++i) {

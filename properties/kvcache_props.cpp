@@ -98,10 +98,11 @@ RC_GTEST_PROP(KvRecordEmu, KernelBytesEqualReferenceBytes, ()) {
   const int64_t rows = *rc::gen::inRange(1, 70), page = *rc::gen::inRange(1, 33);
   KvQuantizeInputs in = make_kv_quantize_inputs(f, rows, page, *rc::gen::arbitrary<uint64_t>());
   in.store.canonical_zero = *rc::gen::arbitrary<bool>();
+  in.traffic = *rc::gen::element(Traffic::kv_cache, Traffic::activation);  // queries: activations
   const RunOptions opt = any_emu_options();
   const KvStoreOutputs out = run_kv_quantize(in, opt);
   RC_ASSERT(out.pool.data == reference::encode_pool(in).data);
-  RC_ASSERT(same_traffic(out.launches, sim::predict_kv_quantize(f, rows)));
+  RC_ASSERT(same_traffic(out.launches, sim::predict_kv_quantize(f, rows, in.traffic)));
 }
 
 RC_GTEST_PROP(KvRecord, EveryElementWithinItsFormatsBound, ()) {
@@ -589,7 +590,8 @@ TEST(KvCache, BadInputNamesTheField) {
 // BadInput naming the field, before anything large is allocated.
 TEST(KvCacheGolden, HostileManifestsAreBadInputNamingTheField) {
   const TestDir tmp;
-  for (const char* name : {"kvcache_compress_v41_r2", "kvcache_quantize_v41_fp4"}) {
+  for (const char* name :
+       {"kvcache_compress_v41_r2", "kvcache_quantize_v41_fp4", "kvcache_index_keys_idx_mxfp4"}) {
     const GoldenCaseEdit golden(tmp.path(), name);
     auto check = [&](const std::function<void(nlohmann::json&)>& edit, const char* expect) {
       golden.expect_bad_manifest(edit, expect);
@@ -601,7 +603,13 @@ TEST(KvCacheGolden, HostileManifestsAreBadInputNamingTheField) {
     check([](nlohmann::json& m) { m["config"]["store"]["page_size"] = 0; }, "page_size");
     check([](nlohmann::json& m) { m["config"]["kind"] = "scatter"; }, "expected quantize, window");
     check([](nlohmann::json& m) { m["config"]["bogus"] = 1; }, "bogus");
-    if (std::string(name).find("compress") != std::string::npos) {
+    if (std::string(name).find("index_keys") != std::string::npos) {
+      // Keys 3..8 of the shipped case: an offset that puts them before slot 0 or past the pool.
+      check([](nlohmann::json& m) { m["config"]["first"] = -1; }, "config.first");
+      check([](nlohmann::json& m) { m["config"]["first"] = int64_t{1} << 41; }, "config.first");
+      check([](nlohmann::json& m) { m["config"]["first"] = m["config"]["store"]["pool_slots"]; },
+            "field 'first'");
+    } else if (std::string(name).find("compress") != std::string::npos) {
       check([](nlohmann::json& m) { m["config"]["compressor"] = "v5"; }, "unknown compressor 'v5'");
       check([](nlohmann::json& m) { m["config"]["ratio"] = 3; }, "'expected.stored'");  // 2 entries
     } else {

@@ -503,15 +503,31 @@ TEST(ModelEmu, DecodeStepsMatchReferenceTheByteModelAndTheTrafficRows) {
   expect_decode_steps(12, 4, 12);  // a ring longer than the window
 }
 
-// A chunk after the first may not overwrite window records its own queries read.
-TEST(ModelEmu, ALaterChunkLongerThanTheRingAllowsIsBadInput) {
+// A chunk after the first holds at most ring - window + 1 tokens (no record its own queries read
+// is overwritten): a chunk of that many, where the ring's slots turn over inside the chunk,
+// matches the reference; one more token, or a bad id, is refused and leaves the sequence as it
+// was (the next step still matches the reference, which never saw the refused chunks).
+TEST(ModelEmu, LaterChunksUpToTheRingsRoomMatchReferenceAndLongerOnesAreRefused) {
   const RunOptions opt;
   OptimizedModel model(tiny(), weights().opt, opt);
-  model.append(text(12, 3), no_image());  // a ring of 12 slots: chunks of 12 - 8 + 1 tokens
-  expect_bad_input([&] { model.append(text(6, 4), no_image()); }, "the ring holds 12 slots");
-  EXPECT_EQ(model.length(), 12);
-  model.append(text(5, 4), no_image());  // the refused chunk left the sequence as it was
+  ModelReferenceSequence ref(tiny(), weights().ref);
+  auto append = [&](const std::vector<int32_t>& ids, const std::string& what) {
+    const ModelPrompt chunk{ids, Tensor<double>({0, tiny().residual.d}), {}};
+    const int64_t start = model.length();
+    const ModelRun run = model.append(ids, no_image());
+    for (const TensorCheck& c : ref.append(chunk, run))
+      ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
+                                 << c.result.summary();
+    EXPECT_TRUE(same_traffic(run.launches, sim::predict_model(tiny(), ids, start))) << what;
+  };
+  append(text(12, 3), "prefill");  // a ring of 12 slots: later chunks of 12 - 8 + 1 tokens
+  append(text(5, 4), "a chunk of 5 at position 12");
+  expect_bad_input([&] { model.append(text(6, 5), no_image()); }, "the ring holds 12 slots");
+  std::vector<int32_t> bad = text(2, 6);
+  bad.back() = int32_t(tiny().engram.vocab);
+  expect_bad_input([&] { model.append(bad, no_image()); }, "outside [0, 4096)");
   EXPECT_EQ(model.length(), 17);
+  append(text(1, 7), "a decode step after the refused chunks");
 }
 
 TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {

@@ -48,12 +48,12 @@ void add_pooling(LaunchCounts& l, const KvCompressor& c, bool first_prefill_entr
 
 }  // namespace
 
-LaunchLog predict_kv_quantize(KvFormat format, int64_t rows) {
+LaunchLog predict_kv_quantize(KvFormat format, int64_t rows, Traffic records) {
   const KvFormatInfo f = kv_format_info(format);
   LaunchCounts l = launch("kv_quantize", f.name);
   l.read[A] = uint64_t(rows) * f.dims() * kBf16;
   l.read[C] = uint64_t(rows) * sizeof(int32_t);
-  l.written[K] = uint64_t(rows) * f.record_bytes();
+  l.written[int(records)] += uint64_t(rows) * f.record_bytes();
   return {l};
 }
 
@@ -247,7 +247,7 @@ std::vector<KvDecodeRead> release_decode_reads(const ReleaseConfig& r, int64_t t
     const ReleaseCache c = release_cache(r, k);
     KvDecodeRead row{fmt::format("r={} compressor states", k.ratio), k.layers};
     // The step completing an entry (every r-th) reads the whole state (kv_compress_decode), the
-    // others none: per step, state / r.
+    // others none: per step, state / r (exact: a state holds c r rows of c D fp32 a and b).
     row.states =
         k.layers *
         kv_sequence_bytes(c.compressor, c.index, c.index_compressor, c.window, r.window, tokens, 1)

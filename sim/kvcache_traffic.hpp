@@ -13,7 +13,7 @@
 
 namespace tandem::sim {
 
-LaunchLog predict_kv_quantize(KvFormat f, int64_t rows);
+LaunchLog predict_kv_quantize(KvFormat f, int64_t rows, Traffic records = Traffic::kv_cache);
 LaunchLog predict_kv_window_store(KvFormat f, int64_t tokens, int64_t d);
 // A prefill of T tokens from position 0, or one decode step at `pos` (T = 1).
 LaunchLog predict_kv_compress(const KvCompressor& c, int64_t tokens, int64_t d, bool decode,

@@ -34,7 +34,7 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_
     if (N > before) add(predict_index_key_store(KvFormat::idx_mxfp4, N - before));
     log.push_back(predict_dense_rows(T, d, ih * kIndexKeyDims, f32));
     log.push_back(predict_rope_queries(T, ih, kIndexKeyDims));
-    add(predict_kv_quantize(KvFormat::idx_mxfp4, T * ih));
+    add(predict_kv_quantize(KvFormat::idx_mxfp4, T * ih, Traffic::activation));
     log.push_back(predict_dense_rows(T, d, ih, f32));
     if (N > 0) {
       log.push_back(predict_index_logits(KvFormat::idx_mxfp4, T, int(ih), N, ratio, start));
@@ -51,7 +51,7 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_
   SparseAttnInputs in;
   in.heads = int(H);
   in.q.shape = {T, H, kKvMainDims};
-  in.window = model_store_options(KvFormat::v41_window, T, 0);
+  in.window = model_store_options(KvFormat::v41_window, start + T, 0);
   in.comp = model_store_options(KvFormat::v41_fp4, N, 0);
   in.window_idx = model_window_indices(start, T, s.window, start + T);
   in.comp_idx = Tensor<int32_t>({T, ratio > 0 ? s.index_topk : 0}, -1);
@@ -129,10 +129,6 @@ ReleaseConfig model_as_release(const ModelConfig& m) {
         if (k.ratio == s.compress_ratios[size_t(b)])
           k.index_key_bytes = kv_format_info(KvFormat::idx_mxfp4).record_bytes();
   return r;
-}
-
-std::vector<KvDecodeRead> model_decode_reads(const ModelConfig& m, int64_t tokens) {
-  return release_decode_reads(model_as_release(m), tokens);
 }
 
 LaunchLog predict_image_embedding(const ModelConfig& m, int64_t grid_h, int64_t grid_w) {

@@ -23,10 +23,7 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_
 // source reads it, an attention kind per block; its name, window, top-k and record sizes (the
 // rest of a release's fields are left unset).
 ReleaseConfig model_as_release(const ModelConfig& m);
-// What one decode step at context `tokens` reads from the model's cache, by attention kind
-// (sim/kvcache_traffic.hpp release_decode_reads over the model's layer mix read as a
-// release's): the rows `tandem traffic` shows for a release, for the tiny model.
-std::vector<KvDecodeRead> model_decode_reads(const ModelConfig& m, int64_t tokens);
+
 // run_image_embedding over a [grid_h, grid_w] patch grid.
 LaunchLog predict_image_embedding(const ModelConfig& m, int64_t grid_h, int64_t grid_w);
 

@@ -63,7 +63,7 @@ nlohmann::json tiny_preset() {
   return {{"name", "tiny"},
           {"layers", m.shape.blocks},
           {"d", m.residual.d},
-          {"act_bytes", 2},
+          {"act_bytes", 4},  // the end-to-end model's activations are f32
           {"active_param_bytes", 2e6},
           {"kv_bytes_per_token", r.kv_bytes_per_token()},
           {"kv_v32_bytes_per_token", m.shape.blocks * kV32PerLayer},
@@ -133,7 +133,11 @@ std::vector<std::string> builtin_preset_names() {
 Preset builtin_preset(const std::string& name) {
   const nlohmann::json& all = presets();
   for (const auto& p : all)
-    if (p["name"] == name) return parse_preset(JsonFields(p, "builtin:" + name));
+    if (p["name"] == name) {
+      Preset preset = parse_preset(JsonFields(p, "builtin:" + name));
+      preset.builtin = true;
+      return preset;
+    }
   throw_bad_input("--preset: unknown preset '{}' (built in: tiny, v4-flash, v4-pro, v4.1-flash)",
                   name);
 }

@@ -64,9 +64,11 @@ VisionImage vision_tokens(const Image& img) {
 
 namespace {
 
-// The cache layout behind a built-in preset's name: a release's, or the tiny model's layer mix
-// (the end-to-end model the emulator runs: ModelEmu's decode test checks these rows).
-std::optional<ReleaseConfig> cache_layout(const std::string& name) {
+// The cache layout behind a built-in preset: a release's, or the tiny model's layer mix (the
+// end-to-end model the emulator runs: ModelEmu's decode test checks these rows).
+std::optional<ReleaseConfig> cache_layout(const Preset& p) {
+  if (!p.builtin) return std::nullopt;
+  const std::string& name = p.name;
   if (name == "tiny") return model_as_release(builtin_model("tiny"));
   const std::vector<std::string> releases = builtin_release_names();
   if (std::find(releases.begin(), releases.end(), name) == releases.end()) return std::nullopt;
@@ -97,7 +99,7 @@ Report simulate(const Preset& p, const Workload& w) {
   // The design's decode read: per attention kind for a built-in release or the tiny model's
   // layer mix (window, selected entries, index scan, compressor states); else the whole cache
   // and the window (a preset file does not say how its layers select).
-  const std::optional<ReleaseConfig> layout = cache_layout(p.name);
+  const std::optional<ReleaseConfig> layout = cache_layout(p);
   const bool release = layout.has_value();
   if (release) {
     r.kv_sequence = release_sequence_bytes(*layout, w.context, kKvReportPage);

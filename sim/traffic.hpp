@@ -31,6 +31,10 @@ struct Preset {
   double host_link_GBps = 64;  // host -> device (Engram prefetch)
   int gamma = 5;               // DSpark draft length
   std::string source;          // where the numbers come from
+  // Set by builtin_preset only: the decode read and per-sequence bytes follow the built-in
+  // release's cache layout (or the tiny model's layer mix); a preset file's never do, whatever
+  // its name.
+  bool builtin = false;
 };
 
 struct Image {
