@@ -52,9 +52,9 @@ inline constexpr int64_t kMinRowErrorDraws = 64;
 
 // The orders besides the given one for rows of `row` elements over a hidden dimension n:
 // reversed, rotated, then seeded shuffles until the row holds kMinRowErrorDraws draws.
-inline std::vector<std::vector<int64_t>> baseline_orders(int64_t n, int64_t row) {
-  const int64_t runs =
-      std::max<int64_t>(3, (kMinRowErrorDraws + row - 1) / std::max<int64_t>(row, 1));
+inline std::vector<std::vector<int64_t>> baseline_orders(int64_t n, int64_t row,
+                                                         int64_t min_draws = kMinRowErrorDraws) {
+  const int64_t runs = std::max<int64_t>(3, (min_draws + row - 1) / std::max<int64_t>(row, 1));
   std::vector<std::vector<int64_t>> orders{reversed_order(n), rotated_order(n)};
   for (int64_t k = 3; k < runs; ++k) orders.push_back(shuffled_order(n, static_cast<uint32_t>(k)));
   return orders;

@@ -94,11 +94,12 @@ reference::ResidualRefOutputs permuted_baseline(const ResidualStackInputs& in, R
 }  // namespace
 
 reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in, ResidualPath path,
-                                                   const reference::ResidualRefOutputs& truth) {
+                                                   const reference::ResidualRefOutputs& truth,
+                                                   int64_t min_row_draws) {
   const int64_t d = in.cfg.d;
   reference::ResidualRefOutputs worst = reference::run_baseline(in, path);
-  // The smallest row is a token's d-vector (y): at least kMinRowErrorDraws draws in it.
-  for (const Perm& p : baseline_orders(d, d)) {
+  // The smallest row is a token's d-vector (y): at least min_row_draws draws in it.
+  for (const Perm& p : baseline_orders(d, d, min_row_draws)) {
     const reference::ResidualRefOutputs b = permuted_baseline(in, path, p);
     for (size_t l = 0; l < worst.taps_y.size(); ++l) {
       keep_farthest(worst.taps_y[l], b.taps_y[l], truth.taps_y[l]);
@@ -108,6 +109,19 @@ reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in
     keep_farthest(worst.x_out, b.x_out, truth.x_out);
   }
   return worst;
+}
+
+std::vector<TensorCheck> check_residual_stack(const ResidualStackInputs& in, ResidualPath path,
+                                              const reference::ResidualRefOutputs& truth,
+                                              const ResidualStackOutputs& optimized) {
+  std::vector<TensorCheck> checks =
+      compare_residual(truth, baseline_error_draws(in, path, truth), optimized, in.act);
+  if (std::ranges::all_of(checks, [](const TensorCheck& c) { return c.result.pass; }))
+    return checks;
+  // 32 runs, as the model's widening: the specificity campaign found a correct single pass 1.2%
+  // over the 3-run budget at d = 24 (seed 86384843, f32 site0.y: a 24-value row's 72 draws).
+  const int64_t wide = kWideBaselineRuns * in.cfg.d;
+  return compare_residual(truth, baseline_error_draws(in, path, truth, wide), optimized, in.act);
 }
 
 std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& truth,
@@ -303,8 +317,7 @@ CaseReport check_residual(const LoadedCase& c, const RunOptions& opt) {
   for (size_t i = 0; i < names.size(); ++i)
     report.tensors.push_back(reference_check(names[i], doubles(*now[i]),
                                              c.blob.get("expected." + names[i], c.blob_source)));
-  const auto baseline = baseline_error_draws(in, path, expected);
-  for (const auto& t : compare_residual(expected, baseline, run_residual_stack(in, path, opt), act))
+  for (const auto& t : check_residual_stack(in, path, expected, run_residual_stack(in, path, opt)))
     report.tensors.push_back({t.name, "tolerance", t.result.pass, t.result.summary()});
   return report;
 }
@@ -328,10 +341,9 @@ VerifyRow verify_residual_inputs(const ResidualStackInputs& in, ResidualPath pat
                          act_dtype_name(act), what, cfg.tokens, cfg.d, cfg.sites);
   row.backend = backend_name(opt.backend);
   const auto truth = reference::run_truth(in, path);
-  const auto baseline = baseline_error_draws(in, path, truth);
   const ResidualStackOutputs out = run_residual_stack(in, path, opt);
   row.launches = out.launches;
-  fold_checks(row, compare_residual(truth, baseline, out, act));
+  fold_checks(row, check_residual_stack(in, path, truth, out));
   if (opt.backend != Backend::emu) return row;
 
   // Under the emulator: bit-identical under every schedule, and the designed byte counts.

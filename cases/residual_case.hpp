@@ -3,6 +3,7 @@
 // golden files, `tandem verify`, the property tests and the benchmarks.
 #include <cstdint>
 
+#include "cases/case_util.hpp"  // kMinRowErrorDraws
 #include "cases/tensor_check.hpp"
 #include "core/compare.hpp"
 #include "core/safetensors.hpp"
@@ -31,7 +32,16 @@ namespace tandem {
 // single draw of the same-precision error; with few independent error sources (tiny d, where
 // the per-token coefficients dominate) a single draw is often far below its typical size.
 reference::ResidualRefOutputs baseline_error_draws(const ResidualStackInputs& in, ResidualPath path,
-                                                   const reference::ResidualRefOutputs& truth);
+                                                   const reference::ResidualRefOutputs& truth,
+                                                   int64_t min_row_draws = kMinRowErrorDraws);
+// Runs widened where a check fails (check_residual_stack).
+inline constexpr int64_t kWideBaselineRuns = 32;
+// compare_residual against baseline_error_draws; where a check fails, again against
+// kWideBaselineRuns runs (more draws only widen a budget, so a stack within the narrower one
+// passes without them; a wrong stack fails both).
+std::vector<TensorCheck> check_residual_stack(const ResidualStackInputs& in, ResidualPath path,
+                                              const reference::ResidualRefOutputs& truth,
+                                              const ResidualStackOutputs& optimized);
 
 // Compares every tap in execution order (site0.y, site0.x, site1.y, ...), then y_out and x_out.
 // The first failing entry is where the optimized model diverged.

@@ -139,6 +139,26 @@ RC_GTEST_PROP(Specificity, EveryVerifyRowPassesEveryValidConfig, ()) {
   }
 }
 
+// The campaign's residual finding (CI seed 86384843: V4.1 single pass, f32, d = 24, T = 2, one
+// site, hc_eps 0): a correct kernel's site0.y was 1.2% over the 3-run budget of a 24-value row.
+// check_residual_stack redraws 32 runs where a check fails; every residual row of that config
+// passes (and the residual mutants of ci/mutants.tsv still fail by far more than the widening).
+TEST(Specificity, ResidualWideningBoundsTheCampaignsD24SinglePass) {
+  const nlohmann::json config = {{"name", "campaign"},
+                                 {"seed", 6401},
+                                 {"residual",
+                                  {{"d", 24},
+                                   {"hc_eps", 0.0},
+                                   {"hc_mult", 4},
+                                   {"norm_eps", 1e-6},
+                                   {"sinkhorn_iters", 20},
+                                   {"sites", 1},
+                                   {"tokens", 2}}}};
+  const ModelConfig m = parse_model_config(config, "campaign", {"residual"});
+  for (const app::VerifyRow& row : app::verify_model(m, {}, false, {"residual"}))
+    EXPECT_TRUE(row.pass) << row.name << ": " << row.detail;
+}
+
 // check_model's widening (cases/model_case.hpp), on a config from the campaign (its second
 // finding, seed 2, needed it before the model read the compressed cache; the model's taps have
 // changed since): a baseline that carries no error fails the one-draw budget wherever the
