@@ -405,6 +405,17 @@ TEST(ModelEmu, AnotherBlockSizeMatchesReferenceTapByTap) {
   expect_optimized_matches_reference(text_prompt(7), {Backend::emu, {}, 64}, "64 threads");
 }
 
+// The tiny mix [0, 2, 2, 1] with index sources 1 and 3: window-only, an r = 2 index source, its
+// reuser, an r = 1 index source (what the decode rows below are grouped by).
+TEST(Model, BlockSelectionsFollowTheLayerMix) {
+  const ModelShape& s = tiny().shape;
+  ASSERT_EQ(s.compress_ratios, (std::vector<int>{0, 2, 2, 1}));
+  EXPECT_EQ(sim::model_block_selection(s, 0), KvSelection::window);
+  EXPECT_EQ(sim::model_block_selection(s, 1), KvSelection::scan);
+  EXPECT_EQ(sim::model_block_selection(s, 2), KvSelection::reuse);
+  EXPECT_EQ(sim::model_block_selection(s, 3), KvSelection::scan);
+}
+
 // A text chunk's (no) IMAGE embeddings.
 Tensor<float> no_image() { return Tensor<float>({0, tiny().residual.d}); }
 
@@ -432,11 +443,9 @@ void expect_kv_reads_are_the_traffic_rows(const ModelRun& step, int64_t pos) {
   size_t next_scan = 0, next_state = 0;
   for (int b = 0; b < s.blocks; ++b) {
     const int r = s.compress_ratios[size_t(b)];
-    const KvSelection how = r == 0                   ? KvSelection::window
-                            : s.is_index_source(b)   ? KvSelection::scan
-                            : s.index_source(b) >= 0 ? KvSelection::reuse
-                                                     : KvSelection::window;
-    auto& kind = kinds[fmt::format("r={} {}", r, kv_selection_name(how))];
+    const std::string name =
+        fmt::format("r={} {}", r, kv_selection_name(sim::model_block_selection(s, b)));
+    auto& kind = kinds[name];
     ++kind[0];
     ASSERT_EQ(attn[size_t(b)] % groups, 0u);
     kind[1] += attn[size_t(b)] / groups;

@@ -97,6 +97,12 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
   return log;
 }
 
+KvSelection model_block_selection(const ModelShape& s, int b) {
+  if (s.compress_ratios[size_t(b)] == 0) return KvSelection::window;
+  if (s.is_index_source(b)) return KvSelection::scan;
+  return s.index_source(b) >= 0 ? KvSelection::reuse : KvSelection::window;
+}
+
 ReleaseConfig model_as_release(const ModelConfig& m) {
   const ModelShape& s = m.shape;
   ReleaseConfig r;
@@ -106,10 +112,7 @@ ReleaseConfig model_as_release(const ModelConfig& m) {
   r.index_top_k = s.index_topk;
   for (int b = 0; b < s.blocks; ++b) {
     const int ratio = s.compress_ratios[size_t(b)];
-    const KvSelection how = ratio == 0               ? KvSelection::window
-                            : s.is_index_source(b)   ? KvSelection::scan
-                            : s.index_source(b) >= 0 ? KvSelection::reuse
-                                                     : KvSelection::window;
+    const KvSelection how = model_block_selection(s, b);
     auto kind = std::find_if(r.attention.begin(), r.attention.end(), [&](const AttentionLayers& a) {
       return a.ratio == ratio && a.selection == how;
     });

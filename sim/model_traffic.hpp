@@ -18,6 +18,9 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
 // entries' index keys, queries, scores and top-k (index sources), the queries, sparse
 // attention, the output projection.
 LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_t start);
+// How block b picks the compressed entries it reads: window only (ratio 0), its own top-k (an
+// index source), the last index source's selection (the others).
+KvSelection model_block_selection(const ModelShape& s, int b);
 // The model's layer mix as a release's cache description (core/release_config.hpp): a cache per
 // ratio owned by its kv sources (window-only blocks own a ring), index keys where an index
 // source reads it, an attention kind per block; its name, window, top-k and record sizes (the
