@@ -333,15 +333,25 @@ CaseReport check_candidates(const LoadedCase& c, const JsonFields& config, const
 Component indexer_component() {
   Component c;
   c.name = "indexer";
-  c.sections = {"residual"};
+  c.sections = {"residual", "model"};
   // Index scores over paged MXFP4 (r = 4) and FP8 (r = 2) keys; the selection of a V4 CSA layer
   // (top-512 of the entries a token sees, relu ties), a short prefix where fewer entries than k
   // are visible (-1 padding), and V4.1's candidates (r = 1: 64 of ~363 blocks of 8 kept, a later
-  // layer's top-128 inside them); at the model's tokens.
+  // layer's top-128 inside them); at the model's tokens. Then the config's indexer (V4.1-Flash's:
+  // 32 index heads, top-512) over an r = 2 cache of four times the top-k keys.
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     const int64_t T = model.residual.tokens;
     const uint64_t seed = model.seed;
+    const int heads = model.shape.index_heads, k = model.shape.index_topk;
+    const int64_t keys = 4 * int64_t(k);
     return std::vector<VerifyJob>{
+        {"indexer logits model",
+         [=, &opt] {
+           return verify_index_logits(KvFormat::idx_mxfp4, T, heads, keys, 2, 2 * keys, seed + 3,
+                                      opt);
+         }},
+        {"indexer topk model",
+         [=, &opt] { return verify_topk(T, keys, k, 2, 2 * keys, 0.3, seed + 4, opt); }},
         {"indexer logits v4",
          [=, &opt] {
            return verify_index_logits(KvFormat::idx_mxfp4, T, 8, 300, 4, 1190, seed, opt);

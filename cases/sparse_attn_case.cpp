@@ -242,9 +242,16 @@ Component sparse_attn_component() {
     const uint64_t seed = model.seed;
     SparseAttnShape v41{.v41 = true, .tokens = T}, v4{.v41 = false, .tokens = T};
     v4.start = 60;  // the ring still filling, fewer visible entries than k
+    // The config's attention (V4.1-Flash's: 64 heads, a 128-token window and top-512): an r = 2
+    // cache with twice the top-k entries visible, every selected slot valid.
+    const ModelShape& m = model.shape;
+    SparseAttnShape shaped{.v41 = true, .tokens = T, .heads = m.heads, .window = m.window};
+    shaped.top_k = m.index_topk, shaped.ratio = 2;
+    shaped.n_comp = 2 * int64_t(m.index_topk) + 3, shaped.start = 2 * shaped.n_comp;
     return std::vector<VerifyJob>{
         {"sparse_attn v41", [=, &opt] { return verify_sparse_attn(v41, seed, opt); }},
         {"sparse_attn v4", [=, &opt] { return verify_sparse_attn(v4, seed + 1, opt); }},
+        {"sparse_attn model", [=, &opt] { return verify_sparse_attn(shaped, seed + 4, opt); }},
         {"sparse_attn rope_queries",
          [=, &opt] {
            return verify_rope_queries(T, model.shape.heads, kKvMainDims, 1000, seed + 2, opt);

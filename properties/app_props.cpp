@@ -142,9 +142,10 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
   EXPECT_EQ(j["shared_memory_hazard_check"].get<bool>(), emu::hazard_check_built());
-  // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: 2 logits, 2 top-k rows,
-  // V4.1's candidates; + sparse_attn: V4.1 and V4, the attention's and the indexer's query RoPE.
-  EXPECT_EQ(j["cases"].size(), 18u + 17u + 5u + 4u);
+  // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: the config's logits and
+  // top-k, 2 logits, 2 top-k rows, V4.1's candidates; + sparse_attn: V4.1, V4 and the config's
+  // attention, the attention's and the indexer's query RoPE.
+  EXPECT_EQ(j["cases"].size(), 18u + 17u + 7u + 5u);
   std::set<std::string> components;  // every component asked for has its rows
   for (const auto& c : j["cases"]) components.insert(c["component"].get<std::string>());
   EXPECT_EQ(components.size(), app::verify_components().size() - 1);
@@ -573,10 +574,10 @@ TEST(App, VerifyRunsTheComponentsWhoseSectionsTheConfigHolds) {
   CliRun r = tandem({"verify", "--config", path});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("not run, sections missing: engram, vision, attention, moe, dspark, model, "
-                       "dense, sparse_attn"),
+                       "dense, indexer, sparse_attn"),
             std::string::npos)
       << r.out;
-  for (const char* ran : {"residual ", "kvcache ", "indexer "})
+  for (const char* ran : {"residual ", "kvcache "})
     EXPECT_NE(r.out.find(std::string("\n") + ran), std::string::npos) << ran << r.out;
   r = tandem({"verify", "--config", path, "--component", "moe"});
   EXPECT_EQ(r.code, 2);
