@@ -33,8 +33,11 @@ constexpr std::string_view kTiny = R"({
 // hidden width with tables sized to the test (the primes above 1000, not 16,000,000), the
 // attention's 64 heads of 512, the indexer's 32 heads and top-512, the 128-token window, the
 // experts' hidden width (the layer mix is the tiny model's: only the end-to-end model, which
-// does not run here, reads it). A few tokens each. No vision or DSpark section: their rows run at
-// the tiny config's sizes only (README), and the end-to-end model needs every section.
+// does not run here, reads it); DSpark's verification and decode over a quarter of the release's
+// vocabulary (32768 of 129,280: the whole one exceeds the section's budget) with 3 draft blocks,
+// a 128-token window and 5 drafts (its drafter is still the stand-in: issue 15). A few tokens
+// each. No vision section: its rows cannot run at a real image's width 1024 yet (README), and
+// the end-to-end model needs every section.
 constexpr std::string_view kV41Flash = R"({
   "name": "v4.1-flash",
   "seed": 20261205,
@@ -43,6 +46,9 @@ constexpr std::string_view kV41Flash = R"({
   "engram": {"layer_ids": [1, 14], "max_order": 4, "heads": 8, "head_dim": 256,
              "table_base": 1000, "vocab": 129280, "compressed_vocab": 99092, "pad_id": 2,
              "seed": 0, "d": 5120, "norm_eps": 1e-20, "tokens": 2},
+  "dspark": {"vocab": 32768, "backbone_width": 64, "backbone_layers": 4, "width": 64,
+             "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 8, "requests": 4,
+             "temperature": 1.0},
   "model": {"blocks": 4, "heads": 64, "ffn_hidden": 2304, "prompt_tokens": 2,
             "compress_ratios": [0, 2, 2, 1], "kv_source_layers": [1, 3],
             "index_source_layers": [1, 3], "window_size": 128, "index_n_heads": 32,

@@ -86,6 +86,7 @@ TEST(ModelConfig, SectionsAreValidatedWhenRead) {
   EXPECT_EQ(v41.shape.heads, 64);
   EXPECT_EQ(v41.shape.index_heads, 32);
   EXPECT_EQ(v41.shape.index_topk, 512);
+  EXPECT_EQ(v41.dspark.vocab, 32768);
   EXPECT_FALSE(v41.has("vision"));
   // 64 heads of 512 exceed only the end-to-end model's output projection: refused when every
   // section is read.
