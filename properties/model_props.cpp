@@ -506,10 +506,11 @@ void expect_decode_steps(int prefill, int steps, uint64_t seed) {
   }
 }
 
-// The ring holds max(window, prefill) slots: both sequences wrap it.
+// The ring holds max(window, prefill) slots: both sequences wrap it. (The sanitizer pass's
+// quarter budget runs the first alone: ~38 s under ASan for both.)
 TEST(ModelEmu, DecodeStepsMatchReferenceTheByteModelAndTheTrafficRows) {
-  expect_decode_steps(3, 6, 11);   // the window filling; fewer entries than the top-k
-  expect_decode_steps(12, 4, 12);  // a ring longer than the window
+  expect_decode_steps(3, 6, 11);  // the window filling; fewer entries than the top-k
+  if (test::scaled_cases(4) >= 2) expect_decode_steps(12, 4, 12);  // a ring longer than the window
 }
 
 // A chunk after the first holds at most ring - window + 1 tokens (no record its own queries read
@@ -529,13 +530,13 @@ TEST(ModelEmu, LaterChunksUpToTheRingsRoomMatchReferenceAndLongerOnesAreRefused)
                                  << c.result.summary();
     EXPECT_TRUE(same_traffic(run.launches, sim::predict_model(tiny(), ids, start))) << what;
   };
-  append(text(12, 3), "prefill");  // a ring of 12 slots: later chunks of 12 - 8 + 1 tokens
-  append(text(5, 4), "a chunk of 5 at position 12");
-  expect_bad_input([&] { model.append(text(6, 5), no_image()); }, "the ring holds 12 slots");
+  append(text(10, 3), "prefill");  // a ring of 10 slots: later chunks of 10 - 8 + 1 tokens
+  append(text(3, 4), "a chunk of 3 at position 10");
+  expect_bad_input([&] { model.append(text(4, 5), no_image()); }, "the ring holds 10 slots");
   std::vector<int32_t> bad = text(2, 6);
   bad.back() = int32_t(tiny().engram.vocab);
   expect_bad_input([&] { model.append(bad, no_image()); }, "outside [0, 4096)");
-  EXPECT_EQ(model.length(), 17);
+  EXPECT_EQ(model.length(), 13);
   append(text(1, 7), "a decode step after the refused chunks");
 }
 
