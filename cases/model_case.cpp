@@ -427,15 +427,16 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   auto add = [](LaunchLog& to, const LaunchLog& l) { to.insert(to.end(), l.begin(), l.end()); };
   add(predicted, sim::predict_model(model, p.ids, 0));
   const Tensor<float> no_image({0, model.residual.d});
-  ModelRun step = out;
+  int32_t token = greedy_token(out);
   for (int k = 1; k <= kDecodeSteps; ++k) {
-    const ModelPrompt next{{greedy_token(step)}, Tensor<double>({0, model.residual.d}), {}};
+    const ModelPrompt next{{token}, Tensor<double>({0, model.residual.d}), {}};
     const int64_t start = sequence.length();
-    step = sequence.append(next.ids, no_image);
+    const ModelRun step = sequence.append(next.ids, no_image);
     for (TensorCheck c : ref.append(next, step))
       checks.push_back({fmt::format("decode{}.{}", k, c.name), std::move(c.result)});
     add(row.launches, step.launches);
     add(predicted, sim::predict_model(model, next.ids, start));
+    token = greedy_token(step);
   }
   fold_checks(row, checks);
   if (opt.backend != Backend::emu) return row;

@@ -123,6 +123,7 @@ class ModelRunner {
     for (int64_t t = 0; t < T; ++t)
       for (int s = 0; s < 4; ++s) std::copy_n(e.ptr() + t * d_, d_, x_.ptr() + (t * 4 + s) * d_);
   }
+
   // Closes the pending site (when its f is there) and opens `next` (when it has a norm weight),
   // tapping the closed site's state and the opened site's sublayer input.
   void boundary(const ResidualSiteWeights& next, const std::string& name) {
@@ -225,9 +226,8 @@ class ModelRunner {
       KvStoreOutputs e = run_kv_compress(c, opt_);
       log(e.launches);
       const int64_t n = e.stored.shape.empty() ? 0 : e.stored.dim(0);
-      std::vector<int64_t> slots;
-      for (int64_t j = 0; j < n; ++j) slots.push_back(first_entry + j);
-      keep_records(mine.comp_pool, first_entry + n, e.pool, KvFormat::v41_fp4, slots);
+      keep_records(mine.comp_pool, first_entry + n, e.pool, KvFormat::v41_fp4,
+                   slot_range(first_entry, first_entry + n));
       stored.insert(stored.end(), e.stored.data.begin(), e.stored.data.end());
       latent.insert(latent.end(), e.latent.data.begin(), e.latent.data.end());
       mine.state = std::move(e.state);
@@ -249,10 +249,8 @@ class ModelRunner {
     const int64_t n = int64_t(stored.size()) / kKvMainDims;
     mine.latent.data.insert(mine.latent.data.end(), latent.begin(), latent.end());
     mine.latent.shape = {before + n, kKvMainDims};
-    std::vector<int64_t> slots;
-    for (int64_t j = before; j < before + n; ++j) slots.push_back(j);
     tap_records(pending_ + ".entries", Tensor<float>({n, kKvMainDims}, std::move(stored)),
-                mine.comp_pool, KvFormat::v41_fp4, slots);
+                mine.comp_pool, KvFormat::v41_fp4, slot_range(before, before + n));
   }
 
   // An index source's selection over its kv source's entries: index keys of the entries new
@@ -274,8 +272,7 @@ class ModelRunner {
       keys.wk = w.index_wk, keys.norm_w = w.index_norm;
       KvStoreOutputs k = run_index_key_store(keys, opt_);
       log(k.launches);
-      std::vector<int64_t> slots;
-      for (int64_t j = mine.keys; j < N; ++j) slots.push_back(j);
+      const std::vector<int64_t> slots = slot_range(mine.keys, N);
       keep_records(mine.key_pool, N, k.pool, KvFormat::idx_mxfp4, slots);
       tap_records(pending_ + ".index_keys", k.stored, mine.key_pool, KvFormat::idx_mxfp4, slots);
       mine.keys = N;
@@ -286,11 +283,11 @@ class ModelRunner {
     q.values = rope(dense(y_, w.index_wq), ih, kIndexKeyDims, start);
     q.values.shape = {T * ih, kIndexKeyDims};
     q.slots = Tensor<int32_t>({T * ih});
-    std::vector<int64_t> slots;
-    for (int64_t i = 0; i < T * ih; ++i) q.slots.data[size_t(i)] = int32_t(i), slots.push_back(i);
+    for (int64_t i = 0; i < T * ih; ++i) q.slots.data[size_t(i)] = int32_t(i);
     KvStoreOutputs qr = run_kv_quantize(q, opt_);
     log(qr.launches);
-    tap_records(pending_ + ".index_q", q.values, qr.pool, KvFormat::idx_mxfp4, slots);
+    tap_records(pending_ + ".index_q", q.values, qr.pool, KvFormat::idx_mxfp4,
+                slot_range(0, T * ih));
     const Tensor<float> weights = dense(y_, w.index_w);
     mine.selection = Tensor<int32_t>({T, s.index_topk}, -1);
     if (N > 0) {
@@ -323,6 +320,13 @@ class ModelRunner {
 
   KvStoreOptions options(KvFormat f, int64_t records) const {
     return model_store_options(f, records, m_.residual.norm_eps);
+  }
+
+  // Slots first..last-1.
+  static std::vector<int64_t> slot_range(int64_t first, int64_t last) {
+    std::vector<int64_t> slots;
+    for (int64_t j = first; j < last; ++j) slots.push_back(j);
+    return slots;
   }
 
   // The records of `slots` from a launch's pool into the sequence's, grown (poisoned pages

@@ -482,27 +482,38 @@ void expect_kv_reads_are_the_traffic_rows(const ModelRun& step, int64_t pos) {
   EXPECT_EQ(state_rows, states.size()) << "a compressing ratio the traffic rows leave out";
 }
 
+// An optimized sequence beside the reference continuing its own cache: each text chunk goes to
+// both, is compared tap by tap and its launches against the byte model at the chunk's position.
+struct CheckedSequence {
+  OptimizedModel model{tiny(), weights().opt, RunOptions{}};
+  ModelReferenceSequence ref{tiny(), weights().ref};
+  ModelRun last;  // the last chunk's run
+
+  void append(const std::vector<int32_t>& ids, const std::string& what) {
+    const int64_t start = model.length();
+    last = model.append(ids, no_image());
+    const ModelPrompt chunk{ids, Tensor<double>({0, tiny().residual.d}), {}};
+    for (const TensorCheck& c : ref.append(chunk, last))
+      ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
+                                 << c.result.summary();
+    EXPECT_TRUE(same_traffic(last.launches, sim::predict_model(tiny(), ids, start))) << what;
+  }
+};
+
 // Decode steps on the optimized model's own cache (OptimizedModel: the window ring, the
 // compressor's decode kernel with its state carried, the index keys of new entries only): a
 // prefill, then the greedy token one at a time. Each step matches the reference continuing its
 // own cache tap by tap, moves exactly the byte model's bytes for a chunk at its position, and
 // reads the cache as `tandem traffic`'s decode rows say.
 void expect_decode_steps(int prefill, int steps, uint64_t seed) {
-  const RunOptions opt;
-  OptimizedModel model(tiny(), weights().opt, opt);
-  ModelReferenceSequence ref(tiny(), weights().ref);
-  ModelPrompt chunk{text(prefill, seed), Tensor<double>({0, tiny().residual.d}), {}};
+  CheckedSequence seq;
+  std::vector<int32_t> ids = text(prefill, seed);
   for (int step = 0; step <= steps; ++step) {
-    const int64_t start = model.length();
-    const ModelRun run = model.append(chunk.ids, no_image());
-    const std::string what = fmt::format("prefill {} step {} (position {})", prefill, step, start);
-    for (const TensorCheck& c : ref.append(chunk, run))
-      ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
-                                 << c.result.summary();
-    EXPECT_TRUE(same_traffic(run.launches, sim::predict_model(tiny(), chunk.ids, start))) << what;
-    if (step > 0) expect_kv_reads_are_the_traffic_rows(run, start);
-    ASSERT_EQ(run.taps.back().name, "logits");
-    chunk.ids = {greedy_token(run)};
+    const int64_t start = seq.model.length();
+    ASSERT_NO_FATAL_FAILURE(
+        seq.append(ids, fmt::format("prefill {} step {} (position {})", prefill, step, start)));
+    if (step > 0) expect_kv_reads_are_the_traffic_rows(seq.last, start);
+    ids = {greedy_token(seq.last)};
   }
 }
 
@@ -518,26 +529,16 @@ TEST(ModelEmu, DecodeStepsMatchReferenceTheByteModelAndTheTrafficRows) {
 // matches the reference; one more token, or a bad id, is refused and leaves the sequence as it
 // was (the next step still matches the reference, which never saw the refused chunks).
 TEST(ModelEmu, LaterChunksUpToTheRingsRoomMatchReferenceAndLongerOnesAreRefused) {
-  const RunOptions opt;
-  OptimizedModel model(tiny(), weights().opt, opt);
-  ModelReferenceSequence ref(tiny(), weights().ref);
-  auto append = [&](const std::vector<int32_t>& ids, const std::string& what) {
-    const ModelPrompt chunk{ids, Tensor<double>({0, tiny().residual.d}), {}};
-    const int64_t start = model.length();
-    const ModelRun run = model.append(ids, no_image());
-    for (const TensorCheck& c : ref.append(chunk, run))
-      ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
-                                 << c.result.summary();
-    EXPECT_TRUE(same_traffic(run.launches, sim::predict_model(tiny(), ids, start))) << what;
-  };
-  append(text(10, 3), "prefill");  // a ring of 10 slots: later chunks of 10 - 8 + 1 tokens
-  append(text(3, 4), "a chunk of 3 at position 10");
-  expect_bad_input([&] { model.append(text(4, 5), no_image()); }, "the ring holds 10 slots");
+  CheckedSequence seq;
+  // A ring of 10 slots: later chunks of 10 - 8 + 1 tokens.
+  ASSERT_NO_FATAL_FAILURE(seq.append(text(10, 3), "prefill"));
+  ASSERT_NO_FATAL_FAILURE(seq.append(text(3, 4), "a chunk of 3 at position 10"));
+  expect_bad_input([&] { seq.model.append(text(4, 5), no_image()); }, "the ring holds 10 slots");
   std::vector<int32_t> bad = text(2, 6);
   bad.back() = int32_t(tiny().engram.vocab);
-  expect_bad_input([&] { model.append(bad, no_image()); }, "outside [0, 4096)");
-  EXPECT_EQ(model.length(), 13);
-  append(text(1, 7), "a decode step after the refused chunks");
+  expect_bad_input([&] { seq.model.append(bad, no_image()); }, "outside [0, 4096)");
+  EXPECT_EQ(seq.model.length(), 13);
+  seq.append(text(1, 7), "a decode step after the refused chunks");
 }
 
 TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {

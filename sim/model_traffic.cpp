@@ -118,19 +118,17 @@ ReleaseConfig model_as_release(const ModelConfig& m) {
     });
     if (kind == r.attention.end()) kind = r.attention.insert(kind, {ratio, 0, how});
     ++kind->layers;
-    if (s.kv_source(b) != b) continue;  // a consumer: its source's cache
     auto cache = std::find_if(r.kv_caches.begin(), r.kv_caches.end(),
                               [&](const KvCacheLayers& k) { return k.ratio == ratio; });
-    if (cache == r.kv_caches.end())
-      cache = r.kv_caches.insert(
-          cache, {ratio, 0, ratio > 0 ? kv_format_info(KvFormat::v41_fp4).record_bytes() : 0, 0});
-    ++cache->layers;
+    if (s.kv_source(b) == b) {  // a consumer reads its source's cache (before it: listed)
+      if (cache == r.kv_caches.end())
+        cache = r.kv_caches.insert(
+            cache, {ratio, 0, ratio > 0 ? kv_format_info(KvFormat::v41_fp4).record_bytes() : 0, 0});
+      ++cache->layers;
+    }
+    if (s.is_index_source(b))  // its cache keeps index keys
+      cache->index_key_bytes = kv_format_info(KvFormat::idx_mxfp4).record_bytes();
   }
-  for (int b = 0; b < s.blocks; ++b)
-    if (s.is_index_source(b))
-      for (KvCacheLayers& k : r.kv_caches)
-        if (k.ratio == s.compress_ratios[size_t(b)])
-          k.index_key_bytes = kv_format_info(KvFormat::idx_mxfp4).record_bytes();
   return r;
 }
 

@@ -19,6 +19,18 @@ namespace {
 constexpr double kV32PerLayer = kv_format_info(KvFormat::v32_fp8).record_bytes() +
                                 kv_format_info(KvFormat::idx_fp8).record_bytes();
 
+// A preset's Engram fields from an Engram layout: its layers, lookups, row bytes and the mean rows
+// of a layer's tables (they differ by a few rows: distinct primes).
+nlohmann::json engram_preset_fields(const EngramConfig& e) {
+  int64_t rows = 0;
+  for (const EngramLayerTables& t : engram_tables(e)) rows += t.rows;
+  const int64_t layers = int64_t(e.layer_ids.size());
+  return {{"engram_layers", layers},
+          {"engram_lookups", e.lookups()},
+          {"engram_row_bytes", e.row_bytes()},
+          {"engram_rows_per_layer", layers ? rows / layers : 0}};
+}
+
 // A release's preset: its shapes from core/release_config (DESIGN 5.6); the weights one decode
 // step reads and the machine are assumptions, stated in "source".
 nlohmann::json release_preset(const std::string& name, double active_param_bytes,
@@ -41,14 +53,7 @@ nlohmann::json release_preset(const std::string& name, double active_param_bytes
                       {"host_link_GBps", 64},
                       {"gamma", 5},
                       {"source", r.source + "; assumed: " + assumed}};
-  if (r.engram) {
-    int64_t rows = 0;  // the layers' tables differ by a few rows (distinct primes): their mean
-    for (const EngramLayerTables& t : engram_tables(*r.engram)) rows += t.rows;
-    p.update({{"engram_layers", r.engram->layer_ids.size()},
-              {"engram_lookups", r.engram->lookups()},
-              {"engram_row_bytes", r.engram->row_bytes()},
-              {"engram_rows_per_layer", rows / int64_t(r.engram->layer_ids.size())}});
-  }
+  if (r.engram) p.update(engram_preset_fields(*r.engram));
   return p;
 }
 
@@ -57,28 +62,24 @@ nlohmann::json release_preset(const std::string& name, double active_param_bytes
 nlohmann::json tiny_preset() {
   const ModelConfig m = builtin_model("tiny");
   const ReleaseConfig r = model_as_release(m);
-  int64_t rows = 0;
-  for (const EngramLayerTables& t : engram_tables(m.engram)) rows += t.rows;
-  const int64_t engram_layers = int64_t(m.engram.layer_ids.size());
-  return {{"name", "tiny"},
-          {"layers", m.shape.blocks},
-          {"d", m.residual.d},
-          {"act_bytes", 4},  // the end-to-end model's activations are f32
-          {"active_param_bytes", 2e6},
-          {"kv_bytes_per_token", r.kv_bytes_per_token()},
-          {"kv_v32_bytes_per_token", m.shape.blocks * kV32PerLayer},
-          {"window_entry_bytes", r.window_record_bytes},
-          {"window_tokens", r.window},
-          {"engram_layers", engram_layers},
-          {"engram_lookups", m.engram.lookups()},
-          {"engram_row_bytes", m.engram.row_bytes()},
-          {"engram_rows_per_layer", engram_layers ? rows / engram_layers : 0},
-          {"hbm_GBps", 4800},
-          {"host_link_GBps", 64},
-          {"gamma", 5},
-          {"source", fmt::format("the end-to-end model of tandem verify (d = {}, {} blocks, its "
-                                 "layer mix); assumed: 2 MB active weights, H200",
-                                 m.residual.d, m.shape.blocks)}};
+  nlohmann::json p = {
+      {"name", "tiny"},
+      {"layers", m.shape.blocks},
+      {"d", m.residual.d},
+      {"act_bytes", 4},  // the end-to-end model's activations are f32
+      {"active_param_bytes", 2e6},
+      {"kv_bytes_per_token", r.kv_bytes_per_token()},
+      {"kv_v32_bytes_per_token", m.shape.blocks * kV32PerLayer},
+      {"window_entry_bytes", r.window_record_bytes},
+      {"window_tokens", r.window},
+      {"hbm_GBps", 4800},
+      {"host_link_GBps", 64},
+      {"gamma", 5},
+      {"source", fmt::format("the end-to-end model of tandem verify (d = {}, {} blocks, its "
+                             "layer mix); assumed: 2 MB active weights, H200",
+                             m.residual.d, m.shape.blocks)}};
+  p.update(engram_preset_fields(m.engram));
+  return p;
 }
 
 nlohmann::json make_presets() {
