@@ -86,7 +86,7 @@ struct BackendFlags {
 struct CheckpointFlags {
   std::string dir, release = "v4.1-flash", release_file;
   int layer = -1;
-  int64_t tokens = 2;
+  int64_t tokens = 0;  // --tokens; 0: not given (2 with --weights, else the config's)
 };
 
 // The widths the checkpoint rows' kernels take (the residual's and dense rows' staged rows, the
@@ -118,37 +118,12 @@ int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, cons
   return j["pass"].get<bool>() ? 0 : 1;
 }
 
-// The components a verify runs on a config: those asked for (every one if none), each needing
-// its sections in the config (an asked-for one without them is bad input; unasked ones are
-// listed as skipped), and the sections to read.
-struct ConfigComponents {
-  std::vector<std::string> run, skipped, sections;
-};
-ConfigComponents components_of_config(const nlohmann::json& j, const std::string& source,
-                                      const std::vector<std::string>& asked) {
-  const std::vector<std::string> present = model_sections_of(j);
-  auto has = [](const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-  };
-  ConfigComponents c;
-  for (const Component& comp : registry()) {
-    if (!asked.empty() && !has(asked, comp.name)) continue;
-    const auto missing = std::find_if(comp.sections.begin(), comp.sections.end(),
-                                      [&](const std::string& s) { return !has(present, s); });
-    if (missing != comp.sections.end()) {
-      if (!asked.empty())
-        throw_bad_input("--component {}: {} has no '{}' section (the component reads {})",
-                        comp.name, source, *missing, fmt::join(comp.sections, ", "));
-      c.skipped.push_back(comp.name);
-      continue;
-    }
-    c.run.push_back(comp.name);
-    for (const std::string& s : comp.sections)
-      if (!has(c.sections, s)) c.sections.push_back(s);
-  }
-  if (c.run.empty())  // passing on nothing would be a false green
-    throw_bad_input("{}: no component runs on its sections ({})", source, fmt::join(present, ", "));
-  return c;
+// --tokens N on a config: the token counts its rows run (residual.tokens, engram.tokens and
+// model.prompt_tokens where the config has those sections); the sections' checks then apply.
+void with_tokens(nlohmann::json& j, int64_t tokens) {
+  for (const auto& [section, field] :
+       {std::pair{"residual", "tokens"}, {"engram", "tokens"}, {"model", "prompt_tokens"}})
+    if (j.is_object() && j.contains(section) && j[section].is_object()) j[section][field] = tokens;
 }
 
 int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
@@ -157,8 +132,7 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
   const RunOptions opt = flags.resolve();
   if (!weights.dir.empty()) {
     if (weights.layer < 0) throw_bad_input("--weights: give the layer to verify (--layer L)");
-    if (weights.tokens < 1 || weights.tokens > 64)
-      throw_bad_input("--tokens: in [1, 64], got {}", weights.tokens);
+
     if (!execute) return 0;  // parsing only: no file is read
     CheckpointLayer layer;
     layer.release = weights.release_file.empty() ? builtin_release(weights.release)
@@ -167,7 +141,7 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
                                             ? "--release " + weights.release
                                             : weights.release_file);
     layer.tensors = load_layer_tensors(Checkpoint(weights.dir), layer.release, weights.layer, {});
-    layer.tokens = weights.tokens;
+    layer.tokens = weights.tokens ? weights.tokens : 2;
     layer.seed = builtin_model("tiny").seed;
     const auto rows = verify_checkpoint(layer, opt, !json && isatty(STDERR_FILENO), components);
     return print_rows(
@@ -175,16 +149,18 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
         json, out);
   }
   const std::string source = config_path.empty() ? "builtin:" + model_name : config_path;
-  const nlohmann::json j =
+  nlohmann::json j =
       config_path.empty() ? builtin_model_json(model_name) : load_model_json(config_path);
-  parse_model_config(j, source, {});  // the config itself: an object, its name and seed
-  const ConfigComponents chosen = components_of_config(j, source, components);
-  const ModelConfig model = parse_model_config(j, source, chosen.sections);
+  if (weights.tokens) with_tokens(j, weights.tokens);
+  const ModelConfig top = parse_model_config(j, source, {});  // an object, its name and seed
+  const app::ConfigComponents chosen = app::components_of_config(j, source, components);
   if (!execute) return 0;
-  const auto rows = verify_model(model, opt, !json && isatty(STDERR_FILENO), chosen.run);
-  std::string what = "model " + model.name;
-  if (!chosen.skipped.empty())
-    what += fmt::format(" (not run, sections missing: {})", fmt::join(chosen.skipped, ", "));
+  const auto rows = verify_model(chosen.run, opt, !json && isatty(STDERR_FILENO));
+  std::string what = "model " + top.name;
+  if (!chosen.missing_sections.empty())
+    what +=
+        fmt::format(" (not run, sections missing: {})", fmt::join(chosen.missing_sections, ", "));
+  for (const std::string& r : chosen.refused) what += "\n  not run: " + r;
   return print_rows(rows, what, opt, json, out);
 }
 
@@ -419,9 +395,11 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
                    "releases' form)")
       ->excludes(release_opt)
       ->needs(weights_opt);
-  verify->add_option("--tokens", weights.tokens, "seeded tokens a row runs (with --weights)")
-      ->check(kDecimalInteger)
-      ->needs(weights_opt);
+  verify
+      ->add_option("--tokens", weights.tokens,
+                   "seeded tokens a row runs, in [1, 64] (default 2 with --weights; with a "
+                   "config, its residual.tokens, engram.tokens and model.prompt_tokens)")
+      ->check(kDecimalInteger & CLI::Range(1, 64));
   verify->callback([&] {
     if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");
     if (weights_opt->count() > 0 && weights.dir.empty())

@@ -1,6 +1,7 @@
 #include "app/verify.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -58,6 +59,20 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
       progress);
 }
 
+std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOptions& opt,
+                                    bool progress) {
+  std::vector<std::string> names;
+  for (const auto& [name, model] : configs) names.push_back(name);
+  return run_jobs(select_jobs(names,
+                              [&](const Component& c) {
+                                const auto it = std::find_if(
+                                    configs.begin(), configs.end(),
+                                    [&](const auto& nc) { return nc.first == c.name; });
+                                return c.verify_rows(it->second, opt);
+                              }),
+                  opt, progress);
+}
+
 std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const RunOptions& opt,
                                          bool progress,
                                          const std::vector<std::string>& components) {
@@ -67,6 +82,39 @@ std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const Run
   if (jobs.empty())  // passing on nothing would be a false green
     throw_bad_input("--component: none of those runs on released weights (--weights)");
   return run_jobs(jobs, opt, progress);
+}
+
+ConfigComponents components_of_config(const nlohmann::json& j, const std::string& source,
+                                      const std::vector<std::string>& asked) {
+  const std::vector<std::string> present = model_sections_of(j);
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  ConfigComponents c;
+  for (const std::string& s : present) parse_model_config(j, source, {s});  // each on its own
+  for (const Component& comp : registry()) {
+    if (!asked.empty() && !has(asked, comp.name)) continue;
+    const auto missing = std::find_if(comp.sections.begin(), comp.sections.end(),
+                                      [&](const std::string& s) { return !has(present, s); });
+    if (missing != comp.sections.end()) {
+      if (!asked.empty())
+        throw_bad_input("--component {}: {} has no '{}' section (the component reads {})",
+                        comp.name, source, *missing, fmt::join(comp.sections, ", "));
+      c.missing_sections.push_back(comp.name);
+      continue;
+    }
+    try {
+      c.run.emplace_back(comp.name, parse_model_config(j, source, comp.sections));
+    } catch (const BadInput& e) {
+      if (!asked.empty()) throw;
+      c.refused.push_back(fmt::format("{}: {}", comp.name, e.what()));
+    }
+  }
+  if (c.run.empty())  // passing on nothing would be a false green
+    throw_bad_input("{}: no component runs on its sections ({}){}", source,
+                    fmt::join(present, ", "),
+                    c.refused.empty() ? "" : fmt::format("; {}", fmt::join(c.refused, "; ")));
+  return c;
 }
 
 VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,

@@ -17,6 +17,23 @@ std::vector<std::string> verify_components();
 // Every component's rows, or only those of `components` (names from verify_components()).
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
                                     const std::vector<std::string>& components = {});
+// Each named component's rows on its own reading of a config (its sections and their agreement:
+// parse_model_config with the component's sections), in verify order.
+using ComponentConfigs = std::vector<std::pair<std::string, ModelConfig>>;
+std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOptions& opt,
+                                    bool progress);
+// The components a verify runs on a config: those asked for (every one if none), each on its
+// own reading of the config (its sections, validated with their agreement). A section bad on
+// its own is bad input. An asked-for component without its sections, or whose sections do not
+// agree or exceed what it runs when joined, is bad input; unasked ones are listed as not run,
+// with the reason (V4.1-Flash's end-to-end model: its 64 heads).
+struct ConfigComponents {
+  ComponentConfigs run;
+  std::vector<std::string> missing_sections;  // components
+  std::vector<std::string> refused;           // "component: the reason"
+};
+ConfigComponents components_of_config(const nlohmann::json& j, const std::string& source,
+                                      const std::vector<std::string>& asked);
 // The rows of the components that run on released weights (Component::checkpoint_rows), on one
 // layer of a checkpoint (`tandem verify --weights DIR --layer L`).
 std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const RunOptions& opt,

@@ -11,8 +11,11 @@
 
 namespace tandem {
 
-inline float seeded_uniform(uint64_t seed, uint32_t id, uint32_t index, float lo, float hi) {
-  return lo + (hi - lo) * philox_uniform(philox_draw(seed, id, index).v[0]);
+// Element `index` of stream `id`: counters past 2^32 go on in Philox's stream word, so a
+// table of more than 2^32 values (a release's experts) never repeats itself.
+inline float seeded_uniform(uint64_t seed, uint32_t id, uint64_t index, float lo, float hi) {
+  return lo + (hi - lo) * philox_uniform(
+                              philox_draw(seed, id, uint32_t(index), uint32_t(index >> 32)).v[0]);
 }
 
 inline Tensor<float> seeded_tensor(Shape shape, uint64_t seed, uint32_t id, float lo, float hi) {

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
 #include "core/json_fields.hpp"
+#include "core/vision_config.hpp"
 #include "optimized/moe.hpp"
 #include "reference/moe.hpp"
 #include "sim/moe_traffic.hpp"
@@ -19,15 +21,31 @@ MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int6
   in.act = act;
   in.y = seeded_tensor({T, d}, seed, 1, -2.0f, 2.0f);
   round_all_to(act, in.y.data);
-  const float a = 1.0f / std::sqrt(float(d)), b = 1.0f / std::sqrt(float(H));
-  in.w_in = seeded_tensor({E, H, d}, seed, 2, -a, a);
-  in.w_out = seeded_tensor({E, d, H}, seed, 3, -b, b);
   in.weights = seeded_tensor({T, k}, seed, 4, 0.1f, 1.0f);
   in.experts = Tensor<int32_t>({T, k});
   for (int64_t t = 0; t < T; ++t) {  // k distinct experts: a seeded rotation of a stride walk
     const int64_t first = philox_draw(seed, 5, uint32_t(t)).v[0] % E;
     for (int64_t j = 0; j < k; ++j) in.experts.data[t * k + j] = int32_t((first + j) % E);
   }
+  std::vector<int32_t> kept(E);  // expert ids, ascending; kept[i] is materialised at i
+  std::iota(kept.begin(), kept.end(), 0);
+  if (E * 2 * H * d > kMoeMaterialisedValues) {
+    kept.assign(in.experts.data.begin(), in.experts.data.end());
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    for (int32_t& e : in.experts.data)
+      e = int32_t(std::lower_bound(kept.begin(), kept.end(), e) - kept.begin());
+  }
+  const int64_t M = int64_t(kept.size());
+  const float a = 1.0f / std::sqrt(float(d)), b = 1.0f / std::sqrt(float(H));
+  in.w_in = Tensor<float>({M, H, d});
+  in.w_out = Tensor<float>({M, d, H});
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < H * d; ++i) {
+      const uint64_t counter = uint64_t(kept[m]) * uint64_t(H * d) + uint64_t(i);
+      in.w_in.data[m * H * d + i] = seeded_uniform(seed, 2, counter, -a, a);
+      in.w_out.data[m * H * d + i] = seeded_uniform(seed, 3, counter, -b, b);
+    }
   return in;
 }
 
@@ -105,10 +123,11 @@ VerifyRow verify_moe(const ModelConfig& model, ActDType act, const RunOptions& o
   const int64_t T = model.residual.tokens, d = model.residual.d, H = model.shape.ffn_hidden;
   const int64_t E = model.vision.experts, k = model.vision.top_k;
   const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, model.seed);
+  const int64_t materialised = in.w_in.dim(0);
   return verify_kernel_row<MoeExpertOutputs>(
       {.component = "moe",
-       .name =
-           fmt::format("experts/{} T={} d={} H={} E={} k={}", act_dtype_name(act), T, d, H, E, k),
+       .name = fmt::format("experts/{} T={} d={} H={} E={}{} k={}", act_dtype_name(act), T, d, H, E,
+                           materialised < E ? fmt::format(" ({} routed)", materialised) : "", k),
        .run = [&](const RunOptions& o) { return run_moe_experts(in, o); },
        .compare =
            [&](const MoeExpertOutputs& out) {

@@ -11,7 +11,10 @@
 namespace tandem {
 
 // T tokens of width d, each routed to k distinct experts of E (hidden width H) with weights in
-// [0.1, 1]; y rounded to act.
+// [0.1, 1]; y rounded to act. Every expert's weights are materialised when they fit
+// kMoeMaterialisedValues, else only the routed ones (a release's 384 experts of 2 x 2304 x 5120
+// are 36 GB): `experts` then index the materialised ones, in ascending order of their ids.
+// Either way expert e's weights are the same values (Philox counters from e H d).
 MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int64_t k, ActDType act,
                                 uint64_t seed);
 

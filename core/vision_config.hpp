@@ -13,6 +13,14 @@ struct ImageSizing {
   double max_wh_ratio = 0;         // width clamped to height x ratio; 0: unset (the release)
 };
 
+// The gate keeps a token's scores in its warp's registers: the releases route over 256 (V4-Flash)
+// and 384 (V4-Pro, V4.1-Flash) experts, up to 16 of them a token.
+inline constexpr int kMoeMaxExperts = 512;
+inline constexpr int kMoeMaxTopK = 16;
+// A verify row materialises every expert's weights when they are at most this many values, else
+// only the routed ones (cases/moe_case.hpp: a release's 384 experts are 36 GB).
+inline constexpr int64_t kMoeMaterialisedValues = int64_t{1} << 26;
+
 struct VisionConfig {
   int image_w = 640, image_h = 480;  // pixels
   int width = 32;                    // patch embedding width C

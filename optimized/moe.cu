@@ -18,9 +18,12 @@ Tensor<float> run_experts(const MoeExpertInputs& in, const RunOptions& opt) {
   y.upload(to_storage<Act>(in.y)), experts.upload(in.experts.data);
   weights.upload(in.weights.data), w_in.upload(in.w_in.data), w_out.upload(in.w_out.data);
   const std::string name = launch_name("moe_experts_weighted", act_dtype_of<Act>());
+  // Past 48 KiB at a release's widths (d 5120, H 2304: 50 KiB); validation bounds it by sm_90's.
+  const size_t smem = sizeof(float) * (2 * d + H);
+  TANDEM_ALLOW_DYNAMIC_SHARED(moe_experts_weighted<Act>, smem);
   TANDEM_LAUNCH(name.c_str(), moe_experts_weighted<Act>, dim3(unsigned(T)), dim3(opt.block_threads),
-                sizeof(float) * (2 * d + H), y.data(), experts.data(), weights.data(), w_in.data(),
-                w_out.data(), int(d), int(H), int(k), f.data());
+                smem, y.data(), experts.data(), weights.data(), w_in.data(), w_out.data(), int(d),
+                int(H), int(k), f.data());
   return download_floats(f, {T, d});
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/device_limits.hpp"
 #include "core/error.hpp"
 
 namespace tandem {
@@ -17,6 +18,8 @@ void validate_moe_expert_inputs(const MoeExpertInputs& in) {
     throw_bad_input(
         "moe experts input 'w_in': expected [E, H, {}], H a multiple of 4 in [4, 16384]", d);
   const int64_t E = in.w_in.dim(0), H = in.w_in.dim(1);
+  static_assert(sizeof(float) * (2 * 12288 + 16384) <= kMaxDynamicShared,
+                "the kernel stages y, its sum and the hidden row: (2d + H) floats");
   if (in.w_out.shape != Shape{E, d, H})
     throw_bad_input("moe experts input 'w_out': expected [{}, {}, {}]", E, d, H);
   if (in.experts.shape.size() != 2 || in.experts.dim(0) != T || in.experts.dim(1) < 1 ||

@@ -57,11 +57,6 @@ struct RopeOutputs {
 };
 void validate_rope_inputs(const RopeInputs& in);
 
-// The gate keeps a token's scores in its warp's registers: the releases route over 256 (V4-Flash)
-// and 384 (V4-Pro, V4.1-Flash) experts, up to 16 of them a token.
-inline constexpr int kMoeMaxExperts = 512;
-inline constexpr int kMoeMaxTopK = 16;
-
 struct MoeGateInputs {
   Tensor<float> logits;                   // [T, E]
   std::vector<uint8_t> is_image;          // [T]

@@ -143,9 +143,10 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   EXPECT_TRUE(j["pass"].get<bool>());
   EXPECT_EQ(j["shared_memory_hazard_check"].get<bool>(), emu::hazard_check_built());
   // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: the config's logits and
-  // top-k, 2 logits, 2 top-k rows, V4.1's candidates; + sparse_attn: V4.1, V4 and the config's
-  // attention, the attention's and the indexer's query RoPE.
-  EXPECT_EQ(j["cases"].size(), 18u + 17u + 7u + 5u);
+  // top-k, 2 logits, 2 top-k rows, V4.1's candidates (a small row and one at the release's 2048
+  // blocks of 8); + sparse_attn: V4.1, V4 and the config's attention, the attention's and the
+  // indexer's query RoPE.
+  EXPECT_EQ(j["cases"].size(), 18u + 17u + 8u + 5u);
   std::set<std::string> components;  // every component asked for has its rows
   for (const auto& c : j["cases"]) components.insert(c["component"].get<std::string>());
   EXPECT_EQ(components.size(), app::verify_components().size() - 1);
@@ -592,6 +593,45 @@ TEST(App, VerifyRunsTheComponentsWhoseSectionsTheConfigHolds) {
   EXPECT_NE(r.out.find("model v4.1-flash"), std::string::npos) << r.out;
 }
 
+// Each component reads its own sections: V4.1-Flash's config runs every component but the
+// end-to-end model (its 64 heads of 512 exceed the model's output projection; its Engram layers
+// 1 and 14 are past its 4 blocks), which is listed as not run with the reason unless asked for,
+// and then is bad input naming the field. The components that join sections see them agree.
+TEST(App, ComponentsWhoseSectionsAreRefusedAreNotRunUnlessAskedFor) {
+  const nlohmann::json j = builtin_model_json("v4.1-flash");
+  const app::ConfigComponents c = app::components_of_config(j, "builtin:v4.1-flash", {});
+  std::vector<std::string> ran, expected = app::verify_components();
+  for (const auto& run : c.run) {
+    ran.push_back(run.first);
+    const auto& comp = *std::find_if(registry().begin(), registry().end(),
+                                     [&](const Component& k) { return k.name == run.first; });
+    EXPECT_EQ(std::set<std::string>(run.second.sections.begin(), run.second.sections.end()),
+              std::set<std::string>(comp.sections.begin(), comp.sections.end()))
+        << run.first;
+  }
+  std::erase(expected, "model");
+  EXPECT_EQ(ran, expected);
+  EXPECT_TRUE(c.missing_sections.empty());
+  ASSERT_EQ(c.refused.size(), 1u);
+  EXPECT_TRUE(c.refused[0].starts_with("model: ")) << c.refused[0];
+  EXPECT_NE(c.refused[0].find("model.heads"), std::string::npos) << c.refused[0];
+  try {
+    app::components_of_config(j, "builtin:v4.1-flash", {"residual", "model"});
+    FAIL() << "an asked-for component its sections refuse ran";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("model.heads"), std::string::npos) << e.what();
+  }
+  // A section bad on its own is bad input, asked for or not.
+  const nlohmann::json bad_vision =
+      nlohmann::json::parse(tiny_config_with([](auto& m) { m["vision"]["image_w"] = 0; }));
+  try {
+    app::components_of_config(bad_vision, "v.json", {});
+    FAIL() << "a bad section was skipped";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("vision.image_w"), std::string::npos) << e.what();
+  }
+}
+
 TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
   const TestDir tmp;
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
@@ -686,7 +726,8 @@ TEST(App, ConfigsClaimingTerabytesOrHoursAreRefused) {
        {"engram.layer_ids", "1000 layer ids"}},
       {[](auto& j) { j["model"]["prompt_tokens"] = 65536; }, "model", {"model.prompt_tokens"}},
       {[](auto& j) {
-         j["vision"]["experts"] = 256, j["vision"]["top_k"] = 1, j["model"]["ffn_hidden"] = 16384;
+         j["vision"]["experts"] = 256, j["vision"]["top_k"] = 16, j["model"]["ffn_hidden"] = 16384;
+         j["residual"]["d"] = 1024;  // 128 routed experts of 2 x 16384 x 1024
        },
        "moe",
        {"vision.experts x model.ffn_hidden"}},

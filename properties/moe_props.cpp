@@ -5,8 +5,11 @@
 #include <rapidcheck/gtest.h>
 
 #include "bad_input.hpp"
+#include "cases/case_util.hpp"
 #include "cases/moe_case.hpp"
+#include "core/device_limits.hpp"
 #include "core/error.hpp"
+#include "core/vision_config.hpp"
 #include "sim/moe_traffic.hpp"
 
 namespace tandem {
@@ -46,6 +49,48 @@ TEST(MoeExperts, OneExpertWithWeightOneIsThatExpertsFfn) {
     const double y = in.y.data[i];
     EXPECT_NEAR(out.f.data[i], y / (1 + std::exp(-y)), 4e-7 * (1 + std::fabs(y))) << i;  // expf
   }
+}
+
+// A table far larger than the test (384 experts of 2 x 256 x 520 values, past
+// kMoeMaterialisedValues) materialises only the routed experts, each with its own weights
+// (the same values whichever others are materialised), so a token's output does not depend on
+// the other tokens' routing; the kernel indexes the materialised ones.
+TEST(MoeExperts, ALargeTableMaterialisesTheRoutedExpertsWithTheirOwnWeights) {
+  const int64_t d = 520, H = 256, E = 384, k = 6;
+  ASSERT_GT(E * 2 * H * d, kMoeMaterialisedValues);
+  const MoeExpertInputs two = make_moe_inputs(2, d, H, E, k, ActDType::f32, 7);
+  const MoeExpertInputs one = make_moe_inputs(1, d, H, E, k, ActDType::f32, 7);
+  EXPECT_EQ(one.w_in.dim(0), k);
+  EXPECT_GT(two.w_in.dim(0), k);  // token 1 routes to other experts
+  EXPECT_LE(two.w_in.dim(0), 2 * k);
+  for (int64_t j = 0; j < k; ++j) {  // token 0's experts: the same weights in both
+    const int64_t a = one.experts.data[j], b = two.experts.data[j];
+    EXPECT_TRUE(std::equal(one.w_in.ptr() + a * H * d, one.w_in.ptr() + (a + 1) * H * d,
+                           two.w_in.ptr() + b * H * d))
+        << j;
+    EXPECT_TRUE(std::equal(one.w_out.ptr() + a * H * d, one.w_out.ptr() + (a + 1) * H * d,
+                           two.w_out.ptr() + b * H * d))
+        << j;
+  }
+  const MoeReference ref = run_moe_reference(two);
+  const Tensor<double> alone = run_moe_reference(one).truth;
+  EXPECT_TRUE(std::equal(alone.data.begin(), alone.data.end(), ref.truth.data.begin()));
+  for (const auto& t : compare_moe(ref, run_moe_experts(two, {}), ActDType::f32))
+    EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
+  // Past 2^32 values the counters go on in Philox's stream word instead of wrapping.
+  EXPECT_NE(seeded_uniform(7, 2, (uint64_t{1} << 32) + 5, 0, 1), seeded_uniform(7, 2, 5, 0, 1));
+}
+
+// V4.1-Flash's widths (d 5120, H 2304) stage (2d + H) floats, 50 KiB: past the 48 KiB default,
+// with the opt-in attribute (a launch without it is refused, under emu as on a GPU).
+TEST(MoeExpertsEmu, ReleaseWidthsStagePastTheDefaultSharedMemory) {
+  const MoeExpertInputs in = make_moe_inputs(1, 5120, 2304, 1, 1, ActDType::bf16, 11);
+  ASSERT_GT(sizeof(float) * (2 * 5120 + 2304), kDefaultDynamicShared);
+  const MoeExpertOutputs out = run_moe_experts(in, {});
+  for (const auto& t : compare_moe(run_moe_reference(in), out, ActDType::bf16))
+    EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
+  EXPECT_TRUE(
+      same_traffic(out.launches, sim::predict_moe_experts(1, 5120, 2304, 1, ActDType::bf16)));
 }
 
 TEST(MoeExpertsCuda, KernelMatchesReference) {

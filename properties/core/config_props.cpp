@@ -79,7 +79,8 @@ TEST(ModelConfig, SectionsAreValidatedWhenRead) {
     EXPECT_NE(std::string(e.what()).find("engram"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_model_config(j, "cfg.json", {"kv"}), BadInput);
-  const ModelConfig v41 = builtin_model("v4.1-flash");
+  // Every section but the end-to-end model's joint reading (below) at the release's widths.
+  const ModelConfig v41 = builtin_model("v4.1-flash", {"residual", "engram", "dspark", "model"});
   EXPECT_EQ(v41.residual.d, 5120);
   EXPECT_EQ(v41.engram.d, 5120);
   EXPECT_EQ(v41.engram.lookups(), 24);
@@ -87,7 +88,12 @@ TEST(ModelConfig, SectionsAreValidatedWhenRead) {
   EXPECT_EQ(v41.shape.index_heads, 32);
   EXPECT_EQ(v41.shape.index_topk, 512);
   EXPECT_EQ(v41.dspark.vocab, 32768);
-  EXPECT_FALSE(v41.has("vision"));
+  const ModelConfig v41_moe = builtin_model("v4.1-flash", {"residual", "model", "vision"});
+  EXPECT_EQ(v41_moe.vision.width, 1024);
+  EXPECT_EQ(v41_moe.vision.experts, 384);
+  EXPECT_EQ(v41_moe.vision.top_k, 6);
+  EXPECT_EQ(v41_moe.shape.ffn_hidden, 2304);
+  EXPECT_THROW(builtin_model("v4.1-flash"), BadInput);  // every section: the end-to-end model's
   // 64 heads of 512 exceed only the end-to-end model's output projection: refused when every
   // section is read.
   nlohmann::json all = tiny_json();
