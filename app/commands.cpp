@@ -15,6 +15,7 @@
 #include <ostream>
 
 #include "app/verify.hpp"
+#include "cases/engram_case.hpp"
 #include "core/error.hpp"
 #include "core/git_commit.hpp"
 #include "core/json_fields.hpp"
@@ -140,9 +141,11 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
     check_release_widths(layer.release, weights.release_file.empty()
                                             ? "--release " + weights.release
                                             : weights.release_file);
-    layer.tensors = load_layer_tensors(Checkpoint(weights.dir), layer.release, weights.layer, {});
     layer.tokens = weights.tokens ? weights.tokens : 2;
     layer.seed = builtin_model("tiny").seed;
+    layer.tensors = load_layer_tensors(
+        Checkpoint(weights.dir), layer.release, weights.layer,
+        engram_checkpoint_rows(layer.release, weights.layer, layer.tokens, layer.seed));
     const auto rows = verify_checkpoint(layer, opt, !json && isatty(STDERR_FILENO), components);
     return print_rows(
         rows, fmt::format("{} layer {} of {}", layer.release.name, weights.layer, weights.dir), opt,

@@ -49,7 +49,7 @@ void BM_EngramLayerBaseline(benchmark::State& st) {
   for (auto _ : st) {
     const auto addresses = reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history,
                                                        in.compressed_pad);
-    const auto rows = reference::gather_rows(in.cfg, in.table, addresses);
+    const auto rows = reference::gather_rows(in, addresses);
     const reference::GateProblem p = reference::float_gate_problem(in, rows);
     benchmark::DoNotOptimize(reference::engram_gate_baseline(p.in, p.rows));
   }

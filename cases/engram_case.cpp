@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
+#include "core/fp8_blocks.hpp"
 #include "core/json_fields.hpp"
 #include "core/philox.hpp"
 #include "optimized/engram.hpp"
@@ -77,11 +79,56 @@ reference::GateOutputs permuted_gate_baseline(const EngramInputs& in, const Tens
 
 }  // namespace
 
+EngramInputs engram_checkpoint_inputs(const ReleaseConfig& r, int layer, int64_t tokens,
+                                      uint64_t seed) {
+  EngramInputs in;
+  in.cfg = *r.engram;
+  in.cfg.d = r.hidden, in.cfg.norm_eps = r.norm_eps, in.cfg.wkv_fp8_block = r.fp8_block;
+  in.cfg.tokens = int(tokens);
+  in.act = ActDType::bf16;  // the release's activations
+  const auto& ids = in.cfg.layer_ids;
+  in.tables =
+      engram_tables(in.cfg).at(size_t(std::find(ids.begin(), ids.end(), layer) - ids.begin()));
+  const auto map =
+      reference::synthetic_compression_map(in.cfg.vocab, in.cfg.compressed_vocab, seed);
+  in.compressed = reference::compress(synthetic_token_ids(tokens, in.cfg.vocab, seed), map);
+  in.history =
+      reference::compress(synthetic_token_ids(kEngramHistory, in.cfg.vocab, seed + 1, false), map);
+  in.compressed_pad = map.map.at(in.cfg.pad_id);
+  in.h = seeded_tensor({tokens, 4, r.hidden}, seed, 2, -2.0f, 2.0f);
+  round_all_to(in.act, in.h.data);
+  return in;
+}
+
+std::vector<int64_t> engram_checkpoint_rows(const ReleaseConfig& r, int layer, int64_t tokens,
+                                            uint64_t seed) {
+  if (!r.engram || std::ranges::count(r.engram->layer_ids, layer) == 0) return {};
+  const EngramInputs in = engram_checkpoint_inputs(r, layer, tokens, seed);
+  const Tensor<int64_t> a =
+      reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
+  std::vector<int64_t> rows;
+  std::copy_if(a.data.begin(), a.data.end(), std::back_inserter(rows),
+               [](int64_t x) { return x >= 0; });
+  std::ranges::sort(rows);
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+EngramInputs with_sampled_table(EngramInputs in, const std::vector<int64_t>& rows) {
+  std::vector<uint8_t> table(rows.size() * in.cfg.row_bytes());
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::copy_n(in.table.begin() + rows[i] * in.cfg.row_bytes(), in.cfg.row_bytes(),
+                table.begin() + i * in.cfg.row_bytes());
+  in.table = std::move(table);
+  in.table_rows = rows;
+  return in;
+}
+
 EngramReference run_engram_reference(const EngramInputs& in) {
   EngramReference r;
   r.addresses =
       reference::engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
-  r.rows = reference::gather_rows(in.cfg, in.table, r.addresses);
+  r.rows = reference::gather_rows(in, r.addresses);
   // Truth and baselines on the float problem the FP8 linear equals, quantized once (before
   // anything is permuted). The baseline's error scale comes from enough orderings (of d and of
   // the row bytes E together) that a token's few gates hold kMinRowErrorDraws draws: with
@@ -221,20 +268,19 @@ CaseReport check_engram(const LoadedCase& c, const RunOptions& opt) {
   return report;
 }
 
-VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
-                        const RunOptions& opt) {
-  const EngramConfig& cfg = model.engram;
-  const auto map =
-      reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, model.seed);
-  const auto ids = synthetic_token_ids(cfg.tokens, cfg.vocab, model.seed);
-  const EngramInputs in = make_engram_inputs(cfg, map, ids, layer_index, act, model.seed);
+// One Engram layer's row: `name` after the layer's description.
+VerifyRow verify_engram_row(const EngramInputs& in, const std::string& name,
+                            const RunOptions& opt) {
+  const EngramConfig& cfg = in.cfg;
+  const ActDType act = in.act;
+  const int64_t T = int64_t(in.compressed.size());
   const int64_t markers =
       std::count_if(in.compressed.begin(), in.compressed.end(), [](int64_t id) { return id < 0; });
-  const int64_t fetching = cfg.skip_marker_lookups ? cfg.tokens - markers : cfg.tokens;
+  const int64_t fetching = cfg.skip_marker_lookups ? T - markers : T;
   return verify_kernel_row<EngramOutputs>(
       {.component = "engram",
-       .name = fmt::format("layer{}/{} T={} d={} lookups={} wkv={}", cfg.layer_ids.at(layer_index),
-                           act_dtype_name(act), cfg.tokens, cfg.d, cfg.lookups(),
+       .name = fmt::format("{}/{} T={} d={} lookups={} wkv={}", name, act_dtype_name(act), T, cfg.d,
+                           cfg.lookups(),
                            cfg.wkv_fp8_block ? fmt::format("fp8/{}", cfg.wkv_fp8_block) : "f32"),
        .run = [&](const RunOptions& o) { return run_engram_layer(in, o); },
        .compare =
@@ -246,9 +292,40 @@ VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
              return compare_exact<float>(a.h_out.span(), b.h_out.span()).pass &&
                     compare_exact<int64_t>(a.addresses.span(), b.addresses.span()).pass;
            },
-       .predicted = [&] { return sim::predict_engram_layer(cfg, cfg.tokens, markers, act); },
+       .predicted = [&] { return sim::predict_engram_layer(cfg, T, markers, act); },
        .bytes = fmt::format("{} rows x {} B", fetching * cfg.lookups(), cfg.row_bytes())},
       opt);
+}
+
+VerifyRow verify_engram(const ModelConfig& model, int layer_index, ActDType act,
+                        const RunOptions& opt) {
+  const EngramConfig& cfg = model.engram;
+  const auto map =
+      reference::synthetic_compression_map(cfg.vocab, cfg.compressed_vocab, model.seed);
+  const auto ids = synthetic_token_ids(cfg.tokens, cfg.vocab, model.seed);
+  return verify_engram_row(make_engram_inputs(cfg, map, ids, layer_index, act, model.seed),
+                           fmt::format("layer{}", cfg.layer_ids.at(layer_index)), opt);
+}
+
+// A checkpoint layer's Engram on its released tensors: the sampled table rows the tokens read
+// (e4m3 codes, then the ue8m0 scales, as the kernels take them), Wkv's block-FP8 values, the
+// gate vectors' product.
+VerifyRow verify_engram_checkpoint(const CheckpointLayer& l, const RunOptions& opt) {
+  const EngramTensors& e = *l.tensors.engram;
+  EngramInputs in = engram_checkpoint_inputs(l.release, l.tensors.layer, l.tokens, l.seed);
+  const int64_t n = int64_t(e.rows.size()), hd = in.cfg.head_dim, B = in.cfg.row_bytes();
+  in.table_rows = e.rows;
+  in.table.resize(size_t(n * B));
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy_n(e.embed.ptr() + r * hd, hd, in.table.begin() + r * B);
+    std::copy_n(e.embed_scale.ptr() + r * (hd / 32), hd / 32, in.table.begin() + r * B + hd);
+  }
+  in.wkv = dequantize(e.wkv);
+  in.gate_w = Tensor<float>(e.q_weight.shape);
+  for (int64_t i = 0; i < in.gate_w.size(); ++i)
+    in.gate_w.data[i] = e.q_weight.data[i] * e.k_weight.data[i];
+  return verify_engram_row(
+      in, fmt::format("layers.{}.engram ({} of {} rows)", l.tensors.layer, n, in.tables.rows), opt);
 }
 
 }  // namespace
@@ -284,6 +361,13 @@ Component engram_component() {
         {"engram_layer1_float_wkv_bf16", 204, [](uint64_t seed) {
            return build_engram(engram_cfg(16, 12, 2, 4, 300, 0), A::bf16, 0, seed);
          }}};
+  };
+  // At the release's Engram layers (the rows cmd_verify reads: engram_checkpoint_rows).
+  c.checkpoint_rows = [](const CheckpointLayer& l, const RunOptions& opt) {
+    std::vector<VerifyJob> jobs;
+    if (l.tensors.engram)
+      jobs.push_back({"engram", [&l, &opt] { return verify_engram_checkpoint(l, opt); }});
+    return jobs;
   };
   c.check = check_engram;
   c.shared_files = [] {

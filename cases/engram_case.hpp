@@ -6,6 +6,7 @@
 
 #include "cases/residual_case.hpp"  // TensorCheck
 #include "core/compare.hpp"
+#include "core/release_config.hpp"
 #include "core/safetensors.hpp"
 #include "optimized/engram.hpp"
 #include "reference/engram.hpp"
@@ -20,6 +21,19 @@ std::vector<int64_t> synthetic_token_ids(int64_t tokens, int64_t vocab, uint64_t
 EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::CompressionMap& map,
                                 const std::vector<int64_t>& ids, int layer_index, ActDType act,
                                 uint64_t seed);
+
+// Engram at layer `layer` of release r (an Engram layer of it) as verify --weights runs it: the
+// layout at r's width with its FP8 block and norm eps, `tokens` seeded ids over r's vocabulary
+// (a synthetic compression map: the real one is the tokenizer's) behind 3 of history, seeded
+// streams h, bf16 activations. The table, Wkv and gate come from the checkpoint.
+EngramInputs engram_checkpoint_inputs(const ReleaseConfig& r, int layer, int64_t tokens,
+                                      uint64_t seed);
+// The table rows those tokens read (ascending, distinct): what to load of the layer's table;
+// empty where the layer has no Engram.
+std::vector<int64_t> engram_checkpoint_rows(const ReleaseConfig& r, int layer, int64_t tokens,
+                                            uint64_t seed);
+// `in` with its whole table sampled to `rows` (ascending addresses): EngramInputs::table_rows.
+EngramInputs with_sampled_table(EngramInputs in, const std::vector<int64_t>& rows);
 
 // The reference side of one case: exact addresses and rows, truth and baseline gates.
 struct EngramReference {

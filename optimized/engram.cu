@@ -1,10 +1,13 @@
 // Host launchers for the Engram kernels; compiled once per backend from this source.
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "core/fp8_blocks.hpp"
 #include "optimized/device_array.cuh"
 #include "optimized/engram.cuh"
 #include "optimized/engram.hpp"  // host headers first: the emulator's macros come after
+#include "optimized/engram_prefetch.hpp"
 
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
@@ -20,7 +23,25 @@ EngramHashParams hash_params(const EngramInputs& in, int64_t compressed_pad) {
   p.max_order = in.cfg.max_order;
   p.heads = in.cfg.heads;
   p.skip_markers = in.cfg.skip_marker_lookups;
+  p.prefetched = !in.table_rows.empty();
   return p;
+}
+
+// A sampled table's rows for the chunk, prefetched as the release does (DESIGN 5.2): the host
+// computes the addresses from the ids alone and copies each lookup's row, [T, lookups, 264 B]
+// (zeros where there is no lookup). BadInput naming 'table_rows' for a row the sample lacks.
+std::vector<uint8_t> prefetch_rows(const EngramInputs& in) {
+  const int64_t T = int64_t(in.compressed.size());
+  const int L = in.cfg.lookups(), B = in.cfg.row_bytes();
+  std::vector<int64_t> addresses(size_t(T) * L);
+  EngramAddressGenerator(in.cfg, in.tables, in.compressed_pad)
+      .generate(in.compressed, in.history, addresses);
+  std::vector<uint8_t> rows(addresses.size() * B, 0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int l = 0; l < L; ++l)
+      if (const int64_t a = addresses[t * L + l]; a >= 0)
+        std::copy_n(engram_table_row(in, a, t, l), B, rows.begin() + (t * L + l) * B);
+  return rows;
 }
 
 template <class Act>
@@ -64,10 +85,13 @@ EngramOutputs run_engram_layer(const EngramInputs& in, const RunOptions& opt) {
   const int L = in.cfg.lookups();
   const std::vector<int64_t> ids = engram_ids_with_history(in.compressed, in.history);
   DeviceArray<int64_t> d_ids(ids.size()), d_addresses(size_t(T) * L);
-  DeviceArray<uint8_t> d_table(in.table.size());
+  const std::vector<uint8_t> prefetched =
+      in.table_rows.empty() ? std::vector<uint8_t>{} : prefetch_rows(in);
+  const std::vector<uint8_t>& table = in.table_rows.empty() ? in.table : prefetched;
+  DeviceArray<uint8_t> d_table(table.size());
   DeviceArray<float> d_rows(size_t(T) * L * kEngramHeadDim);
   d_ids.upload(ids);
-  d_table.upload(in.table);
+  d_table.upload(table);
   TANDEM_LAUNCH("engram_hash_gather", engram_hash_gather, dim3(unsigned(T)), dim3(kGatherThreads),
                 0, d_ids.data(), hash_params(in, in.compressed_pad), d_table.data(),
                 d_addresses.data(), d_rows.data());

@@ -35,9 +35,13 @@ struct EngramHashParams {
   int64_t pad;  // the compressed pad id
   int max_order, heads;
   bool skip_markers;  // no lookup at negative ids (else the all-pad n-gram, as the release)
+  // The rows come prefetched (DESIGN 5.2: the host computes the chunk's addresses from the ids
+  // and copies their rows ahead): `table` is [T, lookups] rows in lookup order, not the table.
+  bool prefetched;
 };
 
 // ids: [3 + T] compressed ids, the chunk's history first (kEngramDead where there is none).
+// table: the layer's table [rows, 264 B], or with p.prefetched the chunk's rows [T, lookups].
 // addresses: [T, lookups]; rows: [T, lookups, 256] floats.
 __global__ void engram_hash_gather(const int64_t* __restrict__ ids, EngramHashParams p,
                                    const uint8_t* __restrict__ table,
@@ -72,7 +76,7 @@ __global__ void engram_hash_gather(const int64_t* __restrict__ ids, EngramHashPa
     const int64_t row = address[l];
     float v[8] = {};
     if (row >= 0) {
-      const uint8_t* r = table + row * kEngramRowBytes;
+      const uint8_t* r = table + (p.prefetched ? t * lookups + l : row) * kEngramRowBytes;
       const uint2 codes = ld(reinterpret_cast<const uint2*>(r) + lane, Traffic::weight);
       uint2 scales = {0, 0};
       if (lane == 0)

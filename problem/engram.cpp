@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -22,9 +23,26 @@ void validate_engram_inputs(const EngramInputs& in) {
     if (id >= c.compressed_vocab)
       throw_bad_input("engram input: compressed id {} >= engram.compressed_vocab {}", id,
                       c.compressed_vocab);
-  if (static_cast<int64_t>(in.table.size()) != in.tables.rows * c.row_bytes())
+  const int64_t rows = in.table_rows.empty() ? in.tables.rows : int64_t(in.table_rows.size());
+  if (static_cast<int64_t>(in.table.size()) != rows * c.row_bytes())
     throw_bad_input("engram input: table has {} bytes, {} rows x {} B expected", in.table.size(),
-                    in.tables.rows, c.row_bytes());
+                    rows, c.row_bytes());
+  // A table is data: a NaN code (e4m3 0x7f / 0xff, ue8m0 0xff) or a scale past 2^119 (448 x
+  // 2^120 overflows float) is bad input, not something the kernels' sums and the reference's
+  // would propagate alike.
+  for (size_t i = 0; i < in.table.size(); ++i) {
+    const int64_t at = int64_t(i) % c.row_bytes();
+    const bool scale = at >= c.head_dim;
+    if (scale ? in.table[i] > kEngramMaxScaleCode : (in.table[i] & 0x7f) == 0x7f)
+      throw_bad_input("engram input 'table': row {} byte {} is {} (0x{:02x})",
+                      int64_t(i) / c.row_bytes(), at,
+                      scale ? "a ue8m0 scale past 2^119 (or NaN)" : "a NaN e4m3 code", in.table[i]);
+  }
+  for (size_t i = 0; i < in.table_rows.size(); ++i)
+    if (in.table_rows[i] < (i ? in.table_rows[i - 1] + 1 : 0) || in.table_rows[i] >= in.tables.rows)
+      throw_bad_input(
+          "engram input 'table_rows'[{}] is {}: expected strictly ascending addresses in [0, {})",
+          i, in.table_rows[i], in.tables.rows);
   if (in.h.shape != Shape{T, 4, d}) throw_bad_input("engram input 'h': expected [{}, 4, {}]", T, d);
   if (in.wkv.shape != Shape{5 * d, E})
     throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
@@ -36,6 +54,18 @@ void validate_engram_inputs(const EngramInputs& in) {
         "engram config: lookups x 256 x 33/32 + 5d floats ({} B) and the gate kernel's static "
         "shared memory exceed the {} B a block can have (d = {})",
         engram_gate_shared_bytes(E, d), kMaxDynamicShared, d);
+}
+
+const uint8_t* engram_table_row(const EngramInputs& in, int64_t address, int64_t token,
+                                int lookup) {
+  if (in.table_rows.empty()) return in.table.data() + address * in.cfg.row_bytes();
+  const auto it = std::lower_bound(in.table_rows.begin(), in.table_rows.end(), address);
+  if (it == in.table_rows.end() || *it != address)
+    throw_bad_input(
+        "engram input 'table_rows': token {} lookup {} reads row {}, which is not among the {} "
+        "sampled rows",
+        token, lookup, address, in.table_rows.size());
+  return in.table.data() + (it - in.table_rows.begin()) * in.cfg.row_bytes();
 }
 
 }  // namespace tandem

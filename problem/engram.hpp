@@ -14,8 +14,10 @@
 
 namespace tandem {
 
-inline constexpr int kEngramHistory = 3;    // ids before a chunk that its 4-grams can reach
-inline constexpr int64_t kEngramDead = -1;  // the DEAD marker (also "before the sequence")
+inline constexpr int kEngramHistory = 3;  // ids before a chunk that its 4-grams can reach
+inline constexpr int64_t kEngramDead = -1;
+inline constexpr uint8_t kEngramMaxScaleCode =
+    127 + 119;  // 448 x 2^119 < FLT_MAX  // the DEAD marker (also "before the sequence")
 
 struct EngramInputs {
   EngramConfig cfg;
@@ -25,9 +27,13 @@ struct EngramInputs {
   std::vector<int64_t> history;     // [<= 3] compressed ids before the chunk, oldest first
   int64_t compressed_pad = 0;       // the pad id, compressed with the same map
   std::vector<uint8_t> table;       // [rows, row_bytes]: head_dim e4m3 codes, then ue8m0 scales
-  Tensor<float> h;                  // [T, 4, d] residual streams (values of act)
-  Tensor<float> wkv;                // [5d, lookups * head_dim]: 4 keys, then the value
-  Tensor<float> gate_w;             // [4, d]
+  // Empty: `table` is the layer's whole table (row = address). Else the addresses of the rows
+  // `table` holds, strictly ascending: a table far larger than the test sampled to the rows the
+  // tokens read (the release's are ~384M rows, ~98 GB a layer), as a checkpoint's are read.
+  std::vector<int64_t> table_rows;
+  Tensor<float> h;       // [T, 4, d] residual streams (values of act)
+  Tensor<float> wkv;     // [5d, lookups * head_dim]: 4 keys, then the value
+  Tensor<float> gate_w;  // [4, d]
 };
 
 // An Engram layer's inputs as a golden case stores them: the raw token ids and the compression
@@ -72,5 +78,10 @@ inline std::vector<int64_t> engram_ids_with_history(std::span<const int64_t> com
 }
 
 void validate_engram_inputs(const EngramInputs& in);
+
+// Table row `address`'s bytes: row `address` of a whole table, or of a sampled one (table_rows
+// non-empty) the row listed with that address; BadInput naming 'table_rows' when a sampled table
+// lacks it (`where`: which token and lookup asked).
+const uint8_t* engram_table_row(const EngramInputs& in, int64_t address, int64_t token, int lookup);
 
 }  // namespace tandem

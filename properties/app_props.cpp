@@ -13,6 +13,7 @@
 #include "app/commands.hpp"
 #include "app/verify.hpp"
 #include "case_budget.hpp"
+#include "cases/engram_case.hpp"
 #include "core/atomic_file.hpp"
 #include "core/model_config.hpp"
 #include "core/safetensors.hpp"
@@ -117,6 +118,45 @@ TEST(App, VerifyRunsOnACheckpointLayersTensors) {
               "--layer", "2", "--component", "kvcache"});
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("none of those runs on released weights"), std::string::npos) << none.err;
+}
+
+// At an Engram layer the Engram row runs on the layer's released tensors: the table rows its
+// tokens read (only those are read from the shard: a release's table is ~98 GB), Wkv in its
+// FP8 blocks, the gate vectors; a table missing from the shard is exit 2 naming it.
+TEST(App, VerifyRunsEngramOnACheckpointLayersSampledTable) {
+  const TestDir dir;
+  const ReleaseConfig small = small_release();  // d = 64, tables of ~50-row primes
+  Written w = make_checkpoint(small, true);
+  w.write(dir.path());
+  nlohmann::json release = builtin_release_json("v4.1-flash");
+  release["hidden"] = small.hidden, release["routed_experts"] = small.routed_experts;
+  release["engram"]["table_base"] = small.engram->table_base;
+  write_file_atomic(dir / "release.json", std::string_view(release.dump()));
+  const std::vector<std::string> args = {"verify",         "--json",
+                                         "--weights",      dir.str(),
+                                         "--release-file", (dir / "release.json").string(),
+                                         "--layer",        "1",
+                                         "--tokens",       "6",
+                                         "--component",    "engram"};
+  const CliRun r = tandem(args);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["cases"].size(), 1u) << r.out;
+  const auto& row = j["cases"][0];
+  EXPECT_TRUE(j["pass"].get<bool>()) << r.out;
+  const std::vector<int64_t> read = engram_checkpoint_rows(small, 1, 6, builtin_model("tiny").seed);
+  EXPECT_GT(read.size(), 24u);
+  EXPECT_LT(int64_t(read.size()), w.table_rows);
+  EXPECT_NE(row["case"].get<std::string>().find(
+                fmt::format("layers.1.engram ({} of {} rows)", read.size(), w.table_rows)),
+            std::string::npos)
+      << row["case"];
+  EXPECT_NE(row["bytes"].get<std::string>().find("== sim"), std::string::npos) << row["bytes"];
+  w.weight_map.erase("layers.1.engram.embed.scale");
+  Written::write_index(dir.path(), w.weight_map);
+  const CliRun missing = tandem(args);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("layers.1.engram.embed.scale"), std::string::npos) << missing.err;
 }
 
 // At V4.1-Flash's own widths (d = 5120, 384 experts): ~20 s under the emulator, so in the

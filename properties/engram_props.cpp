@@ -138,6 +138,71 @@ RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
   }
 }
 
+// A table sampled to the rows the tokens read (and seeded others beside them, as a checkpoint's
+// sample may hold) gives the whole table's outputs bit for bit, reference and kernels: the
+// kernel reads the host's prefetched rows instead of the table, the same bytes per lookup.
+RC_GTEST_PROP(EngramEmu, ASampledTableGivesTheWholeTablesOutputs, ()) {
+  EngramConfig c = small_config(8 * *rc::gen::inRange(1, 5));
+  c.max_order = *rc::gen::inRange(2, 5);
+  c.heads = *rc::gen::inRange(1, 9);
+  c.skip_marker_lookups = *rc::gen::arbitrary<bool>();
+  const int64_t T = *rc::gen::inRange(1, 12);
+  const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  auto in = make_engram_inputs(c, small_map(), synthetic_token_ids(T, c.vocab, seed), 1, act, seed);
+  in.history = {int64_t(seed % 3001), int64_t((seed >> 20) % 3001)};
+  const auto ref = run_engram_reference(in);
+  std::set<int64_t> rows;
+  for (int64_t a : ref.addresses.data)
+    if (a >= 0) rows.insert(a);
+  for (int i = 0, n = *rc::gen::inRange(0, 40); i < n; ++i)
+    rows.insert(int64_t(philox_draw(seed, 9, uint32_t(i)).v[0] % uint64_t(in.tables.rows)));
+  const EngramInputs sampled = with_sampled_table(in, {rows.begin(), rows.end()});
+  RC_ASSERT(int64_t(sampled.table.size()) < int64_t(in.table.size()));
+  const auto sampled_ref = run_engram_reference(sampled);
+  RC_ASSERT(sampled_ref.rows.data == ref.rows.data);
+  RC_ASSERT(sampled_ref.truth.h_out.data == ref.truth.h_out.data);
+  const RunOptions opt{Backend::emu, emu::test_schedules()[1], 128};
+  const EngramOutputs whole = run_engram_layer(in, opt), part = run_engram_layer(sampled, opt);
+  RC_ASSERT(part.addresses.data == whole.addresses.data);
+  RC_ASSERT(part.rows.data == whole.rows.data);
+  RC_ASSERT(part.gates.data == whole.gates.data);
+  RC_ASSERT(part.h_out.data == whole.h_out.data);
+  RC_ASSERT(same_traffic(part.launches, whole.launches));
+}
+
+// A sampled table lacking a row the tokens read, or listing its rows out of order, and a table
+// holding a NaN code or an overflowing scale, are bad input naming the tensor.
+TEST(EngramEmu, BadSampledTablesAndNaNCodesAreBadInput) {
+  const EngramConfig c = small_config();
+  const auto in =
+      make_engram_inputs(c, small_map(), synthetic_token_ids(4, c.vocab, 3), 1, ActDType::f32, 3);
+  const auto addresses = run_engram_reference(in).addresses;
+  std::set<int64_t> read(addresses.data.begin(), addresses.data.end());
+  read.erase(-1);
+  std::vector<int64_t> rows(read.begin(), read.end());
+  const int64_t dropped = rows[rows.size() / 2];
+  std::vector<int64_t> lacking = rows;
+  lacking.erase(lacking.begin() + int64_t(rows.size() / 2));
+  const EngramInputs missing = with_sampled_table(in, lacking);
+  expect_bad_input(
+      [&] { run_engram_layer(missing, {}); },
+      fmt::format("'table_rows': token {}",
+                  std::distance(addresses.data.begin(),
+                                std::find(addresses.data.begin(), addresses.data.end(), dropped)) /
+                      c.lookups()));
+  expect_bad_input([&] { run_engram_reference(missing); }, "not among the");
+  EngramInputs unordered = with_sampled_table(in, rows);
+  std::swap(unordered.table_rows[0], unordered.table_rows[1]);
+  expect_bad_input([&] { run_engram_layer(unordered, {}); }, "'table_rows'[1]");
+  EngramInputs nan = in;
+  nan.table[5 * c.row_bytes() + 7] = 0xff;
+  expect_bad_input([&] { run_engram_layer(nan, {}); }, "'table': row 5 byte 7 is a NaN e4m3");
+  EngramInputs huge = in;
+  huge.table[2 * c.row_bytes() + c.head_dim] = kEngramMaxScaleCode + 1;
+  expect_bad_input([&] { run_engram_layer(huge, {}); }, "ue8m0 scale past 2^119");
+}
+
 // The specificity campaign's Engram finding (seed 2003), as tandem verify builds the row: with
 // three baseline orders the unmodified kernels' gates came out 3% over budget (a token has 4
 // gates, so 12 error draws); with kMinRowErrorDraws orders they pass.

@@ -34,11 +34,14 @@ inline Tensor<float> seeded(const Shape& shape, uint32_t id, float gain = 1.0f) 
   return t;
 }
 
-inline Tensor<uint8_t> seeded_bytes(const Shape& shape, uint32_t id, uint8_t avoid) {
+// Seeded codes of an FP8 format: e4m3 codes, never the NaN codes 0x7f and 0xff; ue8m0 scales
+// as a trained table's, 2^-8 .. 2^-1.
+inline Tensor<uint8_t> seeded_bytes(const Shape& shape, uint32_t id, DType format) {
   Tensor<uint8_t> t(shape);
   for (size_t i = 0; i < t.data.size(); ++i) {
-    t.data[i] = uint8_t(philox_draw(78, id, uint32_t(i)).v[0]);
-    if (t.data[i] == avoid) t.data[i] = 0;  // not the code `avoid` (a NaN's)
+    const uint32_t v = philox_draw(78, id, uint32_t(i)).v[0];
+    t.data[i] =
+        format == DType::F8_E4M3 ? uint8_t((v & 0x7f) == 0x7f ? 0 : v) : uint8_t(119 + v % 8);
   }
   return t;
 }
@@ -97,9 +100,9 @@ inline Written make_checkpoint(const ReleaseConfig& r, bool engram = true) {
   w.table_rows = tables.rows;
   const int64_t hd = r.engram->head_dim, in = int64_t(r.engram->lookups()) * hd;
   put_bytes(w.shard2, "layers.1.engram.embed.weight", DType::F8_E4M3,
-            seeded_bytes({tables.rows, hd}, ++id, 0x7f));
+            seeded_bytes({tables.rows, hd}, ++id, DType::F8_E4M3));
   put_bytes(w.shard2, "layers.1.engram.embed.scale", DType::F8_E8M0,
-            seeded_bytes({tables.rows, hd / 32}, ++id, 0xff));
+            seeded_bytes({tables.rows, hd / 32}, ++id, DType::F8_E8M0));
   w.wkv = quantize_fp8_blocks(seeded({5 * d, in}, ++id), r.fp8_block);
   put_bytes(w.shard2, "layers.1.engram.wkv.weight", DType::F8_E4M3, w.wkv.codes);
   put_bytes(w.shard2, "layers.1.engram.wkv.scale", DType::F8_E8M0, w.wkv.scales);

@@ -109,15 +109,14 @@ std::vector<uint8_t> synthetic_table(int64_t rows, int row_bytes, uint64_t seed)
   return t;
 }
 
-Tensor<float> gather_rows(const EngramConfig& cfg, const std::vector<uint8_t>& table,
-                          const Tensor<int64_t>& addresses) {
-  const int64_t T = addresses.dim(0), L = cfg.lookups(), D = cfg.head_dim;
+Tensor<float> gather_rows(const EngramInputs& in, const Tensor<int64_t>& addresses) {
+  const int64_t T = addresses.dim(0), L = in.cfg.lookups(), D = in.cfg.head_dim;
   Tensor<float> e({T, L * D}, 0.0f);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t l = 0; l < L; ++l) {
       const int64_t row = addresses.data[t * L + l];
       if (row < 0) continue;
-      const uint8_t* r = table.data() + row * cfg.row_bytes();
+      const uint8_t* r = engram_table_row(in, row, t, int(l));
       for (int64_t i = 0; i < D; ++i)
         e.data[(t * L + l) * D + i] = e4m3_decode(r[i]) * ue8m0_decode(r[D + i / 32]);
     }

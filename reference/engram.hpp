@@ -49,9 +49,9 @@ Tensor<int64_t> engram_addresses(const EngramConfig& cfg, const EngramLayerTable
 
 // Seeded synthetic table of `rows` rows (e4m3 codes never NaN, scales 2^-4..2^0).
 std::vector<uint8_t> synthetic_table(int64_t rows, int row_bytes, uint64_t seed);
-// Dequantised rows [T, lookups * head_dim] (0 where the address is -1). Exact in float.
-Tensor<float> gather_rows(const EngramConfig& cfg, const std::vector<uint8_t>& table,
-                          const Tensor<int64_t>& addresses);
+// Dequantised rows [T, lookups * head_dim] of in.table (whole or sampled: engram_table_row; 0
+// where the address is -1). Exact in float.
+Tensor<float> gather_rows(const EngramInputs& in, const Tensor<int64_t>& addresses);
 
 // The gate's linear as a float problem. With cfg.wkv_fp8_block = B (the release's FP8 linear)
 // the weight becomes the values of its B x B block quantization and each token's rows are

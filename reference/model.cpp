@@ -264,7 +264,7 @@ void TinyModelT<S>::engram(const TinyModelWeights::EngramLayer& e,
     for (int64_t i = 0; i < 4 * d_; ++i) in.h.data[t * 4 * d_ + i] = float(x[t].data()[i]);
   const Tensor<int64_t> addresses =
       engram_addresses(in.cfg, in.tables, in.compressed, in.history, in.compressed_pad);
-  const Tensor<float> rows = gather_rows(in.cfg, in.table, addresses);
+  const Tensor<float> rows = gather_rows(in, addresses);
   const GateOutputs g =
       std::is_same_v<S, double> ? engram_gate_truth(in, rows) : engram_gate_baseline(in, rows);
   for (int64_t t = 0; t < n; ++t)  // image / DEAD positions: gate 0, they keep their state
