@@ -142,10 +142,21 @@ __device__ __forceinline__ void load_floats(const float* p, float (&out)[N], Tra
 }
 
 // ---- reductions
-__device__ __forceinline__ float warp_sum(float v) {
+// Every lane gets the warp's sum of v: a butterfly (xor offsets 16 .. 1), the same sum on every
+// lane. The emulator runs it as one exchange (emu::warp_butterfly_sum: the same result, four
+// fewer fiber switches per lane); warp_sum_shuffles is the loop a GPU runs, and properties/emu
+// runs it under the emulator too against warp_sum.
+__device__ __forceinline__ float warp_sum_shuffles(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#if defined(TANDEM_EMU)
+  return emu::warp_butterfly_sum(v);
+#else
+  return warp_sum_shuffles(v);
+#endif
 }
 
 // One warp's dot product of a global weight row [n] (16-byte loads, lanes strided) with a vector

@@ -16,6 +16,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -429,7 +430,11 @@ void syncwarp(unsigned mask) {
   (void)warp_exchange(0, 0, mask);
 }
 
-uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
+namespace {
+
+// Every lane of the calling thread's warp deposits `word`; returns the warp's 32 words once all
+// have (valid until this lane's exchange after next: consecutive exchanges alternate halves).
+const uint64_t* warp_meet(uint64_t word, unsigned mask) {
   if (mask != 0xffffffffu) kernel_fault(fmt::format("shuffle mask {:#x}: only full warps", mask));
   Thread& t = current();
   Block& b = *g.block;
@@ -441,7 +446,24 @@ uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
   t.exchange_half ^= 1u;
   slots[tid] = word;
   park(Park::warp_barrier);  // every lane has written
-  return slots[warp_base + (src & 31u)];
+  return slots + warp_base;
+}
+
+}  // namespace
+
+uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
+  return warp_meet(word, mask)[src & 31u];
+}
+
+float warp_butterfly_sum(float v) {
+  uint64_t word = 0;
+  std::memcpy(&word, &v, sizeof v);
+  const uint64_t* lanes = warp_meet(word, 0xffffffffu);
+  float level[32];
+  for (int i = 0; i < 32; ++i) std::memcpy(&level[i], &lanes[i], sizeof(float));
+  for (int offset = 16; offset > 0; offset /= 2)  // lane 0's path: lanes i < offset
+    for (int i = 0; i < offset; ++i) level[i] = level[i] + level[i ^ offset];
+  return level[0];
 }
 
 int atomic_add(int* p, int v) { return atomic_add_traced(p, v, __builtin_return_address(0)); }
