@@ -129,7 +129,7 @@ void with_tokens(nlohmann::json& j, int64_t tokens) {
 
 int cmd_verify(const std::string& model_name, const std::string& config_path, bool json,
                const std::vector<std::string>& components, const BackendFlags& flags,
-               const CheckpointFlags& weights, bool execute, std::ostream& out) {
+               const CheckpointFlags& weights, int jobs, bool execute, std::ostream& out) {
   const RunOptions opt = flags.resolve();
   if (!weights.dir.empty()) {
     if (weights.layer < 0) throw_bad_input("--weights: give the layer to verify (--layer L)");
@@ -146,7 +146,8 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
     layer.tensors = load_layer_tensors(
         Checkpoint(weights.dir), layer.release, weights.layer,
         engram_checkpoint_rows(layer.release, weights.layer, layer.tokens, layer.seed));
-    const auto rows = verify_checkpoint(layer, opt, !json && isatty(STDERR_FILENO), components);
+    const auto rows =
+        verify_checkpoint(layer, opt, !json && isatty(STDERR_FILENO), components, jobs);
     return print_rows(
         rows, fmt::format("{} layer {} of {}", layer.release.name, weights.layer, weights.dir), opt,
         json, out);
@@ -158,7 +159,7 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
   const ModelConfig top = parse_model_config(j, source, {});  // an object, its name and seed
   const app::ConfigComponents chosen = app::components_of_config(j, source, components);
   if (!execute) return 0;
-  const auto rows = verify_model(chosen.run, opt, !json && isatty(STDERR_FILENO));
+  const auto rows = verify_model(chosen.run, opt, !json && isatty(STDERR_FILENO), jobs);
   std::string what = "model " + top.name;
   if (!chosen.missing_sections.empty())
     what +=
@@ -403,11 +404,17 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
                    "seeded tokens a row runs, in [1, 64] (default 2 with --weights; with a "
                    "config, its residual.tokens, engram.tokens and model.prompt_tokens)")
       ->check(kDecimalInteger & CLI::Range(1, 64));
+  int jobs = 2;
+  verify
+      ->add_option("--jobs", jobs,
+                   "host threads running rows, in [1, 64] (default 2; the rows and their results "
+                   "do not depend on it; emulator launches run one at a time)")
+      ->check(kDecimalInteger & CLI::Range(1, 64));
   verify->callback([&] {
     if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");
     if (weights_opt->count() > 0 && weights.dir.empty())
       throw_bad_input("--weights: an empty path");
-    code = cmd_verify(model, config, json, components, vflags, weights, execute, out);
+    code = cmd_verify(model, config, json, components, vflags, weights, jobs, execute, out);
   });
 
   auto* golden = app.add_subcommand("golden", "golden cases: list, check, regen");

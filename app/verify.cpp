@@ -4,8 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <mutex>
+#include <thread>
 
 #include "core/error.hpp"
 #include "optimized/emu/hazard.hpp"
@@ -38,15 +42,39 @@ std::vector<Job> select_jobs(const std::vector<std::string>& components, RowsOf 
   return jobs;
 }
 
-std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& opt,
-                                bool progress) {
-  std::vector<VerifyRow> rows;
-  for (const Job& j : jobs) {
-    if (progress)
-      std::fprintf(stderr, "\r[%zu/%zu] %s ...", rows.size() + 1, jobs.size(), j.job.label.c_str());
-    rows.push_back(run_row(j.component, j.job.label, opt, j.job.run));
+// The rows of `jobs`, in order, run by `workers` host threads taking the next job as they come
+// free (a row's references overlap another's launches; the emulator runs launches one at a
+// time). An exception other than a row's KernelFault (bad input, an internal error) is rethrown:
+// the first in job order, after every worker has stopped.
+std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& opt, bool progress,
+                                int workers) {
+  std::vector<VerifyRow> rows(jobs.size());
+  std::vector<std::exception_ptr> errors(jobs.size());
+  std::atomic<size_t> next{0};
+  std::mutex print;
+  auto work = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      const Job& j = jobs[i];
+      if (progress) {
+        const std::lock_guard lock(print);
+        std::fprintf(stderr, "\r[%zu/%zu] %-50.50s", i + 1, jobs.size(), j.job.label.c_str());
+      }
+      try {
+        rows[i] = run_row(j.component, j.job.label, opt, j.job.run);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        next = jobs.size();  // the others stop at their next row
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    for (int w = 1; w < std::min<int>(workers, int(jobs.size())); ++w) threads.emplace_back(work);
+    work();
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   return rows;
 }
 
@@ -56,11 +84,11 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
                                     const std::vector<std::string>& components) {
   return run_jobs(
       select_jobs(components, [&](const Component& c) { return c.verify_rows(model, opt); }), opt,
-      progress);
+      progress, 1);
 }
 
 std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOptions& opt,
-                                    bool progress) {
+                                    bool progress, int workers) {
   std::vector<std::string> names;
   for (const auto& [name, model] : configs) names.push_back(name);
   return run_jobs(select_jobs(names,
@@ -70,18 +98,18 @@ std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOp
                                     [&](const auto& nc) { return nc.first == c.name; });
                                 return c.verify_rows(it->second, opt);
                               }),
-                  opt, progress);
+                  opt, progress, workers);
 }
 
 std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const RunOptions& opt,
-                                         bool progress,
-                                         const std::vector<std::string>& components) {
+                                         bool progress, const std::vector<std::string>& components,
+                                         int workers) {
   const std::vector<Job> jobs = select_jobs(components, [&](const Component& c) {
     return c.checkpoint_rows ? c.checkpoint_rows(layer, opt) : std::vector<VerifyJob>{};
   });
   if (jobs.empty())  // passing on nothing would be a false green
     throw_bad_input("--component: none of those runs on released weights (--weights)");
-  return run_jobs(jobs, opt, progress);
+  return run_jobs(jobs, opt, progress, workers);
 }
 
 ConfigComponents components_of_config(const nlohmann::json& j, const std::string& source,

@@ -18,10 +18,11 @@ std::vector<std::string> verify_components();
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
                                     const std::vector<std::string>& components = {});
 // Each named component's rows on its own reading of a config (its sections and their agreement:
-// parse_model_config with the component's sections), in verify order.
+// parse_model_config with the component's sections), in verify order, run by `workers` host
+// threads (the rows' order and results do not depend on it; emulator launches run one at a time).
 using ComponentConfigs = std::vector<std::pair<std::string, ModelConfig>>;
 std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOptions& opt,
-                                    bool progress);
+                                    bool progress, int workers = 1);
 // The components a verify runs on a config: those asked for (every one if none), each on its
 // own reading of the config (its sections, validated with their agreement). A section bad on
 // its own is bad input. An asked-for component without its sections, or whose sections do not
@@ -38,7 +39,8 @@ ConfigComponents components_of_config(const nlohmann::json& j, const std::string
 // layer of a checkpoint (`tandem verify --weights DIR --layer L`).
 std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const RunOptions& opt,
                                          bool progress,
-                                         const std::vector<std::string>& components = {});
+                                         const std::vector<std::string>& components = {},
+                                         int workers = 1);
 // Runs one row: a KernelFault (a kernel's output the harness could not use) makes a failing row
 // of `component`/`label` naming the faulty tensor, so the other rows still run.
 VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,

@@ -53,12 +53,13 @@ EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::Compre
 namespace {
 
 // The float gate on the problem with d permuted by pd and the row values by pe (every reduction
-// in another order), outputs mapped back: another draw of the same-precision error.
+// in another order), outputs mapped back: another draw of the same-precision error. `q`: what
+// the gate reads (not the table), shaped as `in`'s and overwritten here: one buffer for every
+// order (a release's Wkv is 629 MB).
 reference::GateOutputs permuted_gate_baseline(const EngramInputs& in, const Tensor<float>& rows,
                                               const std::vector<int64_t>& pd,
-                                              const std::vector<int64_t>& pe) {
+                                              const std::vector<int64_t>& pe, EngramInputs& q) {
   const int64_t T = in.h.dim(0), d = in.cfg.d, E = rows.dim(1);
-  EngramInputs q = in;
   Tensor<float> r = rows;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < E; ++i) r.data[t * E + i] = rows.data[t * E + pe[i]];
@@ -140,8 +141,12 @@ EngramReference run_engram_reference(const EngramInputs& in) {
   const int64_t gates_per_token = r.truth.gates.size() / std::max<int64_t>(r.truth.gates.dim(0), 1);
   const auto orders_d = baseline_orders(d, gates_per_token);
   const auto orders_e = baseline_orders(E, gates_per_token);
+  EngramInputs q;
+  q.cfg = p.in.cfg, q.act = p.in.act, q.compressed = p.in.compressed;
+  q.h = p.in.h, q.gate_w = p.in.gate_w, q.wkv = p.in.wkv;
   for (size_t k = 0; k < orders_d.size(); ++k) {
-    const reference::GateOutputs b = permuted_gate_baseline(p.in, p.rows, orders_d[k], orders_e[k]);
+    const reference::GateOutputs b =
+        permuted_gate_baseline(p.in, p.rows, orders_d[k], orders_e[k], q);
     keep_farthest(r.baseline.gates, b.gates, r.truth.gates);
     keep_farthest(r.baseline.h_out, b.h_out, r.truth.h_out);
   }

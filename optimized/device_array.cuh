@@ -1,6 +1,7 @@
 #pragma once
 // Global memory for one backend: cudaMalloc on a GPU, host memory under the emulator. New
 // arrays are poisoned (all-ones bytes = NaN) so an element a kernel forgets to write shows.
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -15,8 +16,8 @@ class DeviceArray {
  public:
   explicit DeviceArray(size_t n) : n_(n) {
 #if defined(TANDEM_EMU)
-    host_.resize(n);
-    ptr_ = host_.data();
+    host_.reset(new T[n]);  // default-initialised: poison() is the one pass over it
+    ptr_ = host_.get();
 #else
     if (n_ > 0) CUDA_CHECK(cudaMalloc(&ptr_, bytes()));  // an empty optional input stays null
 #endif
@@ -74,7 +75,7 @@ class DeviceArray {
   size_t n_;
   T* ptr_ = nullptr;
 #if defined(TANDEM_EMU)
-  std::vector<T> host_;
+  std::unique_ptr<T[]> host_;
 #endif
 };
 

@@ -205,6 +205,21 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   }
 }
 
+// Rows run on --jobs host threads: the same rows, in the same order, with the same results (the
+// JSON byte for byte) as one thread; --jobs outside [1, 64] is exit 2 naming it.
+TEST(App, VerifyRowsDoNotDependOnTheHostThreads) {
+  std::vector<CliRun> runs;
+  for (const char* jobs : {"1", "3"})
+    runs.push_back(tandem({"verify", "--json", "--backend", "emu", "--jobs", jobs, "--component",
+                           "indexer", "--component", "vision", "--component", "residual"}));
+  ASSERT_EQ(runs[0].code, 0) << runs[0].err;
+  EXPECT_EQ(runs[1].code, 0) << runs[1].err;
+  EXPECT_EQ(runs[0].out, runs[1].out);
+  const CliRun zero = tandem({"verify", "--jobs", "0"});
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_NE(zero.err.find("--jobs"), std::string::npos) << zero.err;
+}
+
 TEST(App, VerifyTableHasVerdicts) {
   const CliRun r = tandem({"verify", "--backend", "emu", "--schedule", "reversed", "--component",
                            "residual", "--component", "moe"});

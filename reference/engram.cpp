@@ -142,13 +142,13 @@ GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
     throw std::logic_error("engram_gate: takes float_gate_problem's float problem");
   const int64_t T = in.h.dim(0), d = in.cfg.d, E = rows.dim(1);
   const S eps = S(in.cfg.norm_eps);
-  Mat<S> wkv(5 * d, E);
-  for (int64_t i = 0; i < wkv.size(); ++i) wkv.data()[i] = S(in.wkv.data[i]);
   GateOutputs out{Tensor<double>({T, 4}), Tensor<double>({T, 4, d})};
   for (int64_t t = 0; t < T; ++t) {
     Vec<S> e(E);
     for (int64_t i = 0; i < E; ++i) e(i) = S(rows.data[t * E + i]);
-    const Vec<S> kv = naive_matvec<S>(wkv, e);  // [5d]: 4 keys, then the value
+    Vec<S> kv(5 * d);  // [5d]: 4 keys, then the value; Wkv's rows converted one at a time
+    for (int64_t o = 0; o < 5 * d; ++o)
+      kv(o) = naive_dot<S>(Eigen::Map<const Eigen::VectorXf>(in.wkv.ptr() + o * E, E).cast<S>(), e);
     for (int s = 0; s < 4; ++s) {
       Vec<S> h(d), w(d);
       for (int64_t n = 0; n < d; ++n)
@@ -171,15 +171,29 @@ GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
   return out;
 }
 
-GateOutputs engram_gate_truth(const EngramInputs& in, const Tensor<float>& rows) {
+namespace {
+
+// `gate` on the float problem: `in` itself when it is one (no copy of a release's 629 MB Wkv).
+template <class Gate>
+GateOutputs on_float_problem(const EngramInputs& in, const Tensor<float>& rows, Gate gate) {
+  if (in.cfg.wkv_fp8_block == 0) return gate(in, rows);
   const GateProblem p = float_gate_problem(in, rows);
-  return engram_gate<double, double>(p.in, p.rows);
+  return gate(p.in, p.rows);
+}
+
+}  // namespace
+
+GateOutputs engram_gate_truth(const EngramInputs& in, const Tensor<float>& rows) {
+  return on_float_problem(in, rows, [](const EngramInputs& i, const Tensor<float>& r) {
+    return engram_gate<double, double>(i, r);
+  });
 }
 
 GateOutputs engram_gate_baseline(const EngramInputs& in, const Tensor<float>& rows) {
-  const GateProblem p = float_gate_problem(in, rows);
-  return in.act == ActDType::f32 ? engram_gate<float, float>(p.in, p.rows)
-                                 : engram_gate<float, bf16>(p.in, p.rows);
+  return on_float_problem(in, rows, [](const EngramInputs& i, const Tensor<float>& r) {
+    return i.act == ActDType::f32 ? engram_gate<float, float>(i, r)
+                                  : engram_gate<float, bf16>(i, r);
+  });
 }
 
 }  // namespace tandem::reference

@@ -526,6 +526,10 @@ void set_max_dynamic_shared(const void* fn, size_t bytes) {
 
 void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dynamic_smem,
             const std::function<void()>& body) {
+  // One device: launches from several host threads run one at a time (static __shared__ is one
+  // instance per kernel, poisoned at every launch).
+  static std::mutex device;
+  const std::lock_guard one_at_a_time(device);
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   const size_t smem_limit = max_dynamic_shared(fn);
