@@ -142,10 +142,10 @@ __device__ __forceinline__ void load_floats(const float* p, float (&out)[N], Tra
 }
 
 // ---- reductions
-// Every lane gets the warp's sum of v: a butterfly (xor offsets 16 .. 1), the same sum on every
-// lane. The emulator runs it as one exchange (emu::warp_butterfly_sum: the same result, four
-// fewer fiber switches per lane); warp_sum_shuffles is the loop a GPU runs, and properties/emu
-// runs it under the emulator too against warp_sum.
+// Every lane gets the warp's sum of v: a butterfly (xor offsets 16 .. 1). The emulator runs it
+// as one exchange (emu::warp_butterfly_sum: each lane's own butterfly, bit for bit, four fewer
+// fiber switches per lane); warp_sum_shuffles is the loop a GPU runs, and properties/emu runs it
+// under the emulator too against warp_sum.
 __device__ __forceinline__ float warp_sum_shuffles(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -237,11 +237,19 @@ __device__ __forceinline__ void block_sum(float (&v)[K], float* scratch) {
   __syncthreads();  // scratch may be reused after this
 }
 
-// The warp's maximum of v (exact in any order); every lane gets it.
-__device__ __forceinline__ float warp_max(float v) {
+// The warp's maximum of v (exact in any order); every lane gets it. As warp_sum: one exchange
+// under the emulator (emu::warp_butterfly_max), the shuffles (warp_max_shuffles) on a GPU.
+__device__ __forceinline__ float warp_max_shuffles(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#if defined(TANDEM_EMU)
+  return emu::warp_butterfly_max(v);
+#else
+  return warp_max_shuffles(v);
+#endif
 }
 
 // The block's maximum of v (exact in any order); every thread gets it. `scratch`: kMaxWarps

@@ -455,15 +455,40 @@ uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
   return warp_meet(word, mask)[src & 31u];
 }
 
-float warp_butterfly_sum(float v) {
+namespace {
+
+// The warp's 32 deposits of v (warp_meet) as floats.
+void meet_floats(float v, float (&value)[32]) {
   uint64_t word = 0;
   std::memcpy(&word, &v, sizeof v);
   const uint64_t* lanes = warp_meet(word, 0xffffffffu);
-  float level[32];
-  for (int i = 0; i < 32; ++i) std::memcpy(&level[i], &lanes[i], sizeof(float));
-  for (int offset = 16; offset > 0; offset /= 2)  // lane 0's path: lanes i < offset
-    for (int i = 0; i < offset; ++i) level[i] = level[i] + level[i ^ offset];
-  return level[0];
+  for (int i = 0; i < 32; ++i) std::memcpy(&value[i], &lanes[i], sizeof(float));
+}
+
+}  // namespace
+
+float warp_butterfly_sum(float v) {
+  float value[32];
+  meet_floats(v, value);
+  // Lane 0's path (lanes i < o at offset o): every lane's sum, as float addition commutes.
+  for (unsigned o = 16; o > 0; o /= 2)
+    for (unsigned i = 0; i < o; ++i) value[i] = value[i] + value[i + o];
+  return value[0];
+}
+
+float warp_butterfly_max(float v) {
+  float value[32];
+  meet_floats(v, value);
+  // The calling lane's own path: fmaxf of +0 and -0 need not commute, so lanes may differ. At
+  // offset o its value depends on the o lanes that agree with it on the bits from o's up (updated
+  // in place: their partners differ in bit o, so are not rewritten at this offset).
+  const unsigned lane = static_cast<unsigned>(&current() - g.block->threads.data()) % 32;
+  for (unsigned o = 16; o > 0; o /= 2)
+    for (unsigned j = 0; j < o; ++j) {
+      const unsigned x = (lane & ~(o - 1)) | j;
+      value[x] = fmaxf(value[x], value[x ^ o]);
+    }
+  return value[lane];
 }
 
 int atomic_add(int* p, int v) { return atomic_add_traced(p, v, __builtin_return_address(0)); }

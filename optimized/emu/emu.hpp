@@ -66,12 +66,15 @@ void syncwarp(unsigned mask);
 // Exchanges one 64-bit word per lane across the calling thread's full warp; returns the word
 // lane `src` contributed. All 32 lanes must take part (DESIGN: full-warp shuffles only).
 uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask);
-// kernel.cuh's warp_sum (a butterfly of __shfl_xor_sync at offsets 16, 8, 4, 2, 1) in one
-// exchange instead of five: every lane deposits v and gets the butterfly's result. Exact: float
-// addition commutes, so at every level a lane and its xor partner hold the same value and all 32
-// lanes end with lane 0's sum, which this computes in the butterfly's order (a NaN's payload may
-// differ). The shuffle loop itself still runs under emu in properties/emu (Emu.WarpSum...).
+// kernel.cuh's warp_sum and warp_max (butterflies of __shfl_xor_sync at offsets 16, 8, 4, 2, 1:
+// v = v + partner, v = fmaxf(v, partner)) in one exchange instead of five: every lane deposits v
+// and computes the butterfly's result from the 32 deposits with the same operations in the same
+// tree, so it is the shuffles' bit for bit: for the sum lane 0's path (float addition commutes, so
+// every lane ends with that sum; a NaN's payload may differ), for the max the calling lane's own
+// path (fmaxf of +0 and -0 need not commute). The shuffle loops themselves still run under emu in
+// properties/emu (Emu.WarpReductions...).
 float warp_butterfly_sum(float v);
+float warp_butterfly_max(float v);
 void* dynamic_shared();
 void count_bytes(Traffic c, bool write, uint64_t bytes);
 // Atomic read-modify-writes, done in emu.cpp where accesses are not traced: the hazard detector

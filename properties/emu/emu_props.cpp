@@ -66,10 +66,10 @@ TEST(Emu, FullWarpShuffles) {
   }
 }
 
-// The emulator's one-exchange warp_sum is the GPU's butterfly of shuffles bit for bit, on every
-// lane, under every schedule: values of mixed magnitudes and signs (every rounding matters),
-// signed zeros and infinities (NaN where +inf meets -inf).
-RC_GTEST_PROP(Emu, WarpSumInOneExchangeIsTheButterflyOfShuffles, ()) {
+// The emulator's one-exchange warp_sum and warp_max are the GPU's butterflies of shuffles bit for
+// bit, on every lane, under every schedule: values of near magnitudes and mixed signs (every
+// rounding matters), signed zeros (fmaxf of +0 and -0), infinities (NaN where +inf meets -inf).
+RC_GTEST_PROP(Emu, WarpReductionsInOneExchangeAreTheButterfliesOfShuffles, ()) {
   const int warps = *rc::gen::inRange(1, 5);
   std::vector<float> in(size_t(warps) * 32);
   for (float& v : in) {
@@ -82,19 +82,16 @@ RC_GTEST_PROP(Emu, WarpSumInOneExchangeIsTheButterflyOfShuffles, ()) {
             : std::ldexp(*rc::gen::inRange(-1 << 23, 1 << 23) / float(1 << 23),
                          *rc::gen::inRange(-4, 5));  // near magnitudes: roundings differ by order
   }
-  for (const auto& s : emu::test_schedules()) {
-    const emu_test::WarpSums r = emu_test::warp_sums(in, 32 * warps, s);
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (std::isnan(r.shuffles[i])) {
-        RC_ASSERT(std::isnan(r.one_exchange[i]));
-        continue;
-      }
-      RC_ASSERT(std::bit_cast<uint32_t>(r.one_exchange[i]) ==
-                std::bit_cast<uint32_t>(r.shuffles[i]));
-      RC_ASSERT(std::bit_cast<uint32_t>(r.one_exchange[i]) ==
-                std::bit_cast<uint32_t>(r.one_exchange[i & ~size_t{31}]));  // every lane alike
+  for (const bool max : {false, true})
+    for (const auto& s : emu::test_schedules()) {
+      const emu_test::WarpReductions r = emu_test::warp_reductions(in, 32 * warps, max, s);
+      for (size_t i = 0; i < in.size(); ++i)
+        if (std::isnan(r.shuffles[i]))  // a NaN sum's payload may come from either operand
+          RC_ASSERT(std::isnan(r.one_exchange[i]));
+        else
+          RC_ASSERT(std::bit_cast<uint32_t>(r.one_exchange[i]) ==
+                    std::bit_cast<uint32_t>(r.shuffles[i]));
     }
-  }
 }
 
 TEST(Emu, AtomicsCountEveryThread) {

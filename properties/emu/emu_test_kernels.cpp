@@ -36,11 +36,12 @@ __global__ void warp_shuffle_kernel(const int* in, int* xor_sum, int* broadcast,
   st(down + i, __shfl_down_sync(0xffffffffu, v, 1), Traffic::activation);
 }
 
-__global__ void warp_sums_kernel(const float* in, float* one_exchange, float* shuffles) {
+__global__ void warp_reductions_kernel(const float* in, float* one_exchange, float* shuffles,
+                                       bool max) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   const float v = ld(in + i, Traffic::activation);
-  st(one_exchange + i, warp_sum(v), Traffic::activation);
-  st(shuffles + i, warp_sum_shuffles(v), Traffic::activation);
+  st(one_exchange + i, max ? warp_max(v) : warp_sum(v), Traffic::activation);
+  st(shuffles + i, max ? warp_max_shuffles(v) : warp_sum_shuffles(v), Traffic::activation);
 }
 
 __global__ void atomic_count_kernel(int* counter) { atomicAdd(counter, 1); }
@@ -185,12 +186,13 @@ WarpResults warp_shuffles(const std::vector<int>& in, int block, const emu::Sche
   return r;
 }
 
-WarpSums warp_sums(const std::vector<float>& in, int block, const emu::Schedule& s) {
+WarpReductions warp_reductions(const std::vector<float>& in, int block, bool max,
+                               const emu::Schedule& s) {
   emu::set_schedule(s);
   const size_t n = in.size();
-  WarpSums r{std::vector<float>(n, NAN), std::vector<float>(n, NAN)};
-  TANDEM_LAUNCH("warp_sums", warp_sums_kernel, dim3(unsigned(n) / block), dim3(block), 0, in.data(),
-                r.one_exchange.data(), r.shuffles.data());
+  WarpReductions r{std::vector<float>(n, NAN), std::vector<float>(n, NAN)};
+  TANDEM_LAUNCH("warp_reductions", warp_reductions_kernel, dim3(unsigned(n) / block), dim3(block),
+                0, in.data(), r.one_exchange.data(), r.shuffles.data(), max);
   emu::take_launch_log();
   return r;
 }

@@ -21,12 +21,14 @@ struct WarpResults {
   std::vector<int> xor_sum, broadcast, down;
 };
 WarpResults warp_shuffles(const std::vector<int>& in, int block, const emu::Schedule& s);
-// Per thread: kernel.cuh's warp_sum (under emu one exchange) and warp_sum_shuffles (the
-// butterfly of shuffles a GPU runs) of its warp's values.
-struct WarpSums {
+// Per thread: kernel.cuh's warp_sum or (max) warp_max (under emu one exchange) and
+// warp_sum_shuffles / warp_max_shuffles (the butterfly of shuffles a GPU runs) of its warp's
+// values.
+struct WarpReductions {
   std::vector<float> one_exchange, shuffles;
 };
-WarpSums warp_sums(const std::vector<float>& in, int block, const emu::Schedule& s);
+WarpReductions warp_reductions(const std::vector<float>& in, int block, bool max,
+                               const emu::Schedule& s);
 // Every thread adds 1 to one global counter with atomicAdd; returns the counter.
 int atomic_count(int grid, int block, const emu::Schedule& s);
 // Block sums through dynamic shared memory of `block` ints; one output per block.
