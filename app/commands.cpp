@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <climits>
@@ -104,8 +105,8 @@ void check_release_widths(const ReleaseConfig& r, const std::string& source) {
 }
 
 int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, const RunOptions& opt,
-               bool json, std::ostream& out) {
-  const auto j = to_json(rows, what);
+               bool json, std::ostream& out, const std::vector<std::string>& not_run = {}) {
+  const auto j = to_json(rows, what, not_run);
   if (json) {
     out << j.dump(2) << "\n";
   } else {
@@ -143,9 +144,12 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
                                             : weights.release_file);
     layer.tokens = weights.tokens ? weights.tokens : 2;
     layer.seed = builtin_model("tiny").seed;
+    // Engram's tensors (the table rows its tokens read) only where its row runs.
+    const bool engram = components.empty() || std::ranges::count(components, "engram") > 0;
     layer.tensors = load_layer_tensors(
         Checkpoint(weights.dir), layer.release, weights.layer,
-        engram_checkpoint_rows(layer.release, weights.layer, layer.tokens, layer.seed));
+        engram ? engram_checkpoint_rows(layer.release, weights.layer, layer.tokens, layer.seed)
+               : std::vector<int64_t>{});
     const auto rows =
         verify_checkpoint(layer, opt, !json && isatty(STDERR_FILENO), components, jobs);
     return print_rows(
@@ -164,8 +168,11 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
   if (!chosen.missing_sections.empty())
     what +=
         fmt::format(" (not run, sections missing: {})", fmt::join(chosen.missing_sections, ", "));
-  for (const std::string& r : chosen.refused) what += "\n  not run: " + r;
-  return print_rows(rows, what, opt, json, out);
+  if (!json)
+    for (const std::string& r : chosen.refused) what += "\n  not run: " + r;
+  std::vector<std::string> not_run = chosen.refused;
+  for (const std::string& c : chosen.missing_sections) not_run.push_back(c + ": sections missing");
+  return print_rows(rows, what, opt, json, out, not_run);
 }
 
 int cmd_golden_list(const std::string& dir, std::ostream& out) {
@@ -407,8 +414,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
   int jobs = 2;
   verify
       ->add_option("--jobs", jobs,
-                   "host threads running rows, in [1, 64] (default 2; the rows and their results "
-                   "do not depend on it; emulator launches run one at a time)")
+                   "emu: host threads running rows, in [1, 64] (default 2; the rows and their "
+                   "results do not depend on it; launches run one at a time; N rows at once can "
+                   "need N times one row's memory; cuda: always 1)")
       ->check(kDecimalInteger & CLI::Range(1, 64));
   verify->callback([&] {
     if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");

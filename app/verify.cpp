@@ -67,6 +67,8 @@ std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& 
       }
     }
   };
+  // On a GPU rows share one device, its synchronisations and its sticky errors: one thread.
+  if (opt.backend == Backend::cuda) workers = 1;
   {
     std::vector<std::jthread> threads;
     for (int w = 1; w < std::min<int>(workers, int(jobs.size())); ++w) threads.emplace_back(work);
@@ -190,7 +192,8 @@ nlohmann::json launches_json(const LaunchLog& log) {
 
 }  // namespace
 
-nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& model) {
+nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& model,
+                       const std::vector<std::string>& not_run) {
   nlohmann::json cases = nlohmann::json::array();
   bool pass = true;
   for (const VerifyRow& r : rows) {
@@ -213,6 +216,7 @@ nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& mo
   return {{"model", model},
           {"pass", pass},
           {"shared_memory_hazard_check", emu::hazard_check()},
+          {"not_run", not_run},
           {"cases", cases}};
 }
 

@@ -46,7 +46,9 @@ std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const Run
 VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,
                   const std::function<VerifyRow()>& row);
 std::string render_table(const std::vector<VerifyRow>& rows);
-// `model`: what the rows ran on (a model's name, or a checkpoint layer's description).
-nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& model);
+// `model`: what the rows ran on (a model's name, or a checkpoint layer's description);
+// `not_run`: the components the config held but did not run, each "component: why".
+nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& model,
+                       const std::vector<std::string>& not_run = {});
 
 }  // namespace tandem::app

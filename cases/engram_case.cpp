@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <stdexcept>
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
@@ -116,6 +117,9 @@ std::vector<int64_t> engram_checkpoint_rows(const ReleaseConfig& r, int layer, i
 }
 
 EngramInputs with_sampled_table(EngramInputs in, const std::vector<int64_t>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < (i ? rows[i - 1] + 1 : 0) || rows[i] >= in.tables.rows)
+      throw std::invalid_argument("with_sampled_table: rows must be ascending table addresses");
   std::vector<uint8_t> table(rows.size() * in.cfg.row_bytes());
   for (size_t i = 0; i < rows.size(); ++i)
     std::copy_n(in.table.begin() + rows[i] * in.cfg.row_bytes(), in.cfg.row_bytes(),

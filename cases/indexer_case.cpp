@@ -330,10 +330,6 @@ CaseReport check_candidates(const LoadedCase& c, const JsonFields& config, const
 
 }  // namespace
 
-// V4.1's candidate blocks (DESIGN 5.5: layer 20 keeps the top 2048 blocks of 8 positions).
-constexpr int kV41CandidateBlock = 8, kV41CandidateKeep = 2048;
-constexpr int64_t kCandidateEntries = 4608 * kV41CandidateBlock;
-
 Component indexer_component() {
   Component c;
   c.name = "indexer";
@@ -343,8 +339,8 @@ Component indexer_component() {
   // are visible (-1 padding), and V4.1's candidates (r = 1: 64 of ~363 blocks of 8 kept, a later
   // layer's top-128 inside them); at the model's tokens. Then the config's indexer (V4.1-Flash's:
   // 32 index heads, top-512) over an r = 2 cache of four times the top-k keys, and its top-k
-  // inside V4.1's candidates at the release's size (2048 blocks of 8 kept of 4608: 36,864
-  // positions, r = 1).
+  // inside V4.1's candidates at the release's size (2048 blocks of 8 kept of 4608 and the tokens'
+  // own: 36,864 positions before them, r = 1).
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     const int64_t T = model.residual.tokens;
     const uint64_t seed = model.seed;
@@ -373,7 +369,7 @@ Component indexer_component() {
         {"indexer candidates",
          [=, &opt] { return verify_candidates(T, 3000, 1, 2900, 8, 64, 128, seed, opt); }},
         {"indexer candidates model", [=, &opt] {
-           return verify_candidates(T, kCandidateEntries, 1, kCandidateEntries - T,
+           return verify_candidates(T, kCandidateRowPositions + T, 1, kCandidateRowPositions,
                                     kV41CandidateBlock, kV41CandidateKeep, k, seed + 5, opt);
          }}};
   };

@@ -35,9 +35,10 @@ constexpr std::string_view kTiny = R"({
 // experts' hidden width (the layer mix is the tiny model's: only the end-to-end model, which
 // does not run here, reads it); DSpark's verification and decode over a quarter of the release's
 // vocabulary (32768 of 129,280: the whole one exceeds the section's budget) with 3 draft blocks,
-// a 128-token window and 5 drafts (its drafter is still the stand-in: issue 15). A few tokens
-// each. No vision section: its rows cannot run at a real image's width 1024 yet (README), and
-// the end-to-end model needs every section.
+// a 128-token window and 5 drafts (its drafter is still the stand-in: issue 15); the vision
+// tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
+// (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model reads
+// every section and is refused at these sizes (64 heads; verify lists it as not run).
 constexpr std::string_view kV41Flash = R"({
   "name": "v4.1-flash",
   "seed": 20261205,
@@ -408,6 +409,12 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     // out, truth, baseline and the schedules' copies: ~64 bytes a value).
     f.within_budget("residual.tokens x model.heads", 64 * tokens * m.shape.heads * 512.0,
                     8 * tokens * m.shape.heads * 512.0);
+    // The indexer's candidates row: residual.tokens rows of scores over kCandidateRowPositions
+    // and the tokens (two layers' scores, lengths, the blocks and the selection, the reference's
+    // copies and the schedules' reruns: ~64 bytes a score), five radix passes a row.
+    const double scores = tokens * (double(kCandidateRowPositions) + tokens);
+    f.within_budget("residual.tokens x the candidates row's 36,864 positions", 64 * scores,
+                    8 * 5 * scores);
   }
   return m;
 }

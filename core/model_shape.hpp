@@ -6,6 +6,11 @@
 
 namespace tandem {
 
+// V4.1's candidate selection at its size, the indexer's config-shaped row: layer 20 keeps the top
+// 2048 blocks of 8 positions (DESIGN 5.5); the row scores 4608 blocks before its tokens.
+inline constexpr int kV41CandidateBlock = 8, kV41CandidateKeep = 2048;
+inline constexpr int64_t kCandidateRowPositions = 4608 * kV41CandidateBlock;
+
 struct ModelShape {
   int blocks = 4;          // attention + MoE blocks, two mHC sites each; >= 3 (DSpark features)
   int heads = 4;           // attention heads of 512 dims (one record is K and V), a multiple of 4

@@ -28,8 +28,8 @@ void validate_engram_inputs(const EngramInputs& in) {
     throw_bad_input("engram input: table has {} bytes, {} rows x {} B expected", in.table.size(),
                     rows, c.row_bytes());
   // A table is data: a NaN code (e4m3 0x7f / 0xff, ue8m0 0xff) or a scale past 2^119 (448 x
-  // 2^120 overflows float) is bad input, not something the kernels' sums and the reference's
-  // would propagate alike.
+  // 2^120 overflows float) is bad input: its rows would not even decode to finite floats. (Huge
+  // finite rows can still overflow the gate's float sums: a failing row, not bad input.)
   for (size_t i = 0; i < in.table.size(); ++i) {
     const int64_t at = int64_t(i) % c.row_bytes();
     const bool scale = at >= c.head_dim;

@@ -14,10 +14,10 @@
 
 namespace tandem {
 
-inline constexpr int kEngramHistory = 3;  // ids before a chunk that its 4-grams can reach
-inline constexpr int64_t kEngramDead = -1;
-inline constexpr uint8_t kEngramMaxScaleCode =
-    127 + 119;  // 448 x 2^119 < FLT_MAX  // the DEAD marker (also "before the sequence")
+inline constexpr int kEngramHistory = 3;    // ids before a chunk that its 4-grams can reach
+inline constexpr int64_t kEngramDead = -1;  // the DEAD marker (also "before the sequence")
+// The largest table scale (ue8m0 code) whose rows stay finite floats: 448 x 2^119 < FLT_MAX.
+inline constexpr uint8_t kEngramMaxScaleCode = 127 + 119;
 
 struct EngramInputs {
   EngramConfig cfg;

@@ -157,6 +157,11 @@ TEST(App, VerifyRunsEngramOnACheckpointLayersSampledTable) {
   const CliRun missing = tandem(args);
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("layers.1.engram.embed.scale"), std::string::npos) << missing.err;
+  // The other components at that layer do not read Engram's tensors.
+  const CliRun residual =
+      tandem({"verify", "--json", "--weights", dir.str(), "--release-file",
+              (dir / "release.json").string(), "--layer", "1", "--component", "residual"});
+  EXPECT_EQ(residual.code, 0) << residual.err;
 }
 
 // At V4.1-Flash's own widths (d = 5120, 384 experts): ~20 s under the emulator, so in the
@@ -182,6 +187,7 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
   EXPECT_EQ(j["shared_memory_hazard_check"].get<bool>(), emu::hazard_check_built());
+  EXPECT_EQ(j["not_run"], nlohmann::json::array());  // every component the tiny config holds ran
   // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: the config's logits and
   // top-k, 2 logits, 2 top-k rows, V4.1's candidates (a small row and one at the release's 2048
   // blocks of 8); + sparse_attn: V4.1, V4 and the config's attention, the attention's and the

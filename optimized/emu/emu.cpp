@@ -509,12 +509,12 @@ void count_bytes(Traffic c, bool write, uint64_t bytes) {
 
 namespace {
 
-// The kernels' dynamic shared memory attribute (cudaFuncSetAttribute), process-wide as on a GPU.
-std::mutex g_attributes_mutex;
-std::unordered_map<const void*, size_t> g_max_dynamic_shared;
+// The kernels' dynamic shared memory attribute (cudaFuncSetAttribute): per host thread (a GPU
+// has one per process), so that verify's rows on several threads, each setting a kernel's
+// attribute for its own size just before launching it, cannot undo one another's.
+thread_local std::unordered_map<const void*, size_t> g_max_dynamic_shared;
 
 size_t max_dynamic_shared(const void* fn) {
-  const std::lock_guard lock(g_attributes_mutex);
   const auto it = g_max_dynamic_shared.find(fn);
   return it == g_max_dynamic_shared.end() ? kDefaultDynamicShared
                                           : std::max(it->second, kDefaultDynamicShared);
@@ -545,7 +545,6 @@ void set_max_dynamic_shared(const void* fn, size_t bytes) {
     throw std::runtime_error(fmt::format(
         "emu: cudaFuncSetAttribute: {} B of dynamic shared memory, past the {} B a block can have",
         bytes, kMaxDynamicShared));
-  const std::lock_guard lock(g_attributes_mutex);
   g_max_dynamic_shared[fn] = bytes;
 }
 
