@@ -143,9 +143,9 @@ __device__ __forceinline__ void load_floats(const float* p, float (&out)[N], Tra
 
 // ---- reductions
 // Every lane gets the warp's sum of v: a butterfly (xor offsets 16 .. 1). The emulator runs it
-// as one exchange (emu::warp_butterfly_sum: each lane's own butterfly, bit for bit, four fewer
-// fiber switches per lane); warp_sum_shuffles is the loop a GPU runs, and properties/emu runs it
-// under the emulator too against warp_sum.
+// as one exchange (emu::warp_butterfly_sum: the butterfly's sum bit for bit, four fewer fiber
+// switches per lane); warp_sum_shuffles is the loop a GPU runs, and properties/emu runs it under
+// the emulator too against warp_sum.
 __device__ __forceinline__ float warp_sum_shuffles(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
