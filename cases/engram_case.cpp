@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <stdexcept>
 
 #include "cases/case_check.hpp"
 #include "cases/case_util.hpp"
@@ -117,9 +116,7 @@ std::vector<int64_t> engram_checkpoint_rows(const ReleaseConfig& r, int layer, i
 }
 
 EngramInputs with_sampled_table(EngramInputs in, const std::vector<int64_t>& rows) {
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i] < (i ? rows[i - 1] + 1 : 0) || rows[i] >= in.tables.rows)
-      throw std::invalid_argument("with_sampled_table: rows must be ascending table addresses");
+  check_engram_table_rows(rows, in.tables.rows);  // before they index the whole table
   std::vector<uint8_t> table(rows.size() * in.cfg.row_bytes());
   for (size_t i = 0; i < rows.size(); ++i)
     std::copy_n(in.table.begin() + rows[i] * in.cfg.row_bytes(), in.cfg.row_bytes(),
@@ -147,7 +144,8 @@ EngramReference run_engram_reference(const EngramInputs& in) {
   const auto orders_e = baseline_orders(E, gates_per_token);
   EngramInputs q;
   q.cfg = p.in.cfg, q.act = p.in.act, q.compressed = p.in.compressed;
-  q.h = p.in.h, q.gate_w = p.in.gate_w, q.wkv = p.in.wkv;
+  q.h = Tensor<float>(p.in.h.shape), q.gate_w = Tensor<float>(p.in.gate_w.shape);
+  q.wkv = Tensor<float>(p.in.wkv.shape);
   for (size_t k = 0; k < orders_d.size(); ++k) {
     const reference::GateOutputs b =
         permuted_gate_baseline(p.in, p.rows, orders_d[k], orders_e[k], q);

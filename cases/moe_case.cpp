@@ -29,7 +29,7 @@ MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int6
   }
   std::vector<int32_t> kept(E);  // expert ids, ascending; kept[i] is materialised at i
   std::iota(kept.begin(), kept.end(), 0);
-  if (E * 2 * H * d > kMoeMaterialisedValues) {
+  if (!moe_materialises_every_expert(E, H, d)) {
     kept.assign(in.experts.data.begin(), in.experts.data.end());
     std::sort(kept.begin(), kept.end());
     kept.erase(std::unique(kept.begin(), kept.end()), kept.end());

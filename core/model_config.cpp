@@ -390,9 +390,10 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     // copy and the kernels' device copy; each token through its top-k experts; truth, baselines
     // and the emulator's schedules: ~8 runs.
     const double k = m.vision.top_k, hidden = m.shape.ffn_hidden;
-    const double all = m.vision.experts * 2 * hidden * d;
-    const double E = all <= kMoeMaterialisedValues ? m.vision.experts
-                                                   : std::min<double>(m.vision.experts, tokens * k);
+    const double E =
+        moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, m.residual.d)
+            ? m.vision.experts
+            : std::min<double>(m.vision.experts, tokens * k);
     f.within_budget(
         "vision.experts x model.ffn_hidden x residual.d, residual.tokens x vision.top_k",
         12 * E * 2 * hidden * d + 64 * tokens * (d + k * hidden), 8 * tokens * k * 2 * hidden * d);

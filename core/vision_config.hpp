@@ -20,6 +20,10 @@ inline constexpr int kMoeMaxTopK = 16;
 // A verify row materialises every expert's weights when they are at most this many values, else
 // only the routed ones (cases/moe_case.hpp: a release's 384 experts are 36 GB).
 inline constexpr int64_t kMoeMaterialisedValues = int64_t{1} << 26;
+// Whether E experts of hidden width H at width d (two [H, d] matrices each) are all materialised.
+inline bool moe_materialises_every_expert(int64_t E, int64_t H, int64_t d) {
+  return double(E) * 2 * double(H) * double(d) <= double(kMoeMaterialisedValues);
+}
 
 struct VisionConfig {
   int image_w = 640, image_h = 480;  // pixels

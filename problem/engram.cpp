@@ -30,19 +30,16 @@ void validate_engram_inputs(const EngramInputs& in) {
   // A table is data: a NaN code (e4m3 0x7f / 0xff, ue8m0 0xff) or a scale past 2^119 (448 x
   // 2^120 overflows float) is bad input: its rows would not even decode to finite floats. (Huge
   // finite rows can still overflow the gate's float sums: a failing row, not bad input.)
-  for (size_t i = 0; i < in.table.size(); ++i) {
-    const int64_t at = int64_t(i) % c.row_bytes();
-    const bool scale = at >= c.head_dim;
-    if (scale ? in.table[i] > kEngramMaxScaleCode : (in.table[i] & 0x7f) == 0x7f)
-      throw_bad_input("engram input 'table': row {} byte {} is {} (0x{:02x})",
-                      int64_t(i) / c.row_bytes(), at,
-                      scale ? "a ue8m0 scale past 2^119 (or NaN)" : "a NaN e4m3 code", in.table[i]);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = in.table.data() + r * c.row_bytes();
+    for (int at = 0; at < c.row_bytes(); ++at) {
+      const bool scale = at >= c.head_dim;
+      if (scale ? row[at] > kEngramMaxScaleCode : (row[at] & 0x7f) == 0x7f)
+        throw_bad_input("engram input 'table': row {} byte {} is {} (0x{:02x})", r, at,
+                        scale ? "a ue8m0 scale past 2^119 (or NaN)" : "a NaN e4m3 code", row[at]);
+    }
   }
-  for (size_t i = 0; i < in.table_rows.size(); ++i)
-    if (in.table_rows[i] < (i ? in.table_rows[i - 1] + 1 : 0) || in.table_rows[i] >= in.tables.rows)
-      throw_bad_input(
-          "engram input 'table_rows'[{}] is {}: expected strictly ascending addresses in [0, {})",
-          i, in.table_rows[i], in.tables.rows);
+  check_engram_table_rows(in.table_rows, in.tables.rows);
   if (in.h.shape != Shape{T, 4, d}) throw_bad_input("engram input 'h': expected [{}, 4, {}]", T, d);
   if (in.wkv.shape != Shape{5 * d, E})
     throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
@@ -54,6 +51,14 @@ void validate_engram_inputs(const EngramInputs& in) {
         "engram config: lookups x 256 x 33/32 + 5d floats ({} B) and the gate kernel's static "
         "shared memory exceed the {} B a block can have (d = {})",
         engram_gate_shared_bytes(E, d), kMaxDynamicShared, d);
+}
+
+void check_engram_table_rows(std::span<const int64_t> rows, int64_t table_rows) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < (i ? rows[i - 1] + 1 : 0) || rows[i] >= table_rows)
+      throw_bad_input(
+          "engram input 'table_rows'[{}] is {}: expected strictly ascending addresses in [0, {})",
+          i, rows[i], table_rows);
 }
 
 const uint8_t* engram_table_row(const EngramInputs& in, int64_t address, int64_t token,

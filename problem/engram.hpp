@@ -78,6 +78,9 @@ inline std::vector<int64_t> engram_ids_with_history(std::span<const int64_t> com
 }
 
 void validate_engram_inputs(const EngramInputs& in);
+// BadInput naming 'table_rows' unless `rows` are strictly ascending addresses of a layer's
+// `table_rows`-row table (EngramInputs::table_rows).
+void check_engram_table_rows(std::span<const int64_t> rows, int64_t table_rows);
 
 // Table row `address`'s bytes: row `address` of a whole table, or of a sampled one (table_rows
 // non-empty) the row listed with that address; BadInput naming 'table_rows' when a sampled table
