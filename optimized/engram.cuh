@@ -144,10 +144,12 @@ __device__ __forceinline__ float warp_row_dot_fp8(const uint8_t* __restrict__ co
     const float w_scale = ue8m0_decode(static_cast<uint8_t>(__shfl_sync(0xffffffffu, s, leader)));
     if (i >= E) continue;
     const unsigned words[4] = {c.x, c.y, c.z, c.w};
+    float xs[kFp8CodesPerLane];
+    lds_floats(x + i, xs);  // x is the dynamic shared memory's start, i a multiple of 16
     float part = 0.0f;
 #pragma unroll
     for (int k = 0; k < kFp8CodesPerLane; ++k)
-      part += e4m3_decode(static_cast<uint8_t>(words[k / 4] >> (8 * (k % 4)))) * x[i + k];
+      part += e4m3_decode(static_cast<uint8_t>(words[k / 4] >> (8 * (k % 4)))) * xs[k];
     sum += part * (w_scale * x_scale[i / block]);
   }
   return warp_sum(sum);

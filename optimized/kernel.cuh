@@ -141,6 +141,26 @@ __device__ __forceinline__ void load_floats(const float* p, float (&out)[N], Tra
   }
 }
 
+// Loads N consecutive floats of 16-byte aligned shared memory with 16-byte vector loads (one
+// 128-bit shared load in place of four; under emu one traced access in place of four).
+template <int N>
+__device__ __forceinline__ void lds_floats(const float* p, float (&out)[N]) {
+  static_assert(N % 4 == 0, "shared float loads are 16-byte vectors");
+#pragma unroll
+  for (int v = 0; v < N / 4; ++v) {
+#if defined(TANDEM_EMU)
+    // One 16-byte load (a vector, as the GPU's; the emulator's shared memory is 8-byte aligned).
+    using F4 = float __attribute__((vector_size(16), aligned(8)));
+    F4 q;
+    __builtin_memcpy(&q, p + 4 * v, 16);
+    out[4 * v] = q[0], out[4 * v + 1] = q[1], out[4 * v + 2] = q[2], out[4 * v + 3] = q[3];
+#else
+    const float4 q = *reinterpret_cast<const float4*>(p + 4 * v);
+    out[4 * v] = q.x, out[4 * v + 1] = q.y, out[4 * v + 2] = q.z, out[4 * v + 3] = q.w;
+#endif
+  }
+}
+
 // ---- reductions
 // Every lane gets the warp's sum of v: a butterfly (xor offsets 16 .. 1). The emulator runs it
 // as one exchange (emu::warp_butterfly_sum: the butterfly's sum bit for bit, four fewer fiber
@@ -160,15 +180,16 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // One warp's dot product of a global weight row [n] (16-byte loads, lanes strided) with a vector
-// staged in shared memory; every lane gets the sum. n must be a multiple of 4.
+// staged in 16-byte aligned shared memory; every lane gets the sum. n must be a multiple of 4.
 __device__ __forceinline__ float warp_row_dot(const float* __restrict__ row, const float* staged,
                                               int n) {
   float sum = 0.0f;
   for (int i = (threadIdx.x % kWarpSize) * 4; i < n; i += kWarpSize * 4) {
-    float w[4];
+    float w[4], x[4];
     load_floats<4>(row + i, w, Traffic::weight);
+    lds_floats<4>(staged + i, x);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) sum += w[k] * staged[i + k];
+    for (int k = 0; k < 4; ++k) sum += w[k] * x[k];
   }
   return warp_sum(sum);
 }

@@ -110,8 +110,10 @@ TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
   write_file_atomic(manifest, std::string_view(j.dump()));
   EXPECT_FALSE(golden::check_case(manifest, {}).pass());
 
+  // The refusal and the acceptance regenerate the corrupted case only (every case was written
+  // above; `only` runs one case's generator, as `tandem golden regen NAME` does).
   const std::string before = read_file(blob);
-  const auto refused = golden::regen_cases(dir_, false);
+  const auto refused = golden::regen_cases(dir_, false, {names[0]});
   EXPECT_TRUE(refused[0].changed);
   EXPECT_FALSE(refused[0].written);
   EXPECT_EQ(read_file(blob), before);
@@ -120,7 +122,7 @@ TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
     reported |= d.find("y_out") != std::string::npos && d.find("CHANGED") != std::string::npos;
   EXPECT_TRUE(reported);
 
-  const auto accepted = golden::regen_cases(dir_, true);
+  const auto accepted = golden::regen_cases(dir_, true, {names[0]});
   EXPECT_TRUE(accepted[0].written);
   EXPECT_TRUE(golden::check_case(manifest, {}).pass());
   // Nothing else left behind: one blob per case (the one its manifest names), no temporaries.

@@ -95,8 +95,39 @@ struct Cell {
   uint16_t reader = kNone, other_reader = kNone, read_warp = 0;
 };
 
+// Who may read a cell again without a hazard or a change to it (read_cell returns at once and
+// writes nothing): staged in an earlier interval of this block and already read in this one by
+// several warps (block), by two lanes of the reader's warp at its warp epoch (warp), or by the
+// reader itself (thread).
+enum class Quiet : uint8_t { none, thread, warp, block };
+
+// A 4-byte word's summary of its four cells, made by a read of the whole word: the least quiet of
+// them for that reader. It holds until a write to the word (which clears it), the next block
+// barrier or the next block: reads never make a quiet cell unquiet (another warp's read turns
+// `warp` into `block`; a warp's newer warp epoch no longer matches). A read of whole words whose
+// summaries cover the reader checks nothing else: the emulator's hot path, a value staged in
+// shared memory that lanes read again and again (a weight row's dot with a staged vector).
+struct QuietWord {
+  uint32_t block = 0, epoch = 0, warp_epoch = 0;
+  uint16_t reader = 0;
+  Quiet level = Quiet::none;
+};
+
+// One shared-memory region's shadow: a cell per byte, a summary per 4-byte word.
+struct Shadow {
+  std::vector<Cell> cells;
+  std::vector<QuietWord> words;
+  void reserve(size_t bytes) {
+    if (cells.size() < bytes) cells.resize(bytes), words.resize((bytes + 3) / 4);
+  }
+  void forget() {
+    std::fill(cells.begin(), cells.end(), Cell{});
+    std::fill(words.begin(), words.end(), QuietWord{});
+  }
+};
+
 struct Detector {
-  std::vector<Cell> static_cells, dynamic_cells;
+  Shadow static_shadow, dynamic_shadow;
   uint32_t block = 0;  // this block's generation
   uint32_t epoch = 0;  // block barriers released in this block
   std::vector<uint32_t> warp_epoch;
@@ -299,22 +330,90 @@ __attribute__((noinline)) void report(Block& b, const Found& found, bool dynamic
                      tid,        found.other, locate(pc)};
 }
 
-// Checks an access of `size` bytes at `offset` of the block's static or dynamic shared memory.
-__attribute__((noinline)) void check_shared(Block& b, bool dynamic, size_t offset, size_t limit,
-                                            unsigned size, Access a, const void* pc) {
-  Detector& d = *b.detector;
+// Whom the cell's readers cover (after `me` read it).
+Quiet read_quietness(const Cell& c, const Accessor& me, const Detector& d) {
+  if (!live(c.read, d)) return Quiet::none;
+  if (c.read_warp == kSeveralWarps) return Quiet::block;
+  if (c.read_warp != me.warp || c.read.warp_epoch != me.warp_epoch) return Quiet::none;
+  if (c.other_reader != kNone) return Quiet::warp;
+  return c.reader == me.tid ? Quiet::thread : Quiet::none;
+}
+
+// Whom a read of the cell finds no hazard for and changes nothing: its readers, within whom its
+// write is ordered before (every reader for a write of an earlier interval; a write of this one
+// for its warp after a __syncwarp, or for its own thread).
+Quiet quietness(const Cell& c, const Accessor& me, const Detector& d) {
+  if (c.write.block != d.block) return Quiet::none;
+  const Quiet readers = read_quietness(c, me, d);
+  if (c.write.epoch != d.epoch) return readers;
+  if (c.writer_warp == me.warp && c.write.warp_epoch < me.warp_epoch)
+    return std::min(readers, Quiet::warp);
+  return c.writer == me.tid ? std::min(readers, Quiet::thread) : Quiet::none;
+}
+
+bool covers(const QuietWord& w, const Accessor& me, const Detector& d) {
+  if (w.block != d.block || w.epoch != d.epoch) return false;
+  switch (w.level) {
+    case Quiet::block:
+      return true;
+    case Quiet::warp:
+      return w.reader / 32 == me.warp && w.warp_epoch == me.warp_epoch;
+    case Quiet::thread:
+      return w.reader == me.tid && w.warp_epoch == me.warp_epoch;
+    case Quiet::none:
+      return false;
+  }
+  return false;
+}
+
+Accessor accessor(const Block& b) {
   const auto tid = static_cast<unsigned>(g.thread - b.threads.data());
+  return {tid, tid / 32, b.detector->warp_epoch[tid / 32]};
+}
+
+// Checks an access of `size` bytes at `offset` of the block's static or dynamic shared memory,
+// cell by cell (check_shared's slow path).
+__attribute__((noinline)) void check_cells(Block& b, bool dynamic, size_t offset, size_t limit,
+                                           unsigned size, Access a, const void* pc) {
+  Detector& d = *b.detector;
+  const Accessor me = accessor(b);
   if (dynamic && offset + size > b.dyn_bytes)  // past the launch's size (or its 8-byte padding)
-    return report(b, {HazardKind::out_of_bounds, Hazard::kNoOther}, dynamic, offset, tid, pc);
-  Cell* cells = (dynamic ? d.dynamic_cells : d.static_cells).data();
-  const Accessor me{tid, tid / 32, d.warp_epoch[tid / 32]};
+    return report(b, {HazardKind::out_of_bounds, Hazard::kNoOther}, dynamic, offset, me.tid, pc);
+  Shadow& shadow = dynamic ? d.dynamic_shadow : d.static_shadow;
+  const size_t end = std::min(limit, offset + size);
   std::optional<Found> found;
-  for (size_t i = offset; i < std::min(limit, offset + size); ++i) {
-    auto f = a == Access::read ? read_cell(cells[i], me, d)
-                               : write_cell(cells[i], a == Access::atomic, me, d);
+  for (size_t i = offset; i < end; ++i) {
+    auto f = a == Access::read ? read_cell(shadow.cells[i], me, d)
+                               : write_cell(shadow.cells[i], a == Access::atomic, me, d);
     if (f && !found) found = f;
   }
-  if (found) report(b, *found, dynamic, offset, tid, pc);
+  if (a != Access::read) {  // every word the write touches, whole or in part
+    for (size_t w = offset / 4; w < (end + 3) / 4; ++w) shadow.words[w].level = Quiet::none;
+  } else {
+    for (size_t w = (offset + 3) / 4; w < end / 4; ++w) {  // the words it reads whole
+      Quiet level = Quiet::block;
+      for (size_t i = 4 * w; i < 4 * w + 4; ++i)
+        level = std::min(level, quietness(shadow.cells[i], me, d));
+      shadow.words[w] = {d.block, d.epoch, me.warp_epoch, uint16_t(me.tid), level};
+    }
+  }
+  if (found) report(b, *found, dynamic, offset, me.tid, pc);
+}
+
+// Checks an access: a read of whole words that their summaries cover returns at once.
+inline void check_shared(Block& b, bool dynamic, size_t offset, size_t limit, unsigned size,
+                         Access a, const void* pc) {
+  const Detector& d = *b.detector;
+  const size_t end = offset + size;
+  if (a == Access::read && offset % 4 == 0 && size % 4 == 0 && end <= limit &&
+      (!dynamic || end <= b.dyn_bytes)) {
+    const Accessor me = accessor(b);
+    const QuietWord* words = (dynamic ? d.dynamic_shadow : d.static_shadow).words.data();
+    if (std::all_of(words + offset / 4, words + end / 4,
+                    [&](const QuietWord& w) { return covers(w, me, d); }))
+      return;
+  }
+  check_cells(b, dynamic, offset, limit, size, a, pc);
 }
 
 // Every traced load and store of the kernel sources comes here: most are global memory or the
@@ -521,15 +620,15 @@ size_t max_dynamic_shared(const void* fn) {
 }
 
 void prepare(Detector& d, size_t dynamic_bytes, size_t threads) {
-  if (d.static_cells.size() < g_static_shared_bytes) d.static_cells.resize(g_static_shared_bytes);
-  if (d.dynamic_cells.size() < dynamic_bytes) d.dynamic_cells.resize(dynamic_bytes);
+  d.static_shadow.reserve(g_static_shared_bytes);
+  d.dynamic_shadow.reserve(dynamic_bytes);
   d.warp_epoch.assign((threads + 31) / 32, 0);
 }
 
 void begin_block(Detector& d) {
   if (++d.block == 0) {  // generations wrapped: forget every record
-    std::fill(d.static_cells.begin(), d.static_cells.end(), Cell{});
-    std::fill(d.dynamic_cells.begin(), d.dynamic_cells.end(), Cell{});
+    d.static_shadow.forget();
+    d.dynamic_shadow.forget();
     d.block = 1;
   }
   d.epoch = 0;

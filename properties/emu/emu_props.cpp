@@ -257,6 +257,24 @@ TEST(EmuHazards, AtomicsOfOneWarpAreOrderedBySyncwarp) {
                 40, emu::Hazard::kSeveral);
 }
 
+// The detector skips the cells of a word that a warp's lanes have read in this interval (the
+// word's summary); a write of one of its bytes must end that, or the rereads that follow go
+// unseen.
+TEST(EmuHazards, ReadOnlySummariesEndAtAPartialWriteAndASyncwarp) {
+  REQUIRE_HAZARD_CHECK();
+  expect_hazard(hazard(Pattern::reread_around_a_byte_write, kInOrder),
+                emu::HazardKind::write_after_read, 33, 0);
+  // The write races with warp 0's first reads (one report), then each of its 2 x 32 rereads
+  // races with the write (a read finding a hazard leaves no summary covering its thread).
+  EXPECT_EQ(emu_test::hazard_count_of(Pattern::reread_around_a_byte_write, kInOrder), 65u);
+  // A summary made before a __syncwarp does not cover the warp after it: its rereads are new
+  // readers, which the write races with.
+  expect_hazard(hazard(Pattern::reread_after_syncwarp_then_write, kInOrder),
+                emu::HazardKind::read_after_write, 1, 0);
+  expect_hazard(hazard(Pattern::reread_after_syncwarp_then_write, kReversed),
+                emu::HazardKind::write_after_read, 0, 31);
+}
+
 TEST(EmuHazards, DynamicSharedMemoryPastTheLaunchsSize) {
   REQUIRE_HAZARD_CHECK();
   const emu::Hazard h = hazard(Pattern::dynamic_overrun, kInOrder);

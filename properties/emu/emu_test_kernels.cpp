@@ -147,6 +147,22 @@ __global__ void hazard_pattern_kernel(Pattern pattern, int* out) {
     case Pattern::dynamic_overrun:
       if (id == 0) got = dynamic[kHazardBlock + 1];
       break;
+    case Pattern::reread_around_a_byte_write:
+      if (id < kWarpSize) got = s[1];
+      if (id == 33) reinterpret_cast<unsigned char*>(s + 1)[1] = 1;
+      got += __shfl_sync(0xffffffffu, lane, 0);
+      if (id < kWarpSize) {
+        const volatile int* twice = s + 1;  // read twice, not once
+        got += *twice;
+        got += *twice;
+      }
+      break;
+    case Pattern::reread_after_syncwarp_then_write:
+      if (id < kWarpSize) got = s[0];
+      __syncwarp();
+      if (id < kWarpSize) got += s[0];
+      if (id == 0) s[0] = 9;
+      break;
     case Pattern::previous_block:
       if (blockIdx.x == 0) unwritten[id] = id;
       __syncthreads();
@@ -259,6 +275,15 @@ std::optional<emu::Hazard> hazard_of(Pattern p, const emu::Schedule& s) {
     return e.first();
   }
   return std::nullopt;
+}
+
+uint64_t hazard_count_of(Pattern p, const emu::Schedule& s) {
+  try {
+    pattern_values(p, s);
+  } catch (const emu::HazardError& e) {
+    return e.count();
+  }
+  return 0;
 }
 
 void divergent_barrier() {

@@ -64,10 +64,18 @@ enum class Pattern {
   atomics_then_syncwarp,     // lanes 0 and 1 atomicAdd(&s[0], 1), __syncwarp, lane 0 reads it
   read_after_atomics,        // threads 0 and 33 atomicAdd(&s[0], 1), thread 40 reads it
   dynamic_overrun,           // thread 0 reads dynamic[65] of the launch's 64 ints
+  // Warp 0 reads s[1], a shuffle (warp 1 meanwhile: thread 33 writes one byte of s[1]), warp 0
+  // reads s[1] twice more: a write of part of a word the detector knew as read-only must be seen.
+  reread_around_a_byte_write,
+  // Warp 0 reads s[0], __syncwarp, reads it again, then lane 0 writes it: the rereads race with
+  // the write (the first reads do not).
+  reread_after_syncwarp_then_write,
 };
 inline constexpr int kHazardBlock = 64;
 // Runs the pattern (two blocks) under `s`; the detector's report, if it found one.
 std::optional<emu::Hazard> hazard_of(Pattern p, const emu::Schedule& s);
+// How many hazardous accesses the detector counted in the block it reported (0: none).
+uint64_t hazard_count_of(Pattern p, const emu::Schedule& s);
 // What the pattern's block 0 computes (s[id] after the pattern, per thread): the schedules agree
 // on it for the race-free patterns.
 std::vector<int> pattern_values(Pattern p, const emu::Schedule& s);
