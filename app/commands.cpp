@@ -17,6 +17,8 @@
 
 #include "app/verify.hpp"
 #include "cases/engram_case.hpp"
+#include "core/atomic_file.hpp"
+#include "core/dspark_config.hpp"
 #include "core/error.hpp"
 #include "core/git_commit.hpp"
 #include "core/json_fields.hpp"
@@ -266,8 +268,43 @@ std::vector<double> parse_confidences(const std::optional<std::string>& text) {
   }
 }
 
+// The DSpark decode row's measured acceptance per draft position in a `tandem verify --json`
+// output (the sampled row when it ran, else the greedy one): the traffic workload's per-position
+// confidences, and where they came from ("FILE (case NAME)").
+std::pair<std::vector<double>, std::string> acceptance_from(const std::string& path) {
+  const nlohmann::json j = parse_json(read_file(path), path);
+  if (!j.is_object()) throw_bad_input("{}: expected a `tandem verify --json` object", path);
+  const JsonFields top(j, path);
+  const nlohmann::json& cases = top.array("cases");
+  std::optional<size_t> pick;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const JsonFields row = top.element("cases", i);
+    if (!row.has("acceptance_per_position")) continue;
+    if (!pick || row.string("case").starts_with("decode/sampling")) pick = i;
+  }
+  if (!pick)
+    throw_bad_input(
+        "{}: no case has 'acceptance_per_position' (the dspark component's decode "
+        "rows of `tandem verify --json`)",
+        path);
+  const JsonFields row = top.element("cases", *pick);
+  const nlohmann::json& values = row.array("acceptance_per_position");
+  if (values.empty() || values.size() > size_t(kDsparkMaxDraft))
+    throw_bad_input("{}: expected 1 to {} values, got {}", row.where("acceptance_per_position"),
+                    kDsparkMaxDraft, values.size());
+  std::vector<double> out;
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (!values[k].is_number() || !(values[k].get<double>() >= 0 && values[k].get<double>() <= 1))
+      throw_bad_input("{}[{}]: expected a number in [0, 1], got {}",
+                      row.where("acceptance_per_position"), k, brief(values[k]));
+    out.push_back(values[k].get<double>());
+  }
+  return {out, fmt::format("{} (case {})", path, row.string("case"))};
+}
+
 struct TrafficFlags {
   std::string preset = "v4.1-flash", preset_file, out_dir, load = "high", act_dtype;
+  std::string measured_acceptance;
   std::vector<std::string> images;
   std::optional<std::string> confidence_text;
   sim::Workload w;
@@ -289,11 +326,18 @@ struct TrafficFlags {
         ->capture_default_str()
         ->check(kDecimalInteger);
     cmd.add_option("--image", images, "an image in the prompt, WxH pixels (repeatable)");
-    cmd.add_option("--acceptance", w.acceptance, "DSpark i.i.d. acceptance per drafted token")
-        ->check(kDecimalNumber)
-        ->capture_default_str();
-    cmd.add_option("--confidence", confidence_text,
-                   "DSpark per-position confidences, comma-separated (overrides --acceptance)");
+    auto* acceptance =
+        cmd.add_option("--acceptance", w.acceptance, "DSpark i.i.d. acceptance per drafted token")
+            ->check(kDecimalNumber)
+            ->capture_default_str();
+    auto* confidence =
+        cmd.add_option("--confidence", confidence_text,
+                       "DSpark per-position confidences, comma-separated (overrides --acceptance)");
+    cmd.add_option("--acceptance-from", measured_acceptance,
+                   "a `tandem verify --json` output: its DSpark decode row's measured acceptance "
+                   "per draft position is the workload's")
+        ->excludes(acceptance)
+        ->excludes(confidence);
     cmd.add_option("--load", load, "high (verify 1 per request) or low (verify all gamma)")
         ->check(CLI::IsMember({"high", "low"}));
     cmd.add_option("--act-dtype", act_dtype, "residual storage dtype (default: the preset's)")
@@ -307,6 +351,8 @@ struct TrafficFlags {
     sim::Workload r = w;
     r.high_load = load == "high";
     r.confidence = parse_confidences(confidence_text);
+    if (!measured_acceptance.empty())
+      std::tie(r.confidence, r.acceptance_from) = acceptance_from(measured_acceptance);
     for (const std::string& img : images) r.images.push_back(parse_image(img));
     return r;
   }

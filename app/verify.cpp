@@ -211,6 +211,10 @@ nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& mo
                      {"bytes", r.bytes},
                      {"detail", r.detail},
                      {"launches", launches_json(r.launches)}});
+    if (!r.acceptance.empty()) {  // what `tandem traffic --acceptance-from` reads
+      cases.back()["acceptance_per_position"] = r.acceptance;
+      cases.back()["tokens_per_pass"] = r.tokens_per_pass;
+    }
   }
   // Whether the emulator's rows also had their shared memory checked for races.
   return {{"model", model},

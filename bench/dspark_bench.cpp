@@ -47,15 +47,18 @@ void BM_DsparkDrafterPass(benchmark::State& st) {
   st.SetLabel(fmt::format("{} cached positions, window {}", st.range(0), c.window));
 }
 
-// A scheduled batch decoding 8 tokens per request: drafter, scheduler, backbone and batched
-// verification (reference or the kernel under the emulator), per generated token.
+// A scheduled batch decoding 8 tokens per request: the drafter (trained on the backbone),
+// scheduler, backbone and batched verification (reference or the kernel under the emulator), per
+// generated token.
 void BM_DsparkScheduledDecode(benchmark::State& st, bool kernel) {
   const DsparkConfig c;
   const int requests = int(st.range(0)), steps = 8;
   reference::Verifier verify = reference::dspark_verify;
   if (kernel)
     verify = [](const VerifyInputs& in) { return run_dspark_verify(in, {Backend::emu, {}, 128}); };
-  for (auto _ : st) benchmark::DoNotOptimize(dspark_decode(c, 1, requests, false, steps, verify));
+  const reference::DsparkDrafter drafter = reference::trained_drafter(c, 1).drafter;
+  for (auto _ : st)
+    benchmark::DoNotOptimize(dspark_decode(c, drafter, 1, requests, false, steps, verify));
   st.counters["tokens"] =
       benchmark::Counter(double(requests) * steps, benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(fmt::format("R={} {} tokens each, {} verification", requests, steps,

@@ -33,6 +33,10 @@ struct VerifyRow {
   std::string bytes;             // emu: counted vs designed activation bytes per site
   std::string detail;            // the failure, if any
   LaunchLog launches;            // the optimized run's launches (bytes counted under emu only)
+  // Decode rows: the drafts' measured acceptance per position (given the earlier ones accepted)
+  // and the tokens a request's pass emitted on average (empty / 0 elsewhere).
+  std::vector<double> acceptance;
+  double tokens_per_pass = 0;
 };
 
 // One row of `tandem verify`: its label for progress and faults, and how it runs.

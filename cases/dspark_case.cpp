@@ -82,9 +82,9 @@ bool pass_counts_hold(const reference::SpeculativeStats& s, int budget, bool rea
   return true;
 }
 
-DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, int requests, bool greedy,
-                           int steps, const reference::Verifier& verify) {
-  const reference::DsparkDrafter drafter(c, 3 * c.backbone_width, seed);
+DsparkDecode dspark_decode(const DsparkConfig& c, const reference::DsparkDrafter& drafter,
+                           uint64_t seed, int requests, bool greedy, int steps,
+                           const reference::Verifier& verify) {
   std::vector<reference::TinyBackbone> models;  // one cache per request, the same weights
   for (int r = 0; r < requests; ++r)
     models.emplace_back(c.vocab, c.backbone_width, seed, c.backbone_layers);
@@ -110,6 +110,28 @@ DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, int requests, b
       reference::scheduler_admission(dspark_sps_profile(requests * (1 + c.gamma))),
       {seed, c.temperature, greedy}, verify);
   return d;
+}
+
+AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma) {
+  AcceptanceProfile a;
+  a.reached.assign(size_t(gamma), 0);
+  std::vector<int64_t> accepted(size_t(gamma), 0);
+  int64_t passes = 0, emitted = 0;
+  for (const reference::SpeculativeStats& s : d.stats)
+    for (size_t p = 0; p < s.accepted_per_step.size(); ++p) {
+      ++passes, emitted += s.emitted_per_step[p];
+      // Position k is verified when admitted > k and the k drafts before it were accepted.
+      for (int k = 0; k < std::min(s.admitted_per_step[p], gamma); ++k) {
+        if (s.accepted_per_step[p] < k) break;
+        ++a.reached[size_t(k)];
+        accepted[size_t(k)] += s.accepted_per_step[p] > k;
+      }
+    }
+  for (int k = 0; k < gamma; ++k)
+    a.per_position.push_back(
+        a.reached[size_t(k)] ? double(accepted[size_t(k)]) / double(a.reached[size_t(k)]) : 0.0);
+  a.tokens_per_pass = passes ? double(emitted) / double(passes) : 0.0;
+  return a;
 }
 
 // ================================================================ the dspark component
@@ -162,7 +184,7 @@ DrafterOutputs run_drafter_case(const DsparkConfig& cfg, const Tensor<double>& f
                                       cfg.temperature};
   const reference::Draft d = drafter.propose(to_matrix(features), last, cfg.gamma, choice);
   const DsparkDecode decode =
-      dspark_decode(cfg, seed, kDecodeRequests, false, kDecodeSteps, verify);
+      dspark_decode(cfg, drafter, seed, kDecodeRequests, false, kDecodeSteps, verify);
   Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
   for (int r = 0; r < kDecodeRequests; ++r)  // every text has the prompt's 6 + kDecodeSteps
     std::copy(decode.decode.text[r].begin(), decode.decode.text[r].end(),
@@ -188,6 +210,93 @@ BuiltCase build_dspark_drafter(const DsparkConfig& cfg, int64_t positions, uint6
   b.outputs = {
       {"draft", "exact"}, {"logits", "reference"}, {"confidence", "reference"}, {"text", "exact"}};
   return b;
+}
+
+// The training step's result: the heads it fits, the held-out acceptance, and a greedy
+// scheduled decode with the trained drafter (kDecodeRequests prompts of verify's key).
+nlohmann::json to_json(const reference::DrafterTraining& t) {
+  return {{"prompts", t.prompts},
+          {"prompt_tokens", t.prompt_tokens},
+          {"steps", t.steps},
+          {"ridge", t.ridge}};
+}
+reference::DrafterTraining parse_training(const JsonFields& f) {
+  f.reject_unknown({"prompts", "prompt_tokens", "steps", "ridge"});
+  reference::DrafterTraining t;
+  t.prompts = int(f.integer("prompts", 1, 256));
+  t.prompt_tokens = int(f.integer("prompt_tokens", 1, 64));
+  t.steps = int(f.integer("steps", 1, 256));
+  t.ridge = f.number("ridge", 1e-12, 1.0);
+  return t;
+}
+
+struct TrainingOutputs {
+  Tensor<double> markov_in, markov_out, unembed, confidence_head, held_out;
+  Tensor<int32_t> text;
+};
+TrainingOutputs run_training_case(const DsparkConfig& cfg, const reference::DrafterTraining& t,
+                                  uint64_t seed, const reference::Verifier& verify) {
+  const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);
+  const DsparkDecode decode =
+      dspark_decode(cfg, trained.drafter, seed, kDecodeRequests, true, kDecodeSteps, verify);
+  Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
+  for (int r = 0; r < kDecodeRequests; ++r)
+    std::copy(decode.decode.text[r].begin(), decode.decode.text[r].end(),
+              text.ptr() + r * text.dim(1));
+  const reference::DsparkDrafter& d = trained.drafter;
+  return {to_tensor(d.markov_in()),
+          to_tensor(d.markov_out()),
+          to_tensor(d.unembed()),
+          to_tensor(d.confidence_head()),
+          Tensor<double>({cfg.gamma}, trained.report.held_out_after),
+          text};
+}
+
+BuiltCase build_dspark_training(const DsparkConfig& cfg, uint64_t seed) {
+  const reference::DrafterTraining t;
+  BuiltCase b;
+  b.config = {{"dspark", to_json(cfg)}, {"training", to_json(t)}};
+  const TrainingOutputs out = run_training_case(cfg, t, seed, reference::dspark_verify);
+  b.blob.put("expected.markov_in", out.markov_in);
+  b.blob.put("expected.markov_out", out.markov_out);
+  b.blob.put("expected.unembed", out.unembed);
+  b.blob.put("expected.confidence_head", out.confidence_head);
+  b.blob.put("expected.held_out_acceptance", out.held_out);
+  b.blob.put("expected.text", out.text);
+  b.outputs = {{"markov_in", "reference"},
+               {"markov_out", "reference"},
+               {"unembed", "reference"},
+               {"confidence_head", "reference"},
+               {"held_out_acceptance", "reference"},
+               {"text", "exact"}};
+  return b;
+}
+
+CaseReport check_dspark_training(const LoadedCase& c, const JsonFields& config,
+                                 const RunOptions& opt) {
+  config.reject_unknown({"dspark", "training"});
+  const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
+  const reference::DrafterTraining t = parse_training(config.object("training"));
+  const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
+  const TrainingOutputs now = run_training_case(cfg, t, seed, reference::dspark_verify);
+  const TrainingOutputs got = run_training_case(
+      cfg, t, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
+  auto stored = [&](const char* name) {
+    return c.blob.get("expected." + std::string(name), c.blob_source);
+  };
+  CaseReport report{c.name, {}};
+  const std::pair<const char*, const Tensor<double>*> heads[] = {
+      {"markov_in", &now.markov_in},
+      {"markov_out", &now.markov_out},
+      {"unembed", &now.unembed},
+      {"confidence_head", &now.confidence_head},
+      {"held_out_acceptance", &now.held_out}};
+  for (const auto& [name, tensor] : heads)
+    report.tensors.push_back(reference_check(name, doubles(*tensor), stored(name)));
+  const Tensor<int32_t> text = get_shaped<int32_t>(c, "expected.text", now.text.shape);
+  report.tensors.push_back(exact_output("text", "reference verification", text, now.text));
+  report.tensors.push_back(exact_output("text", "optimized verification", text, got.text));
+  return report;
 }
 
 CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
@@ -261,8 +370,10 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
 
 CaseReport check_dspark(const LoadedCase& c, const RunOptions& opt) {
   const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
-  return c.manifest.at("config").contains("dspark") ? check_dspark_drafter(c, config, opt)
-                                                    : check_dspark_verify(c, config, opt);
+  const nlohmann::json& j = c.manifest.at("config");
+  if (j.contains("training")) return check_dspark_training(c, config, opt);
+  return j.contains("dspark") ? check_dspark_drafter(c, config, opt)
+                              : check_dspark_verify(c, config, opt);
 }
 
 VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions& opt) {
@@ -296,11 +407,14 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
 }
 
 // Scheduled speculative decoding of a batch (the config's requests) through the small backbone
-// with the DSpark drafter: the kernel verifying each pass must give the reference's texts, pass
-// by pass.
+// with the DSpark drafter trained on it (reference::trained_drafter: held-out prompts): the
+// kernel verifying each pass must give the reference's texts, pass by pass. The row reports the
+// measured acceptance per draft position and tokens per pass (`tandem traffic
+// --acceptance-from`).
 VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunOptions& opt) {
   constexpr int kSteps = 24;
   const DsparkConfig& c = model.dspark;
+  const reference::DsparkDrafter drafter = reference::trained_drafter(c, model.seed).drafter;
   VerifyRow row;
   row.component = "dspark";
   row.name = fmt::format("decode/{} R={} {} tokens, window {}", greedy ? "greedy" : "sampling",
@@ -308,19 +422,20 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
   row.backend = backend_name(opt.backend);
   LaunchLog predicted;  // the byte model of every pass, given its decisions (checked by `same`)
   auto decode = [&](const RunOptions& o, LaunchLog* launches) {
-    return dspark_decode(c, model.seed, c.requests, greedy, kSteps, [&](const VerifyInputs& in) {
-      VerifyOutputs out = run_dspark_verify(in, o);
-      reference::check_verifier_outputs(in, out);  // before the byte model reads the decisions
-      if (launches) {
-        launches->insert(launches->end(), out.launches.begin(), out.launches.end());
-        const LaunchLog p = sim::predict_dspark_verify(in, out);
-        predicted.insert(predicted.end(), p.begin(), p.end());
-      }
-      return out;
-    });
+    return dspark_decode(
+        c, drafter, model.seed, c.requests, greedy, kSteps, [&](const VerifyInputs& in) {
+          VerifyOutputs out = run_dspark_verify(in, o);
+          reference::check_verifier_outputs(in, out);  // before the byte model reads the decisions
+          if (launches) {
+            launches->insert(launches->end(), out.launches.begin(), out.launches.end());
+            const LaunchLog p = sim::predict_dspark_verify(in, out);
+            predicted.insert(predicted.end(), p.begin(), p.end());
+          }
+          return out;
+        });
   };
   const DsparkDecode want =
-      dspark_decode(c, model.seed, c.requests, greedy, kSteps, reference::dspark_verify);
+      dspark_decode(c, drafter, model.seed, c.requests, greedy, kSteps, reference::dspark_verify);
   auto same = [&](const DsparkDecode& d) {
     if (d.decode.text != want.decode.text) return false;
     for (size_t r = 0; r < d.decode.stats.size(); ++r)
@@ -336,7 +451,12 @@ VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunO
   for (const auto& s : got.decode.stats)
     for (size_t p = 0; p < s.accepted_per_step.size(); ++p)
       accepted += s.accepted_per_step[p], admitted += s.admitted_per_step[p];
-  row.bytes = fmt::format("{}/{} accepted, {} passes", accepted, admitted, got.decode.passes);
+  const AcceptanceProfile profile = acceptance_profile(got.decode, c.gamma);
+  row.acceptance = profile.per_position;
+  row.tokens_per_pass = profile.tokens_per_pass;
+  row.bytes = fmt::format("{}/{} accepted (by position {:.2f}), {:.2f} tokens per pass, {} passes",
+                          accepted, admitted, fmt::join(profile.per_position, " "),
+                          profile.tokens_per_pass, got.decode.passes);
   if (!row.pass)
     row.first_divergence = "text", row.detail = "decoded texts differ from the reference's";
   if (opt.backend != Backend::emu) return row;
@@ -369,9 +489,12 @@ Component dspark_component() {
          [](uint64_t seed) { return build_dspark_verify(8, 4, 100, true, seed); }},
         {"dspark_verify_scheduled", 403,
          [](uint64_t seed) { return build_dspark_verify(16, 5, 257, false, seed, true); }},
-        {"dspark_drafter", 403, [](uint64_t seed) {
+        {"dspark_drafter", 403,
+         [](uint64_t seed) {
            return build_dspark_drafter(builtin_model("tiny").dspark, 150, seed);
-         }}};
+         }},
+        {"dspark_drafter_training", 404,
+         [](uint64_t seed) { return build_dspark_training(builtin_model("tiny").dspark, seed); }}};
   };
   c.check = check_dspark;
   return c;

@@ -7,6 +7,7 @@
 #include "core/dspark_config.hpp"
 #include "optimized/dspark.hpp"
 #include "reference/backbone.hpp"
+#include "reference/drafter.hpp"
 
 namespace tandem {
 
@@ -30,15 +31,26 @@ std::vector<double> dspark_sps_profile(int max_tokens);
 bool pass_counts_hold(const reference::SpeculativeStats& s, int budget, bool reached_limit);
 
 // Scheduled speculative decoding of a batch: `requests` seeded prompts of 6 tokens, each with
-// its own cache of the config's backbone and the config's drafter (weights from `seed`) reading
-// that cache's target features and proposing gamma tokens with confidences; the scheduler
-// admits a prefix of each by the confidences against dspark_sps_profile; every pass is one
-// batched `verify`.
+// its own cache of the config's backbone (weights from `seed`) and `drafter` reading that
+// cache's target features and proposing gamma tokens with confidences; the scheduler admits a
+// prefix of each by the confidences against dspark_sps_profile; every pass is one batched
+// `verify`.
 struct DsparkDecode {
   std::vector<std::vector<int32_t>> prompt;  // [R]
   reference::BatchDecode decode;
 };
-DsparkDecode dspark_decode(const DsparkConfig& c, uint64_t seed, int requests, bool greedy,
-                           int steps, const reference::Verifier& verify);
+DsparkDecode dspark_decode(const DsparkConfig& c, const reference::DsparkDrafter& drafter,
+                           uint64_t seed, int requests, bool greedy, int steps,
+                           const reference::Verifier& verify);
+
+// What a decode measured of its drafts: per draft position k the acceptance given that the
+// drafts before it were accepted (accepted at k / verified up to k with 0..k-1 accepted; 0 where
+// no pass reached k), and the tokens each request's pass emitted, on average.
+struct AcceptanceProfile {
+  std::vector<double> per_position;  // [gamma]
+  std::vector<int64_t> reached;      // [gamma] the passes that verified position k
+  double tokens_per_pass = 0;
+};
+AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma);
 
 }  // namespace tandem

@@ -599,6 +599,30 @@ TEST(App, TrafficJson) {
   EXPECT_EQ(j["decode_per_generated_token"].size(), 4u);
 }
 
+// `tandem traffic --acceptance-from` takes what `tandem verify --json` measured in the DSpark
+// decode rows (the sampled one) as the workload's per-position confidences, and says so.
+TEST(App, TrafficTakesTheAcceptanceVerifyMeasured) {
+  const TestDir dir;
+  const CliRun v = tandem({"verify", "--json", "--component", "dspark"});
+  ASSERT_EQ(v.code, 0) << v.err;
+  const auto measured = nlohmann::json::parse(v.out);
+  nlohmann::json sampled;
+  for (const auto& c : measured["cases"])
+    if (c["case"].get<std::string>().starts_with("decode/sampling")) sampled = c;
+  ASSERT_TRUE(sampled.contains("acceptance_per_position")) << v.out;
+  ASSERT_GT(sampled["tokens_per_pass"].get<double>(), 1.0);  // the trained drafter is accepted
+  const std::string path = temp_file(dir, "verify.json", v.out);
+  const CliRun r = tandem({"traffic", "--preset", "tiny", "--acceptance-from", path, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["workload"]["confidence"], sampled["acceptance_per_position"]);
+  EXPECT_NE(j["workload"]["acceptance_from"].get<std::string>().find("decode/sampling"),
+            std::string::npos);
+  const CliRun table = tandem({"traffic", "--preset", "tiny", "--acceptance-from", path});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("measured in " + path), std::string::npos) << table.out;
+}
+
 TEST(App, HelpForEveryCommand) {
   for (auto args : std::vector<std::vector<std::string>>{{"--help"},
                                                          {"verify", "--help"},
@@ -713,6 +737,23 @@ TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
       {{"traffic", "--confidence", ""}, {"--confidence", "''"}},
       {{"traffic", "--confidence", "0.5,,0.2"}, {"--confidence", "0.5,,0.2"}},
       {{"traffic", "--confidence", "0.5,x"}, {"--confidence", "'x'"}},
+      {{"traffic", "--acceptance-from", temp_file(tmp, "no_cases.json", R"({"model":"tiny"})")},
+       {"no_cases.json", "'cases'"}},
+      {{"traffic", "--acceptance-from",
+        temp_file(tmp, "no_decode.json", R"({"cases":[{"case":"verify/greedy"}]})")},
+       {"no_decode.json", "acceptance_per_position"}},
+      {{"traffic", "--acceptance-from",
+        temp_file(tmp, "over_one.json",
+                  R"({"cases":[{"case":"decode/greedy","acceptance_per_position":[0.5,1.5]}]})")},
+       {"over_one.json", "cases[0].acceptance_per_position'[1]", "1.5"}},
+      {{"traffic", "--acceptance-from",
+        temp_file(tmp, "empty_profile.json",
+                  R"({"cases":[{"case":"decode/greedy","acceptance_per_position":[]}]})")},
+       {"empty_profile.json", "1 to 8 values"}},
+      {{"traffic", "--acceptance-from", temp_file(tmp, "array.json", "[1,2]")},
+       {"array.json", "tandem verify --json"}},
+      {{"traffic", "--acceptance-from", "missing.json", "--confidence", "0.5"},
+       {"--confidence", "--acceptance-from"}},
       {{"traffic", "--preset", "tiny", "--preset-file", "p.json"}, {"--preset", "--preset-file"}},
       {{"traffic", "--preset-file", ""}, {"--preset-file", "empty"}},
       {{"traffic", "--preset-file", "/dev/zero"}, {"/dev/zero", "not a regular file"}},

@@ -1,12 +1,24 @@
 #include "reference/drafter.hpp"
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/error.hpp"
 #include "core/philox.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model_util.hpp"
 
 namespace tandem::reference {
+namespace {
+
+// The first maximum of a row (the lower index wins ties, as greedy verification).
+int32_t first_argmax(const Eigen::RowVectorXd& row) {
+  Eigen::Index best;
+  row.maxCoeff(&best);
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
 
 DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_t seed)
     : c_(c),
@@ -72,9 +84,7 @@ Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int 
     const Eigen::RowVectorXd p = softmax(d.logits.row(k), choice.greedy ? 1.0 : choice.temperature);
     d.p_draft.emplace_back(p.data(), p.data() + p.size());
     if (choice.greedy) {
-      Eigen::Index best;
-      d.logits.row(k).maxCoeff(&best);  // the first maximum: lower index wins ties
-      previous = static_cast<int32_t>(best);
+      previous = first_argmax(d.logits.row(k));
     } else {
       const float u = philox_uniform(
           philox_draw(choice.seed, choice.request, choice.position + uint32_t(k), 2).v[0]);
@@ -83,6 +93,177 @@ Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int 
     d.tokens.push_back(previous);
   }
   return d;
+}
+
+namespace {
+
+// Per draft position k and row: whether the logits z * theta pick the target (first maximum).
+std::vector<std::vector<bool>> hits(const std::vector<Eigen::MatrixXd>& z,
+                                    const std::vector<std::vector<int32_t>>& targets,
+                                    const Eigen::MatrixXd& theta) {
+  std::vector<std::vector<bool>> hit(z.size());
+  for (size_t k = 0; k < z.size(); ++k)
+    for (Eigen::Index i = 0; i < z[k].rows(); ++i)
+      hit[k].push_back(first_argmax(z[k].row(i) * theta) == targets[k][size_t(i)]);
+  return hit;
+}
+
+// Ridge regression: argmin ||Z theta - Y||^2 + lambda rows ||theta||^2 (normal equations, LDLT).
+Eigen::MatrixXd ridge_fit(const Eigen::MatrixXd& gram, const Eigen::MatrixXd& zy, int64_t rows,
+                          double ridge) {
+  Eigen::MatrixXd a = gram;
+  a.diagonal().array() += ridge * double(std::max<int64_t>(rows, 1));
+  return a.ldlt().solve(zy);
+}
+
+}  // namespace
+
+void DsparkDrafter::fit_markov_in(const std::vector<DrafterExample>& examples) {
+  // The backbone's mean centred logits after each token (the bigram part of what it predicts),
+  // [V, V]; its best rank-r factorisation (SVD) gives the Markov head's input side W1 = U S^1/2.
+  Eigen::MatrixXd bigram = Eigen::MatrixXd::Zero(c_.vocab, c_.vocab);
+  Eigen::VectorXd count = Eigen::VectorXd::Zero(c_.vocab);
+  for (const DrafterExample& e : examples) {
+    int32_t previous = e.last;
+    for (size_t k = 0; k < e.next.size(); ++k) {
+      const Eigen::RowVectorXd y = e.teacher_logits.row(int64_t(k));
+      bigram.row(previous) += (y.array() - y.mean()).matrix();
+      count[previous] += 1;
+      previous = e.next[k];
+    }
+  }
+  for (int64_t v = 0; v < c_.vocab; ++v)
+    if (count[v] > 0) bigram.row(v) /= count[v];
+  const Eigen::BDCSVD<Eigen::MatrixXd> svd(bigram, Eigen::ComputeThinU);
+  const int64_t r = std::min<int64_t>(c_.markov_rank, svd.singularValues().size());
+  Eigen::MatrixXd u = svd.matrixU().leftCols(r);
+  for (int64_t j = 0; j < r; ++j) {  // a singular vector's sign is arbitrary: largest entry > 0
+    Eigen::Index top;
+    u.col(j).cwiseAbs().maxCoeff(&top);
+    if (u(top, j) < 0) u.col(j) = -u.col(j);
+  }
+  markov_in_.setZero();
+  markov_in_.leftCols(r) = u * svd.singularValues().head(r).cwiseSqrt().asDiagonal();
+}
+
+TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examples, double ridge) {
+  const int64_t n = c_.width + c_.markov_rank, g = c_.gamma;
+  auto valid = [&](int32_t t) { return t >= 0 && t < c_.vocab; };
+  for (const DrafterExample& e : examples)
+    if (e.next.empty() || e.next.size() > size_t(g) || !valid(e.last) ||
+        !std::all_of(e.next.begin(), e.next.end(), valid) ||
+        e.teacher_logits.rows() != int64_t(e.next.size()) || e.teacher_logits.cols() != c_.vocab)
+      throw_bad_input(
+          "dspark training: an example needs tokens in [0, {}), 1..{} continuation "
+          "tokens and their [tokens, {}] logits",
+          c_.vocab, g, c_.vocab);
+  fit_markov_in(examples);
+  // Per draft position k: the rows z = [h_k ; W1[x_{k-1}]] and the backbone's tokens.
+  std::vector<std::vector<Eigen::RowVectorXd>> rows(g);
+  std::vector<std::vector<int32_t>> tokens(g);
+  Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(n, n), zy = Eigen::MatrixXd::Zero(n, c_.vocab);
+  for (const DrafterExample& e : examples) {
+    const PassOutputs pass = forward(e.features, e.last);
+    int32_t previous = e.last;
+    for (size_t k = 0; k < e.next.size(); ++k) {
+      Eigen::RowVectorXd z(n);
+      z << pass.hidden.row(int64_t(k)), markov_in_.row(previous);
+      const Eigen::RowVectorXd y =
+          e.teacher_logits.row(int64_t(k)).array() - e.teacher_logits.row(int64_t(k)).mean();
+      gram.noalias() += z.transpose() * z;
+      zy.noalias() += z.transpose() * y;
+      rows[k].push_back(z);
+      tokens[k].push_back(e.next[k]);
+      previous = e.next[k];
+    }
+  }
+  TrainingReport report;
+  report.examples = int64_t(examples.size());
+  std::vector<Eigen::MatrixXd> z(g);
+  int64_t total = 0;
+  for (int64_t k = 0; k < g; ++k) {
+    z[k].resize(int64_t(rows[k].size()), n);
+    for (size_t i = 0; i < rows[k].size(); ++i) z[k].row(int64_t(i)) = rows[k][i];
+    report.rows.push_back(z[k].rows());
+    total += z[k].rows();
+  }
+  const Eigen::MatrixXd theta = ridge_fit(gram, zy, total, ridge);  // [unembed^T ; W2]
+  unembed_ = theta.topRows(c_.width).transpose();
+  markov_out_ = theta.bottomRows(c_.markov_rank);
+  // The confidence head: +-2 for whether the fitted head drafts the backbone's token.
+  const std::vector<std::vector<bool>> hit = hits(z, tokens, theta);
+  Eigen::VectorXd zc = Eigen::VectorXd::Zero(n);
+  for (int64_t k = 0; k < g; ++k) {
+    int64_t right = 0;
+    for (Eigen::Index i = 0; i < z[k].rows(); ++i) {
+      right += hit[k][size_t(i)];
+      zc += (hit[k][size_t(i)] ? 2.0 : -2.0) * z[k].row(i).transpose();
+    }
+    report.fit_accuracy.push_back(z[k].rows() ? double(right) / double(z[k].rows()) : 0.0);
+  }
+  confidence_ = ridge_fit(gram, zc, total, ridge);
+  return report;
+}
+
+std::vector<double> DsparkDrafter::greedy_acceptance(
+    const std::vector<DrafterExample>& examples) const {
+  std::vector<int64_t> reached(size_t(c_.gamma), 0), accepted(size_t(c_.gamma), 0);
+  for (const DrafterExample& e : examples) {
+    // propose's greedy tokens (without the distributions and confidences it also returns)
+    const PassOutputs pass = forward(e.features, e.last);
+    int32_t previous = e.last;
+    for (size_t k = 0; k < e.next.size(); ++k) {
+      ++reached[k];
+      previous = first_argmax(pass.logits.row(int64_t(k)) + markov_in_.row(previous) * markov_out_);
+      if (previous != e.next[k]) break;
+      ++accepted[k];
+    }
+  }
+  std::vector<double> share;
+  for (int k = 0; k < c_.gamma; ++k)
+    share.push_back(reached[size_t(k)] ? double(accepted[size_t(k)]) / double(reached[size_t(k)])
+                                       : 0.0);
+  return share;
+}
+
+std::vector<DrafterExample> greedy_examples(Backbone& model, int gamma, uint64_t seed, uint32_t key,
+                                            const DrafterTraining& t) {
+  std::vector<DrafterExample> examples;
+  for (int p = 0; p < t.prompts; ++p) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < t.prompt_tokens; ++i)
+      prompt.push_back(int32_t(philox_draw(seed, key, uint32_t(p) * 4096 + uint32_t(i)).v[0] %
+                               uint64_t(model.vocab())));
+    model.rollback(0);
+    const std::vector<int32_t> text = greedy_decode_float(model, prompt, t.steps);
+    model.rollback(0);
+    // The whole text's features and logits: a causal backbone's rows for a prefix are these.
+    const Eigen::MatrixXd logits = model.append(text);  // [len, V]: row j chooses text[j + 1]
+    const Eigen::MatrixXd features = model.target_features();
+    model.rollback(0);
+    for (size_t at = prompt.size() - 1; at + 1 < text.size(); ++at) {
+      DrafterExample e;
+      e.features = features.topRows(int64_t(at));  // the cache before `last` = text[at]
+      e.last = text[at];
+      const size_t count = std::min(text.size() - at - 1, size_t(gamma));
+      e.next.assign(text.begin() + int64_t(at) + 1, text.begin() + int64_t(at + 1 + count));
+      e.teacher_logits = logits.middleRows(int64_t(at), int64_t(count));
+      examples.push_back(std::move(e));
+    }
+  }
+  return examples;
+}
+
+TrainedDrafter trained_drafter(const DsparkConfig& c, uint64_t seed, const DrafterTraining& t) {
+  TrainedDrafter out{DsparkDrafter(c, 3 * int64_t(c.backbone_width), seed), {}};
+  TinyBackbone backbone(c.vocab, c.backbone_width, seed, c.backbone_layers);
+  const auto held_out = greedy_examples(backbone, c.gamma, seed, t.held_out_key, t);
+  const std::vector<double> before = out.drafter.greedy_acceptance(held_out);
+  out.report =
+      out.drafter.fit_heads(greedy_examples(backbone, c.gamma, seed, t.prompt_key, t), t.ridge);
+  out.report.held_out_before = before;
+  out.report.held_out_after = out.drafter.greedy_acceptance(held_out);
+  return out;
 }
 
 }  // namespace tandem::reference

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dspark_config.hpp"
+#include "reference/backbone.hpp"
 
 namespace tandem::reference {
 
@@ -29,6 +30,43 @@ struct Draft {
   std::vector<double> confidence;           // [K] c_k
 };
 
+// One training example: the target features the drafter reads before drafting after `last` (one
+// row per cached position: the text before `last`), the backbone's greedy continuation after it
+// (1..gamma tokens: what greedy verification accepts) and the backbone's logits that chose each
+// of them ([next.size(), V]).
+struct DrafterExample {
+  Eigen::MatrixXd features;
+  int32_t last = 0;
+  std::vector<int32_t> next;
+  Eigen::MatrixXd teacher_logits;
+};
+
+// DSpark's training step (issue 15 item 3), the backbone frozen: on seeded prompts the backbone
+// decodes greedily, and the drafter's heads are fitted to it in closed form (ridge regression:
+// deterministic, no learning rate, no iterations). The output head and the Markov head's output
+// side (W2) are one linear map of [h_k ; W1[x_{k-1}]] (the Markov head's input W1 stays seeded),
+// fitted to the backbone's centred logits at each continuation position (distillation: greedy
+// verification needs its argmax, sampled verification its distribution); the confidence head to
+// +-2 (sigmoid 0.88 / 0.12) for whether the fitted head's argmax is the backbone's token.
+// Teacher forcing: position k reads the backbone's tokens before it, as an accepted draft does.
+struct DrafterTraining {
+  int prompts = 32;            // prompts per set
+  int prompt_tokens = 6;       // tokens per prompt
+  int steps = 24;              // greedy tokens decoded after each prompt
+  double ridge = 1e-3;         // lambda x rows x I added to the normal equations
+  uint32_t prompt_key = 9;     // Philox key of the training prompts (verify's decode rows: 7)
+  uint32_t held_out_key = 10;  // and of the held-out prompts the report measures acceptance on
+};
+
+struct TrainingReport {
+  int64_t examples = 0;              // drafting positions (prompts x continuation tokens)
+  std::vector<int64_t> rows;         // [gamma] fitted rows per draft position
+  std::vector<double> fit_accuracy;  // [gamma] teacher-forced argmax == the backbone's token
+  // Greedy acceptance on the held-out prompts, per draft position given the earlier ones
+  // accepted (DsparkDrafter::greedy_acceptance), before and after the fit.
+  std::vector<double> held_out_before, held_out_after;
+};
+
 class DsparkDrafter {
  public:
   // feature_dim: width of a target feature row (3 x the backbone width).
@@ -47,10 +85,24 @@ class DsparkDrafter {
 
   const DsparkConfig& config() const { return c_; }
 
+  // Fits the Markov, output and confidence heads to `examples` (DrafterTraining).
+  TrainingReport fit_heads(const std::vector<DrafterExample>& examples, double ridge);
+  // What greedy verification of a whole greedy draft accepts on `examples`: per draft position
+  // k, of the examples whose continuation reaches k and whose drafts before k were accepted, the
+  // share whose k-th draft is the backbone's token. [gamma]
+  std::vector<double> greedy_acceptance(const std::vector<DrafterExample>& examples) const;
+  // The heads training fits: unembed [V, width], W1 [V, r], W2 [r, V], confidence w [width + r].
+  const Eigen::MatrixXd& unembed() const { return unembed_; }
+  const Eigen::MatrixXd& markov_in() const { return markov_in_; }
+  const Eigen::MatrixXd& markov_out() const { return markov_out_; }
+  const Eigen::VectorXd& confidence_head() const { return confidence_; }
+
  private:
   struct Block {
     Eigen::MatrixXd wq, wk, wv, wo, mlp_in, mlp_out;
   };
+  void fit_markov_in(const std::vector<DrafterExample>& examples);
+
   DsparkConfig c_;
   Eigen::MatrixXd project_;  // [feature_dim, width]
   Eigen::MatrixXd embed_;    // [V, width]
@@ -61,5 +113,19 @@ class DsparkDrafter {
   Eigen::MatrixXd markov_out_;  // W2 [r, V]
   Eigen::VectorXd confidence_;  // w [width + r]
 };
+
+// The backbone's greedy continuations of `t.prompts` prompts (Philox key `key`) as examples
+// (every position from the prompt's last token on, with the continuation's next <= gamma tokens).
+std::vector<DrafterExample> greedy_examples(Backbone& model, int gamma, uint64_t seed, uint32_t key,
+                                            const DrafterTraining& t);
+
+// A drafter trained on its backbone: the seeded DsparkDrafter(c, 3 x backbone width, seed), its
+// heads fitted on greedy_examples of TinyBackbone(c.vocab, c.backbone_width, seed,
+// c.backbone_layers), the backbone verify's decode rows run.
+struct TrainedDrafter {
+  DsparkDrafter drafter;
+  TrainingReport report;
+};
+TrainedDrafter trained_drafter(const DsparkConfig& c, uint64_t seed, const DrafterTraining& t = {});
 
 }  // namespace tandem::reference

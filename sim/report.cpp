@@ -1,6 +1,7 @@
 // Report outputs: terminal table, JSON, CSV, and gnuplot plots of a context sweep.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,6 +103,7 @@ nlohmann::json to_json(const Report& r) {
         {"context", r.workload.context},
         {"acceptance", r.workload.acceptance},
         {"confidence", r.workload.confidence},
+        {"acceptance_from", r.workload.acceptance_from},
         {"load", r.workload.high_load ? "high" : "low"}}},
       {"dspark", {{"verify_budget", r.verify_budget}, {"expected_emitted", r.expected_emitted}}},
       {"prefill_per_token", rows_json(r.prefill)},
@@ -139,6 +141,9 @@ std::string to_table(const Report& r) {
       "tandem traffic: preset {} | batch {} | context {} | load {} (K = {}, E = {:.3f})\n",
       r.preset.name, r.workload.batch, r.workload.context, r.workload.high_load ? "high" : "low",
       r.verify_budget, r.expected_emitted);
+  if (!r.workload.acceptance_from.empty())
+    s += fmt::format("DSpark acceptance by draft position {:.3f}: measured in {}\n",
+                     fmt::join(r.workload.confidence, " "), r.workload.acceptance_from);
   s += table_section("per prefill token", r.prefill);
   s += table_section("per generated token", r.decode);
   if (r.preset.engram_layers)

@@ -47,6 +47,7 @@ struct Workload {
   std::vector<Image> images;
   double acceptance = 0.7;         // i.i.d. DSpark acceptance per drafted token
   std::vector<double> confidence;  // or a per-position confidence profile (overrides acceptance)
+  std::string acceptance_from;     // where a measured profile came from (empty: given by hand)
   bool high_load = true;           // high: verify 1 candidate per request; low: all gamma
 };
 
