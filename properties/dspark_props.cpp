@@ -914,6 +914,33 @@ TEST(DsparkTraining, FittingIsBitReproducibleAndBeatsTheSeededHeads) {
   }
 }
 
+// A backbone whose next token is a function of the previous one only (a bigram chain) is what the
+// Markov head can hold exactly (rank >= vocab): trained on its continuations, teacher-forced, the
+// drafter drafts them whole at every position.
+RC_GTEST_PROP(DsparkTraining, ABigramChainIsDraftedWhole, ()) {
+  constexpr int V = 6;
+  DsparkConfig c = drafter_config(V);
+  c.markov_rank = 8;
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const auto next_of = *rc::gen::container<std::vector<int32_t>>(V, rc::gen::inRange(0, V));
+  std::vector<reference::DrafterExample> examples;
+  for (int i = 0; i < 40; ++i) {
+    reference::DrafterExample e;
+    e.features = reference::seeded_matrix(1 + i % 7, 3 * kDim, seed, uint32_t(i), 1.0);
+    e.last = int32_t(i % V);
+    e.teacher_logits = Eigen::MatrixXd::Zero(c.gamma, V);
+    for (int32_t k = 0, previous = e.last; k < c.gamma; ++k) {
+      previous = next_of[size_t(previous)];
+      e.next.push_back(previous);
+      e.teacher_logits(k, previous) = 4.0;
+    }
+    examples.push_back(std::move(e));
+  }
+  DsparkDrafter drafter(c, 3 * kDim, seed);
+  drafter.fit_heads(examples, 1e-6);
+  RC_ASSERT(drafter.greedy_acceptance(examples) == std::vector<double>(size_t(c.gamma), 1.0));
+}
+
 // The training's promise, on held-out prompts (TrainingReport::held_out_after: 32 prompts of
 // Philox key 10, 24 greedy tokens each, not the training's key 9): the first draft position is
 // accepted at least this often (chance: 1 in 257; the seeded heads: 0 to 3%; 1000 seeds of the
