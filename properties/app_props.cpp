@@ -390,10 +390,24 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
        "dspark_verify_greedy",
        [](GoldenCopy& g) { g.edit_tensor<float>("p_target", [](auto& t) { t.data[7] = NAN; }); },
        {"dspark_verify_greedy.safetensors", "'p_target'", "nan"}},
+      {"training_prompts",
+       "dspark_drafter_training",
+       [](GoldenCopy& g) { g.manifest["config"]["training"]["prompts"] = 0; },
+       {"dspark_drafter_training.json", "config.training.prompts", "0"}},
+      {"training_field",
+       "dspark_drafter_training",
+       [](GoldenCopy& g) { g.manifest["config"]["training"]["epochs"] = 3; },
+       {"dspark_drafter_training.json", "epochs"}},
+      {"trained_heads",
+       "dspark_drafter_training",
+       [](GoldenCopy& g) {
+         g.edit_tensor<double>("expected.unembed", [](auto& t) { t.shape = {t.size()}; });
+       },
+       {"'expected.unembed'", "shape"}},
       {"last_token",
        "dspark_drafter",
        [](GoldenCopy& g) { g.edit_tensor<int32_t>("last", [](auto& t) { t.data[0] = -4; }); },
-       {"dspark_drafter.safetensors", "'last'", "-4"}},
+       {"dspark_drafter.", ".safetensors", "'last'", "-4"}},
       {"empty",
        "vision_100x40_f32",
        [](GoldenCopy& g) { g.manifest["config"]["vision"]["image_w"] = 0; },
@@ -444,7 +458,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
        [](GoldenCopy& g) {
          g.edit_tensor<double>("features", [](auto& t) { t = Tensor<double>({0, t.dim(1)}); });
        },
-       {"dspark_drafter.safetensors", "'features'", "0x"}},
+       {"dspark_drafter.", ".safetensors", "'features'", "0x"}},
       {"nan_input",
        "vision_100x40_f32",
        [](GoldenCopy& g) { g.edit_tensor<float>("grid", [](auto& t) { t.data[0] = NAN; }); },
@@ -454,7 +468,7 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
        [](GoldenCopy& g) {
          g.edit_tensor<double>("expected.logits", [](auto& t) { t.data[0] = NAN; });
        },
-       {"dspark_drafter.safetensors", "'expected.logits'", "nan"}},
+       {"dspark_drafter.", ".safetensors", "'expected.logits'", "nan"}},
       {"inf_weight",
        "residual_v4_f32",
        [](GoldenCopy& g) {

@@ -486,6 +486,23 @@ RC_GTEST_PROP(DsparkDrafter, DraftIgnoresFeaturesOlderThanTheWindow, ()) {
   RC_ASSERT(drafter.propose(inside, last, c.gamma, choice).logits != want.logits);
 }
 
+// As released, attention inside the draft block is not causal: the first position (the last
+// token) also reads the noise positions after it, so its hidden state depends on how many there
+// are (a causal block would give the same first row for every gamma). What does hold: the window
+// bounds what the pass reads (above) and the Markov head chains the tokens left to right (below).
+RC_GTEST_PROP(DsparkDrafter, TheDraftBlockAttendsBothWays, ()) {
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const int64_t T = *rc::gen::inRange(0, 20);
+  const Eigen::MatrixXd features = seeded_features(T, 3 * kDim, seed);
+  const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+  DsparkConfig c = drafter_config(kVocab);
+  c.gamma = *rc::gen::inRange(1, 5);
+  const auto shorter = DsparkDrafter(c, 3 * kDim, seed).forward(features, last);
+  c.gamma = 5;
+  const auto longer = DsparkDrafter(c, 3 * kDim, seed).forward(features, last);
+  RC_ASSERT(shorter.collapsed.row(0) != longer.collapsed.row(0));
+}
+
 RC_GTEST_PROP(DsparkDrafter, OnePassGivesGammaPositionsLeftToRight, ()) {
   const DsparkConfig c = drafter_config(kVocab);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();

@@ -55,15 +55,16 @@ DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& feature
     kv_in << context, a;
     const Eigen::MatrixXd q = a * b.wq, k = kv_in * b.wk, v = kv_in * b.wv;
     Eigen::MatrixXd attended(g, c_.width);
-    for (int64_t i = 0; i < g; ++i) {  // position i sees the whole window and positions <= i
-      const Eigen::RowVectorXd scores =
-          q.row(i) * k.topRows(W + i + 1).transpose() / std::sqrt(double(c_.width));
-      attended.row(i) = softmax(scores, 1.0) * v.topRows(W + i + 1);
+    for (int64_t i = 0; i < g; ++i) {  // as released: every position sees the whole window and
+                                       // every drafted position (not causal inside the block)
+      const Eigen::RowVectorXd scores = q.row(i) * k.transpose() / std::sqrt(double(c_.width));
+      attended.row(i) = softmax(scores, 1.0) * v;
     }
     h += attended * b.wo;
     h += (rms_norm_rows(h) * b.mlp_in).array().tanh().matrix() * b.mlp_out;
   }
   PassOutputs out;
+  out.collapsed = h;
   out.hidden = rms_norm_rows(h);
   out.logits = out.hidden * unembed_.transpose();
   return out;
@@ -78,8 +79,8 @@ Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int 
   for (int k = 0; k < K; ++k) {
     const Eigen::RowVectorXd w1 = markov_in_.row(previous);  // W1[x_{k-1}]  [r]
     d.logits.row(k) = pass.logits.row(k) + w1 * markov_out_;
-    Eigen::RowVectorXd joined(c_.width + c_.markov_rank);
-    joined << pass.hidden.row(k), w1;
+    Eigen::RowVectorXd joined(c_.width + c_.markov_rank);  // as released: before the norm
+    joined << pass.collapsed.row(k), w1;
     d.confidence.push_back(1.0 / (1.0 + std::exp(-joined.dot(confidence_))));
     const Eigen::RowVectorXd p = softmax(d.logits.row(k), choice.greedy ? 1.0 : choice.temperature);
     d.p_draft.emplace_back(p.data(), p.data() + p.size());
@@ -159,20 +160,25 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
           c_.vocab, g, c_.vocab);
   fit_markov_in(examples);
   // Per draft position k: the rows z = [h_k ; W1[x_{k-1}]] and the backbone's tokens.
-  std::vector<std::vector<Eigen::RowVectorXd>> rows(g);
+  // (and the confidence head's rows [collapsed h_k before the norm ; W1[x_{k-1}]]).
+  std::vector<std::vector<Eigen::RowVectorXd>> rows(g), confidence_rows(g);
   std::vector<std::vector<int32_t>> tokens(g);
   Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(n, n), zy = Eigen::MatrixXd::Zero(n, c_.vocab);
+  Eigen::MatrixXd confidence_gram = Eigen::MatrixXd::Zero(n, n);
   for (const DrafterExample& e : examples) {
     const PassOutputs pass = forward(e.features, e.last);
     int32_t previous = e.last;
     for (size_t k = 0; k < e.next.size(); ++k) {
-      Eigen::RowVectorXd z(n);
+      Eigen::RowVectorXd z(n), zc(n);
       z << pass.hidden.row(int64_t(k)), markov_in_.row(previous);
+      zc << pass.collapsed.row(int64_t(k)), markov_in_.row(previous);
       const Eigen::RowVectorXd y =
           e.teacher_logits.row(int64_t(k)).array() - e.teacher_logits.row(int64_t(k)).mean();
       gram.noalias() += z.transpose() * z;
       zy.noalias() += z.transpose() * y;
+      confidence_gram.noalias() += zc.transpose() * zc;
       rows[k].push_back(z);
+      confidence_rows[k].push_back(zc);
       tokens[k].push_back(e.next[k]);
       previous = e.next[k];
     }
@@ -192,16 +198,16 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
   markov_out_ = theta.bottomRows(c_.markov_rank);
   // The confidence head: +-2 for whether the fitted head drafts the backbone's token.
   const std::vector<std::vector<bool>> hit = hits(z, tokens, theta);
-  Eigen::VectorXd zc = Eigen::VectorXd::Zero(n);
+  Eigen::VectorXd zy_confidence = Eigen::VectorXd::Zero(n);
   for (int64_t k = 0; k < g; ++k) {
     int64_t right = 0;
-    for (Eigen::Index i = 0; i < z[k].rows(); ++i) {
-      right += hit[k][size_t(i)];
-      zc += (hit[k][size_t(i)] ? 2.0 : -2.0) * z[k].row(i).transpose();
+    for (size_t i = 0; i < hit[k].size(); ++i) {
+      right += hit[k][i];
+      zy_confidence += (hit[k][i] ? 2.0 : -2.0) * confidence_rows[k][i].transpose();
     }
     report.fit_accuracy.push_back(z[k].rows() ? double(right) / double(z[k].rows()) : 0.0);
   }
-  confidence_ = ridge_fit(gram, zc, total, ridge);
+  confidence_ = ridge_fit(confidence_gram, zy_confidence, total, ridge);
   return report;
 }
 

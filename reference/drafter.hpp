@@ -1,9 +1,10 @@
 #pragma once
 // DSpark's drafter (DESIGN 5.4), reference in double: 3 transformer blocks over a 128-token
-// sliding window of projected, normed target features; input = the last token + 4 noise tokens;
-// one pass gives gamma = 5 rows of logits. A Markov head adds W2^T W1[x_{k-1}] (rank r) while
-// tokens are chosen left to right, so the draft is a sequence; a confidence head gives
-// c_k = sigmoid(w . [h_k ; W1[x_{k-1}]]) for the scheduler.
+// sliding window of projected, normed target features; input = the last token + 4 noise tokens,
+// attending to each other without a causal mask (as released); one pass gives gamma = 5 rows of
+// logits. A Markov head adds W2^T W1[x_{k-1}] (rank r) while tokens are chosen left to right, so
+// the draft is a sequence; a confidence head gives c_k = sigmoid(w . [h_k before the final norm ;
+// W1[x_{k-1}]]) for the scheduler.
 #include <Eigen/Dense>
 #include <cstdint>
 #include <vector>
@@ -72,10 +73,11 @@ class DsparkDrafter {
   // feature_dim: width of a target feature row (3 x the backbone width).
   DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_t seed);
 
-  // The one pass: final hidden states h_k [gamma, width] and their logits [gamma, V] before
-  // the Markov head. features: [T, feature_dim], one row per cached position (T may be 0).
+  // The one pass: final hidden states h_k [gamma, width] (collapsed: before the final norm,
+  // which the confidence head reads; hidden: after it) and their logits [gamma, V] before the
+  // Markov head. features: [T, feature_dim], one row per cached position (T may be 0).
   struct PassOutputs {
-    Eigen::MatrixXd hidden, logits;
+    Eigen::MatrixXd collapsed, hidden, logits;
   };
   PassOutputs forward(const Eigen::MatrixXd& features, int32_t last) const;
 
