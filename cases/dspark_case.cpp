@@ -414,7 +414,10 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
 VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunOptions& opt) {
   constexpr int kSteps = 24;
   const DsparkConfig& c = model.dspark;
-  const reference::DsparkDrafter drafter = reference::trained_drafter(c, model.seed).drafter;
+  reference::DrafterTraining training;
+  training.prompts = dspark_training_prompts(c);
+  const reference::DsparkDrafter drafter =
+      reference::trained_drafter(c, model.seed, training).drafter;
   VerifyRow row;
   row.component = "dspark";
   row.name = fmt::format("decode/{} R={} {} tokens, window {}", greedy ? "greedy" : "sampling",

@@ -13,6 +13,10 @@ inline constexpr int kDsparkMaxDraft = 8;
 inline constexpr float kDraftProbabilityFloor = 1e-8f;
 inline constexpr float kResidualMassFloor = 1e-8f;
 
+// The training step's default set (reference::DrafterTraining): prompts x steps drafting
+// positions, each holding up to gamma rows of vocab-wide teacher logits (float).
+inline constexpr int kDsparkTrainingPrompts = 32, kDsparkTrainingSteps = 24;
+
 struct DsparkConfig {
   int vocab = 257;           // backbone and drafter vocabulary
   int backbone_width = 16;   // the small backbone's hidden width
@@ -25,5 +29,22 @@ struct DsparkConfig {
   int requests = 16;         // verification case: requests per batch
   double temperature = 1.0;  // sampling temperature of backbone and drafter
 };
+
+// The multiply-adds of one drafting position of the training step (its rows' regression and
+// argmax over the vocabulary, the drafter's pass, the backbone's logits).
+inline double dspark_training_work_per_position(const DsparkConfig& c) {
+  const double heads = c.width + c.markov_rank;
+  return c.gamma * (2.0 * heads * c.vocab + 4.0 * c.width * c.width * c.blocks) +
+         2.0 * c.backbone_width * c.vocab;
+}
+
+// The prompts verify's decode rows train on: kDsparkTrainingPrompts, fewer (at least 4) where the
+// vocabulary makes that set cost more than 2e9 multiply-adds (the release's 32768-token slice:
+// 4). The config's budget counts this set.
+inline int dspark_training_prompts(const DsparkConfig& c) {
+  const double per_prompt = kDsparkTrainingSteps * dspark_training_work_per_position(c);
+  const double fit = 2e9 / per_prompt;
+  return fit >= kDsparkTrainingPrompts ? kDsparkTrainingPrompts : fit < 4 ? 4 : int(fit);
+}
 
 }  // namespace tandem

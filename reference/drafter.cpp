@@ -120,31 +120,43 @@ Eigen::MatrixXd ridge_fit(const Eigen::MatrixXd& gram, const Eigen::MatrixXd& zy
 }  // namespace
 
 void DsparkDrafter::fit_markov_in(const std::vector<DrafterExample>& examples) {
-  // The backbone's mean centred logits after each token (the bigram part of what it predicts),
-  // [V, V]; its best rank-r factorisation (SVD) gives the Markov head's input side W1 = U S^1/2.
-  Eigen::MatrixXd bigram = Eigen::MatrixXd::Zero(c_.vocab, c_.vocab);
-  Eigen::VectorXd count = Eigen::VectorXd::Zero(c_.vocab);
+  // The backbone's mean centred logits after each token that occurs (the bigram part of what it
+  // predicts), B [m tokens, V]; its best rank-r factorisation gives the Markov head's input side
+  // W1 = U S^1/2 (rows of tokens never seen stay 0). U and S^2 come from the eigenvectors of
+  // B B^T [m, m]: m is at most the training's positions, V may be the release's vocabulary.
+  std::vector<int32_t> seen;
+  for (const DrafterExample& e : examples) {
+    seen.push_back(e.last);
+    seen.insert(seen.end(), e.next.begin(), e.next.end() - 1);
+  }
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  auto row_of = [&](int32_t t) {
+    return std::lower_bound(seen.begin(), seen.end(), t) - seen.begin();
+  };
+  Eigen::MatrixXd bigram = Eigen::MatrixXd::Zero(int64_t(seen.size()), c_.vocab);
+  Eigen::VectorXd count = Eigen::VectorXd::Zero(int64_t(seen.size()));
   for (const DrafterExample& e : examples) {
     int32_t previous = e.last;
     for (size_t k = 0; k < e.next.size(); ++k) {
-      const Eigen::RowVectorXd y = e.teacher_logits.row(int64_t(k));
-      bigram.row(previous) += (y.array() - y.mean()).matrix();
-      count[previous] += 1;
+      const Eigen::RowVectorXd y = e.teacher_logits.row(int64_t(k)).cast<double>();
+      bigram.row(row_of(previous)) += (y.array() - y.mean()).matrix();
+      count[row_of(previous)] += 1;
       previous = e.next[k];
     }
   }
-  for (int64_t v = 0; v < c_.vocab; ++v)
-    if (count[v] > 0) bigram.row(v) /= count[v];
-  const Eigen::BDCSVD<Eigen::MatrixXd> svd(bigram, Eigen::ComputeThinU);
-  const int64_t r = std::min<int64_t>(c_.markov_rank, svd.singularValues().size());
-  Eigen::MatrixXd u = svd.matrixU().leftCols(r);
-  for (int64_t j = 0; j < r; ++j) {  // a singular vector's sign is arbitrary: largest entry > 0
-    Eigen::Index top;
-    u.col(j).cwiseAbs().maxCoeff(&top);
-    if (u(top, j) < 0) u.col(j) = -u.col(j);
-  }
+  for (Eigen::Index i = 0; i < bigram.rows(); ++i) bigram.row(i) /= count[i];
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(bigram * bigram.transpose());
+  const int64_t m = int64_t(seen.size()), r = std::min<int64_t>(c_.markov_rank, m);
   markov_in_.setZero();
-  markov_in_.leftCols(r) = u * svd.singularValues().head(r).cwiseSqrt().asDiagonal();
+  for (int64_t j = 0; j < r; ++j) {  // eigenvalues ascend: the largest last
+    Eigen::VectorXd u = eig.eigenvectors().col(m - 1 - j);
+    Eigen::Index top;  // a singular vector's sign is arbitrary: its largest entry > 0
+    u.cwiseAbs().maxCoeff(&top);
+    if (u[top] < 0) u = -u;
+    const double s = std::sqrt(std::max(eig.eigenvalues()[m - 1 - j], 0.0));
+    for (int64_t i = 0; i < m; ++i) markov_in_(seen[size_t(i)], j) = u[i] * std::sqrt(s);
+  }
 }
 
 TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examples, double ridge) {
@@ -172,8 +184,8 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
       Eigen::RowVectorXd z(n), zc(n);
       z << pass.hidden.row(int64_t(k)), markov_in_.row(previous);
       zc << pass.collapsed.row(int64_t(k)), markov_in_.row(previous);
-      const Eigen::RowVectorXd y =
-          e.teacher_logits.row(int64_t(k)).array() - e.teacher_logits.row(int64_t(k)).mean();
+      const Eigen::RowVectorXd t = e.teacher_logits.row(int64_t(k)).cast<double>();
+      const Eigen::RowVectorXd y = t.array() - t.mean();
       gram.noalias() += z.transpose() * z;
       zy.noalias() += z.transpose() * y;
       confidence_gram.noalias() += zc.transpose() * zc;
@@ -244,7 +256,8 @@ std::vector<DrafterExample> greedy_examples(Backbone& model, int gamma, uint64_t
     const std::vector<int32_t> text = greedy_decode_float(model, prompt, t.steps);
     model.rollback(0);
     // The whole text's features and logits: a causal backbone's rows for a prefix are these.
-    const Eigen::MatrixXd logits = model.append(text);  // [len, V]: row j chooses text[j + 1]
+    // [len, V]: row j chooses text[j + 1]
+    const Eigen::MatrixXf logits = model.append(text).cast<float>();
     const Eigen::MatrixXd features = model.target_features();
     model.rollback(0);
     for (size_t at = prompt.size() - 1; at + 1 < text.size(); ++at) {

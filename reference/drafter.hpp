@@ -34,12 +34,12 @@ struct Draft {
 // One training example: the target features the drafter reads before drafting after `last` (one
 // row per cached position: the text before `last`), the backbone's greedy continuation after it
 // (1..gamma tokens: what greedy verification accepts) and the backbone's logits that chose each
-// of them ([next.size(), V]).
+// of them ([next.size(), V], kept in float: a release vocabulary's rows are what training holds).
 struct DrafterExample {
   Eigen::MatrixXd features;
   int32_t last = 0;
   std::vector<int32_t> next;
-  Eigen::MatrixXd teacher_logits;
+  Eigen::MatrixXf teacher_logits;
 };
 
 // DSpark's training step (issue 15 item 3), the backbone frozen: on seeded prompts the backbone
@@ -51,10 +51,10 @@ struct DrafterExample {
 // +-2 (sigmoid 0.88 / 0.12) for whether the fitted head's argmax is the backbone's token.
 // Teacher forcing: position k reads the backbone's tokens before it, as an accepted draft does.
 struct DrafterTraining {
-  int prompts = 32;            // prompts per set
-  int prompt_tokens = 6;       // tokens per prompt
-  int steps = 24;              // greedy tokens decoded after each prompt
-  double ridge = 1e-3;         // lambda x rows x I added to the normal equations
+  int prompts = kDsparkTrainingPrompts;  // prompts per set
+  int prompt_tokens = 6;                 // tokens per prompt
+  int steps = kDsparkTrainingSteps;      // greedy tokens decoded after each prompt
+  double ridge = 1e-3;                   // lambda x rows x I added to the normal equations
   uint32_t prompt_key = 9;     // Philox key of the training prompts (verify's decode rows: 7)
   uint32_t held_out_key = 10;  // and of the held-out prompts the report measures acceptance on
 };
