@@ -272,7 +272,7 @@ std::vector<double> parse_confidences(const std::optional<std::string>& text) {
 // output (the sampled row when it ran, else the greedy one): the traffic workload's per-position
 // confidences, and where they came from ("FILE (case NAME)").
 std::pair<std::vector<double>, std::string> acceptance_from(const std::string& path) {
-  const nlohmann::json j = parse_json(read_file(path), path);
+  const nlohmann::json j = parse_json(read_file(path, kMaxJsonBytes), path);
   if (!j.is_object()) throw_bad_input("{}: expected a `tandem verify --json` object", path);
   const JsonFields top(j, path);
   const nlohmann::json& cases = top.array("cases");
@@ -305,6 +305,7 @@ std::pair<std::vector<double>, std::string> acceptance_from(const std::string& p
 struct TrafficFlags {
   std::string preset = "v4.1-flash", preset_file, out_dir, load = "high", act_dtype;
   std::string measured_acceptance;
+  CLI::Option* acceptance_from_opt = nullptr;
   std::vector<std::string> images;
   std::optional<std::string> confidence_text;
   sim::Workload w;
@@ -333,11 +334,13 @@ struct TrafficFlags {
     auto* confidence =
         cmd.add_option("--confidence", confidence_text,
                        "DSpark per-position confidences, comma-separated (overrides --acceptance)");
-    cmd.add_option("--acceptance-from", measured_acceptance,
-                   "a `tandem verify --json` output: its DSpark decode row's measured acceptance "
-                   "per draft position is the workload's")
-        ->excludes(acceptance)
-        ->excludes(confidence);
+    acceptance_from_opt =
+        cmd.add_option(
+               "--acceptance-from", measured_acceptance,
+               "a `tandem verify --json` output: its DSpark decode row's measured acceptance "
+               "per draft position is the workload's")
+            ->excludes(acceptance)
+            ->excludes(confidence);
     cmd.add_option("--load", load, "high (verify 1 per request) or low (verify all gamma)")
         ->check(CLI::IsMember({"high", "low"}));
     cmd.add_option("--act-dtype", act_dtype, "residual storage dtype (default: the preset's)")
@@ -351,8 +354,10 @@ struct TrafficFlags {
     sim::Workload r = w;
     r.high_load = load == "high";
     r.confidence = parse_confidences(confidence_text);
-    if (!measured_acceptance.empty())
+    if (acceptance_from_opt->count() > 0) {
+      if (measured_acceptance.empty()) throw_bad_input("--acceptance-from: an empty path");
       std::tie(r.confidence, r.acceptance_from) = acceptance_from(measured_acceptance);
+    }
     for (const std::string& img : images) r.images.push_back(parse_image(img));
     return r;
   }

@@ -234,9 +234,8 @@ struct TrainingOutputs {
   Tensor<double> markov_in, markov_out, unembed, confidence_head, held_out;
   Tensor<int32_t> text;
 };
-TrainingOutputs run_training_case(const DsparkConfig& cfg, const reference::DrafterTraining& t,
-                                  uint64_t seed, const reference::Verifier& verify) {
-  const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);
+TrainingOutputs training_outputs(const DsparkConfig& cfg, const reference::TrainedDrafter& trained,
+                                 uint64_t seed, const reference::Verifier& verify) {
   const DsparkDecode decode =
       dspark_decode(cfg, trained.drafter, seed, kDecodeRequests, true, kDecodeSteps, verify);
   Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
@@ -256,7 +255,8 @@ BuiltCase build_dspark_training(const DsparkConfig& cfg, uint64_t seed) {
   const reference::DrafterTraining t;
   BuiltCase b;
   b.config = {{"dspark", to_json(cfg)}, {"training", to_json(t)}};
-  const TrainingOutputs out = run_training_case(cfg, t, seed, reference::dspark_verify);
+  const TrainingOutputs out = training_outputs(cfg, reference::trained_drafter(cfg, seed, t), seed,
+                                               reference::dspark_verify);
   b.blob.put("expected.markov_in", out.markov_in);
   b.blob.put("expected.markov_out", out.markov_out);
   b.blob.put("expected.unembed", out.unembed);
@@ -277,10 +277,13 @@ CaseReport check_dspark_training(const LoadedCase& c, const JsonFields& config,
   config.reject_unknown({"dspark", "training"});
   const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
   const reference::DrafterTraining t = parse_training(config.object("training"));
+  const DsparkTrainingCost cost = dspark_training_cost(cfg, t.prompts, t.prompt_tokens, t.steps);
+  config.within_budget("training.prompts x steps x dspark.vocab", cost.bytes, cost.work);
   const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
-  const TrainingOutputs now = run_training_case(cfg, t, seed, reference::dspark_verify);
-  const TrainingOutputs got = run_training_case(
-      cfg, t, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
+  const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);
+  const TrainingOutputs now = training_outputs(cfg, trained, seed, reference::dspark_verify);
+  const TrainingOutputs got = training_outputs(
+      cfg, trained, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
   auto stored = [&](const char* name) {
     return c.blob.get("expected." + std::string(name), c.blob_source);
   };

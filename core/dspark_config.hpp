@@ -2,6 +2,8 @@
 // DSpark's sizes (DESIGN 5.4) and the small backbone it drafts for; parsed in
 // core/model_config.cpp.
 
+#include <algorithm>
+
 namespace tandem {
 
 // The most drafted tokens one verification pass checks (the kernel keeps K + 1 rows per request).
@@ -36,6 +38,24 @@ inline double dspark_training_work_per_position(const DsparkConfig& c) {
   const double heads = c.width + c.markov_rank;
   return c.gamma * (2.0 * heads * c.vocab + 4.0 * c.width * c.width * c.blocks) +
          2.0 * c.backbone_width * c.vocab;
+}
+
+// The training step's memory (bytes) and work (multiply-adds) for `prompts` prompts of
+// `prompt_tokens` decoded `steps` tokens each, training and held-out sets: the teacher logits
+// (float), each example's newest window of features, the Markov head's bigram rows (a row per
+// token seen) and their Gram matrix, the heads' normal equations.
+struct DsparkTrainingCost {
+  double bytes = 0, work = 0;
+};
+inline DsparkTrainingCost dspark_training_cost(const DsparkConfig& c, int prompts,
+                                               int prompt_tokens, int steps) {
+  const double positions = double(prompts) * steps, rows = positions * std::min(c.gamma, steps);
+  const double seen = std::min(double(c.vocab), double(prompts) * (prompt_tokens + steps));
+  const double window = std::min(double(c.window), double(prompt_tokens + steps));
+  const double heads = c.width + c.markov_rank, V = c.vocab;
+  return {2 * (4 * rows * V + 8 * positions * window * 3.0 * c.backbone_width) +
+              8 * seen * (V + seen) + 8 * heads * (heads + V),
+          2 * positions * dspark_training_work_per_position(c) + seen * seen * (V + seen)};
 }
 
 // The prompts verify's decode rows train on: kDsparkTrainingPrompts, fewer (at least 4) where the

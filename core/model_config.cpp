@@ -179,15 +179,13 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   const double per_token = V * (c.backbone_width + c.width + 2.0 * c.markov_rank) +
                            c.backbone_layers * 4.0 * c.backbone_width * c.backbone_width +
                            c.blocks * (4.0 * c.width * c.width + double(c.window) * c.width);
-  // Each decode row also trains the drafter (dspark_training_prompts): its teacher logits
-  // (float) and the heads' normal equations, its work.
-  const double positions = double(dspark_training_prompts(c)) * kDsparkTrainingSteps;
-  const double heads = c.width + c.markov_rank;
-  f.within_budget(
-      "requests x gamma x vocab, widths, window, the drafter's training",
-      32 * R * (2 * K + 1) * V + 8 * (per_token + R * c.window * 3.0 * c.backbone_width) +
-          4 * positions * K * V + 8 * heads * (heads + V),
-      4 * 24 * R * (K + 1) * per_token + 2 * positions * dspark_training_work_per_position(c));
+  // Each decode row also trains the drafter (dspark_training_prompts, 6-token prompts).
+  const DsparkTrainingCost training =
+      dspark_training_cost(c, dspark_training_prompts(c), 6, kDsparkTrainingSteps);
+  f.within_budget("requests x gamma x vocab, widths, window, the drafter's training",
+                  32 * R * (2 * K + 1) * V +
+                      8 * (per_token + R * c.window * 3.0 * c.backbone_width) + training.bytes,
+                  4 * 24 * R * (K + 1) * per_token + training.work);
   return c;
 }
 

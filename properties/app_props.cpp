@@ -394,6 +394,13 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
        "dspark_drafter_training",
        [](GoldenCopy& g) { g.manifest["config"]["training"]["prompts"] = 0; },
        {"dspark_drafter_training.json", "config.training.prompts", "0"}},
+      {"training_too_big",
+       "dspark_drafter_training",
+       [](GoldenCopy& g) {
+         g.manifest["config"]["training"] = {
+             {"prompts", 256}, {"prompt_tokens", 64}, {"steps", 256}, {"ridge", 1e-3}};
+       },
+       {"dspark_drafter_training.json", "training.prompts x steps x dspark.vocab"}},
       {"training_field",
        "dspark_drafter_training",
        [](GoldenCopy& g) { g.manifest["config"]["training"]["epochs"] = 3; },
@@ -766,6 +773,7 @@ TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
        {"empty_profile.json", "1 to 8 values"}},
       {{"traffic", "--acceptance-from", temp_file(tmp, "array.json", "[1,2]")},
        {"array.json", "tandem verify --json"}},
+      {{"traffic", "--acceptance-from", ""}, {"--acceptance-from", "empty"}},
       {{"traffic", "--acceptance-from", "missing.json", "--confidence", "0.5"},
        {"--confidence", "--acceptance-from"}},
       {{"traffic", "--preset", "tiny", "--preset-file", "p.json"}, {"--preset", "--preset-file"}},

@@ -625,8 +625,7 @@ TEST(DsparkBackbone, SpeculativeSamplingKeepsTheBackboneDistribution) {
   // Trained on the backbone (its greedy continuations), the drafter is accepted more often; the
   // output distribution must not move.
   TinyBackbone teacher(V, kDim, model_seed);
-  drafter.fit_heads(reference::greedy_examples(teacher, drafter.config().gamma, model_seed, 9, {}),
-                    1e-3);
+  drafter.fit_heads(reference::greedy_examples(teacher, drafter.config(), model_seed, 9, {}), 1e-3);
   expect_backbone_distribution(drafter, V, model_seed);
 }
 

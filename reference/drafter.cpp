@@ -161,15 +161,11 @@ void DsparkDrafter::fit_markov_in(const std::vector<DrafterExample>& examples) {
 
 TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examples, double ridge) {
   const int64_t n = c_.width + c_.markov_rank, g = c_.gamma;
-  auto valid = [&](int32_t t) { return t >= 0 && t < c_.vocab; };
+  check_examples(examples);
   for (const DrafterExample& e : examples)
-    if (e.next.empty() || e.next.size() > size_t(g) || !valid(e.last) ||
-        !std::all_of(e.next.begin(), e.next.end(), valid) ||
-        e.teacher_logits.rows() != int64_t(e.next.size()) || e.teacher_logits.cols() != c_.vocab)
-      throw_bad_input(
-          "dspark training: an example needs tokens in [0, {}), 1..{} continuation "
-          "tokens and their [tokens, {}] logits",
-          c_.vocab, g, c_.vocab);
+    if (e.teacher_logits.rows() != int64_t(e.next.size()) || e.teacher_logits.cols() != c_.vocab)
+      throw_bad_input("dspark training: an example needs its continuation's [tokens, {}] logits",
+                      c_.vocab);
   fit_markov_in(examples);
   // Per draft position k: the rows z = [h_k ; W1[x_{k-1}]] and the backbone's tokens.
   // (and the confidence head's rows [collapsed h_k before the norm ; W1[x_{k-1}]]).
@@ -223,8 +219,21 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
   return report;
 }
 
+void DsparkDrafter::check_examples(const std::vector<DrafterExample>& examples) const {
+  if (examples.empty()) throw_bad_input("dspark training: no examples");
+  auto valid = [&](int32_t t) { return t >= 0 && t < c_.vocab; };
+  for (const DrafterExample& e : examples)
+    if (e.next.empty() || e.next.size() > size_t(c_.gamma) || !valid(e.last) ||
+        !std::all_of(e.next.begin(), e.next.end(), valid) || e.features.cols() != project_.rows())
+      throw_bad_input(
+          "dspark training: an example needs tokens in [0, {}), 1..{} continuation "
+          "tokens and features of width {}",
+          c_.vocab, c_.gamma, project_.rows());
+}
+
 std::vector<double> DsparkDrafter::greedy_acceptance(
     const std::vector<DrafterExample>& examples) const {
+  check_examples(examples);
   std::vector<int64_t> reached(size_t(c_.gamma), 0), accepted(size_t(c_.gamma), 0);
   for (const DrafterExample& e : examples) {
     // propose's greedy tokens (without the distributions and confidences it also returns)
@@ -244,8 +253,10 @@ std::vector<double> DsparkDrafter::greedy_acceptance(
   return share;
 }
 
-std::vector<DrafterExample> greedy_examples(Backbone& model, int gamma, uint64_t seed, uint32_t key,
-                                            const DrafterTraining& t) {
+std::vector<DrafterExample> greedy_examples(Backbone& model, const DsparkConfig& c, uint64_t seed,
+                                            uint32_t key, const DrafterTraining& t) {
+  const int gamma = c.gamma;
+  const int64_t window = c.window;
   std::vector<DrafterExample> examples;
   for (int p = 0; p < t.prompts; ++p) {
     std::vector<int32_t> prompt;
@@ -262,7 +273,9 @@ std::vector<DrafterExample> greedy_examples(Backbone& model, int gamma, uint64_t
     model.rollback(0);
     for (size_t at = prompt.size() - 1; at + 1 < text.size(); ++at) {
       DrafterExample e;
-      e.features = features.topRows(int64_t(at));  // the cache before `last` = text[at]
+      // The cache before `last` = text[at], its newest `window` rows (all the drafter reads).
+      const int64_t kept = std::min<int64_t>(int64_t(at), window);
+      e.features = features.middleRows(int64_t(at) - kept, kept);
       e.last = text[at];
       const size_t count = std::min(text.size() - at - 1, size_t(gamma));
       e.next.assign(text.begin() + int64_t(at) + 1, text.begin() + int64_t(at + 1 + count));
@@ -276,10 +289,9 @@ std::vector<DrafterExample> greedy_examples(Backbone& model, int gamma, uint64_t
 TrainedDrafter trained_drafter(const DsparkConfig& c, uint64_t seed, const DrafterTraining& t) {
   TrainedDrafter out{DsparkDrafter(c, 3 * int64_t(c.backbone_width), seed), {}};
   TinyBackbone backbone(c.vocab, c.backbone_width, seed, c.backbone_layers);
-  const auto held_out = greedy_examples(backbone, c.gamma, seed, t.held_out_key, t);
+  const auto held_out = greedy_examples(backbone, c, seed, t.held_out_key, t);
   const std::vector<double> before = out.drafter.greedy_acceptance(held_out);
-  out.report =
-      out.drafter.fit_heads(greedy_examples(backbone, c.gamma, seed, t.prompt_key, t), t.ridge);
+  out.report = out.drafter.fit_heads(greedy_examples(backbone, c, seed, t.prompt_key, t), t.ridge);
   out.report.held_out_before = before;
   out.report.held_out_after = out.drafter.greedy_acceptance(held_out);
   return out;

@@ -35,6 +35,7 @@ struct Draft {
 // row per cached position: the text before `last`), the backbone's greedy continuation after it
 // (1..gamma tokens: what greedy verification accepts) and the backbone's logits that chose each
 // of them ([next.size(), V], kept in float: a release vocabulary's rows are what training holds).
+// Only the newest `window` feature rows are kept (the drafter reads no others).
 struct DrafterExample {
   Eigen::MatrixXd features;
   int32_t last = 0;
@@ -44,11 +45,12 @@ struct DrafterExample {
 
 // DSpark's training step (issue 15 item 3), the backbone frozen: on seeded prompts the backbone
 // decodes greedily, and the drafter's heads are fitted to it in closed form (ridge regression:
-// deterministic, no learning rate, no iterations). The output head and the Markov head's output
-// side (W2) are one linear map of [h_k ; W1[x_{k-1}]] (the Markov head's input W1 stays seeded),
-// fitted to the backbone's centred logits at each continuation position (distillation: greedy
-// verification needs its argmax, sampled verification its distribution); the confidence head to
-// +-2 (sigmoid 0.88 / 0.12) for whether the fitted head's argmax is the backbone's token.
+// deterministic, no learning rate, no iterations). The Markov head's input side W1 is the rank-r
+// factorisation of the backbone's mean logits after each token (its bigram part); the output head
+// and the Markov head's output side W2 are one linear map of [h_k ; W1[x_{k-1}]], fitted to the
+// backbone's centred logits at each continuation position (distillation: greedy verification
+// needs its argmax, sampled verification its distribution); the confidence head to +-2 (sigmoid
+// 0.88 / 0.12) for whether the fitted head's argmax is the backbone's token.
 // Teacher forcing: position k reads the backbone's tokens before it, as an accepted draft does.
 struct DrafterTraining {
   int prompts = kDsparkTrainingPrompts;  // prompts per set
@@ -87,7 +89,8 @@ class DsparkDrafter {
 
   const DsparkConfig& config() const { return c_; }
 
-  // Fits the Markov, output and confidence heads to `examples` (DrafterTraining).
+  // Fits the Markov, output and confidence heads to `examples` (DrafterTraining). Examples must
+  // be of this drafter's shapes (BadInput otherwise), and there must be one.
   TrainingReport fit_heads(const std::vector<DrafterExample>& examples, double ridge);
   // What greedy verification of a whole greedy draft accepts on `examples`: per draft position
   // k, of the examples whose continuation reaches k and whose drafts before k were accepted, the
@@ -104,6 +107,7 @@ class DsparkDrafter {
     Eigen::MatrixXd wq, wk, wv, wo, mlp_in, mlp_out;
   };
   void fit_markov_in(const std::vector<DrafterExample>& examples);
+  void check_examples(const std::vector<DrafterExample>& examples) const;
 
   DsparkConfig c_;
   Eigen::MatrixXd project_;  // [feature_dim, width]
@@ -117,9 +121,10 @@ class DsparkDrafter {
 };
 
 // The backbone's greedy continuations of `t.prompts` prompts (Philox key `key`) as examples
-// (every position from the prompt's last token on, with the continuation's next <= gamma tokens).
-std::vector<DrafterExample> greedy_examples(Backbone& model, int gamma, uint64_t seed, uint32_t key,
-                                            const DrafterTraining& t);
+// (every position from the prompt's last token on, with the continuation's next <= gamma tokens)
+// for a drafter of config `c`.
+std::vector<DrafterExample> greedy_examples(Backbone& model, const DsparkConfig& c, uint64_t seed,
+                                            uint32_t key, const DrafterTraining& t);
 
 // A drafter trained on its backbone: the seeded DsparkDrafter(c, 3 x backbone width, seed), its
 // heads fitted on greedy_examples of TinyBackbone(c.vocab, c.backbone_width, seed,
