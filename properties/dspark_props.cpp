@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "case_budget.hpp"
 #include "cases/dspark_case.hpp"
 #include "core/philox.hpp"
 #include "reference/dspark.hpp"
@@ -963,14 +964,21 @@ RC_GTEST_PROP(DsparkTraining, ABigramChainIsDraftedWhole, ()) {
 // trained ones: min 0.22, mean 0.42, sd 0.08).
 constexpr double kHeldOutFloor = 0.1;
 
-RC_GTEST_PROP(DsparkTraining, TheTrainedDrafterIsAcceptedOnHeldOutPrompts, ()) {
-  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  const reference::TrainingReport r =
-      reference::trained_drafter(builtin_model("tiny").dspark, seed).report;
-  RC_LOG() << fmt::format("held-out acceptance by position {:.3f} (seeded heads {:.3f})\n",
-                          fmt::join(r.held_out_after, " "), fmt::join(r.held_out_before, " "));
-  RC_ASSERT(r.held_out_after[0] >= kHeldOutFloor);
-  RC_ASSERT(r.held_out_after[0] > r.held_out_before[0]);
+// Seeds from RapidCheck's configured seed (ci/test derives it from the commit), as many as its
+// budget gives (a training costs ~0.2 s, ~5 s under ASan): 10 in the quick tier.
+TEST(DsparkTraining, TheTrainedDrafterIsAcceptedOnHeldOutPrompts) {
+  const uint64_t base = rc::detail::configuration().testParams.seed;
+  for (uint32_t i = 0; i < test::scaled_cases(10); ++i) {
+    const Philox4 w = philox_draw(base, 15, i);
+    const uint64_t seed = uint64_t(w.v[0]) << 32 | w.v[1];
+    const reference::TrainingReport r =
+        reference::trained_drafter(builtin_model("tiny").dspark, seed).report;
+    EXPECT_GE(r.held_out_after[0], kHeldOutFloor)
+        << "seed " << seed
+        << fmt::format(": held-out acceptance by position {:.3f}",
+                       fmt::join(r.held_out_after, " "));
+    EXPECT_GT(r.held_out_after[0], r.held_out_before[0]) << "seed " << seed;
+  }
 }
 
 // Speculative decoding with a trained drafter (verify's decode rows: prompts of key 7) stays
