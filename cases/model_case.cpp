@@ -128,13 +128,20 @@ bool is_records(const std::string& tap) { return tap.ends_with(kRecordsSuffix); 
 bool is_stored_bf16(const std::string& tap) {
   return tap.ends_with(".attn.q") || tap.ends_with(".attn.o");
 }
+// The query projection, float, which the RoPE kernel reads as bf16.
+bool is_read_as_bf16(const std::string& tap) { return tap.ends_with(".attn.q_proj"); }
 
 }  // namespace
 
 reference::ForcedTaps model_forced_taps(const ModelRun& run) {
   reference::ForcedTaps r;
   for (const ModelTap& t : run.taps)
-    if (is_records(t.name) || is_stored_bf16(t.name)) r[t.name] = t.value;
+    if (is_records(t.name) || is_stored_bf16(t.name)) {
+      r[t.name] = t.value;
+    } else if (is_read_as_bf16(t.name)) {  // forced as the next kernel reads it
+      Tensor<float>& v = r[t.name] = t.value;
+      for (float& x : v.data) x = bf16_decode(bf16_encode(x));
+    }
   return r;
 }
 

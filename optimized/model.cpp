@@ -177,7 +177,10 @@ class ModelRunner {
     const Cache& cache = caches_[size_t(source)];
     SparseAttnInputs in;
     in.heads = int(H), in.start = start;
-    in.q = rope(dense(y_, w.wq), H, kKvMainDims, start);
+    Tensor<float> projection = dense(y_, w.wq);
+    projection.shape = {T, H, kKvMainDims};
+    tap(pending_ + ".q_proj", projection);
+    in.q = rope(std::move(projection), H, kKvMainDims, start);
     tap(pending_ + ".q", in.q);
     in.sinks = w.sinks;
     in.window = options(KvFormat::v41_window, ring_slots_), in.window_pool = cache.window_pool;

@@ -86,7 +86,8 @@ struct ModelTap {
 // owner's records ("block{b}.attn.window": stored values, then ".window.records": the records'
 // bytes), a kv source's entries (".entries", ".entries.records"), an index source's index keys
 // (".index_keys", ...), its index queries (".index_q", ...) and its selection (".selection");
-// then every block's RoPE'd queries (".q") and attention output (".o", before the projection).
+// then every block's query projection (".q_proj", before the RoPE), RoPE'd queries (".q") and
+// attention output (".o", before the output projection).
 // A tap of no rows (no entry completed in the chunk) is left out.
 inline constexpr const char* kRecordsSuffix = ".records";
 inline constexpr const char* kSelectionSuffix = ".selection";

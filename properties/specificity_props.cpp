@@ -203,5 +203,35 @@ TEST(Specificity, WideningRedrawsABaselineThatCannotBoundTheKernels) {
           << real.baseline[i].name << "[" << e << "]";
 }
 
+// The campaign's finding on CI seed 133852158 (d = 8, 8 heads, a window-only prefix): at the
+// second decode step, block 2's query projection sat within a float rounding of a bf16 boundary
+// before the RoPE, and the kernel's and the truth's roundings, rotated with the pair's larger
+// element, ended two bf16 steps apart after it; the queries were not snapped, and attn.f exceeded
+// its budget by 23%. The reference now snaps the projection as the RoPE kernel reads it
+// (".attn.q_proj", model_forced_taps).
+TEST(Specificity, TheQueryProjectionIsSnappedBeforeTheRope) {
+  const ModelConfig m = parse_model_config(nlohmann::json::parse(R"({
+    "name": "generated", "seed": 3,
+    "residual": {"d": 8, "hc_eps": 0.01, "hc_mult": 4, "norm_eps": 0.0, "sinkhorn_iters": 2,
+                 "sites": 1, "tokens": 1},
+    "engram": {"compressed_vocab": 61, "d": 8, "head_dim": 256, "heads": 1, "layer_ids": [0],
+               "max_order": 2, "norm_eps": 1e-06, "pad_id": 63, "seed": 0,
+               "skip_marker_lookups": false, "table_base": 2, "tokens": 1, "vocab": 64,
+               "wkv_fp8_block": 32},
+    "vision": {"experts": 6, "head_dim": 4, "heads": 1, "image_h": 77, "image_w": 3,
+               "max_tokens": 16, "max_wh_ratio": 1.0, "min_pixels": 3000, "text_tokens": 0,
+               "top_k": 1, "width": 8},
+    "dspark": {"backbone_layers": 3, "backbone_width": 8, "blocks": 1, "gamma": 1,
+               "markov_rank": 8, "requests": 8, "temperature": 1.0, "vocab": 17, "width": 32,
+               "window": 7},
+    "model": {"blocks": 3, "compress_ratios": [0, 0, 1], "ffn_hidden": 12, "heads": 8,
+              "index_n_heads": 1, "index_source_layers": [2], "index_topk": 1,
+              "kv_source_layers": [2], "prompt_tokens": 6, "window_size": 8}})"),
+                                           "campaign seed 133852158");
+  const std::vector<app::VerifyRow> rows = app::verify_model(m, {}, false, {"model"});
+  ASSERT_FALSE(rows.empty());
+  for (const app::VerifyRow& row : rows) EXPECT_TRUE(row.pass) << row.name << ": " << row.detail;
+}
+
 }  // namespace
 }  // namespace tandem

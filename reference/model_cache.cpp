@@ -206,6 +206,10 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   in.heads = int(H), in.start = start;
   Tensor<S> q = project<S>(w.wq, y);
   q.shape = {T, H, kKvMainDims};
+  // The RoPE kernel reads the projection as bf16 (model_forced_taps rounds the kernels' tap so),
+  // snapped there as well as after it: one bf16 step of a pair's larger element before the
+  // rotation can be several of the smaller one's after it, past the snap below.
+  tap_and_snap(fmt::format("block{}.attn.q_proj", b), q, tap, forced);
   // The queries are stored bf16 before and after their RoPE (the kernels' input dtype): both
   // roundings belong to the model, in the truth too, so that the kernels' queries differ from it
   // only where a value sits within a rounding of a bf16 boundary (then snapped).

@@ -30,8 +30,9 @@ namespace tandem::reference {
 //   ".records" (bytes): the records replace the run's own (a value within a rounding of a code
 //     boundary encodes either way in two correct runs; each record is checked against the stored
 //     values it encodes, and those against the truth);
-//   ".q", ".o" (the queries and the attention output, stored bf16): an element replaces the
-//     run's own when it is within one bf16 step of it (the other correct rounding).
+//   ".q_proj", ".q", ".o" (the query projection as the RoPE kernel reads it, the queries and the
+//     attention output, stored bf16): an element replaces the run's own when it is within one
+//     bf16 step of its rounding (the other correct rounding).
 using ForcedTaps = std::map<std::string, Tensor<float>, std::less<>>;
 using TapSink = std::function<void(std::string, Tensor<double>)>;
 
