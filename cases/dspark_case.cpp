@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 
 #include "cases/case_check.hpp"
 #include "core/json_fields.hpp"
@@ -409,18 +410,29 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
   return row;
 }
 
+// The DSpark drafter trained on the config's small backbone (reference::trained_drafter), which
+// verify's decode rows share (trained once, by the first row that needs it).
+std::shared_future<reference::DsparkDrafter> decode_drafter(const ModelConfig& model) {
+  return std::async(std::launch::deferred,
+                    [&model] {
+                      reference::DrafterTraining training;
+                      training.prompts = dspark_training_prompts(model.dspark);
+                      training.measure_held_out = false;
+                      return reference::trained_drafter(model.dspark, model.seed, training).drafter;
+                    })
+      .share();
+}
+
 // Scheduled speculative decoding of a batch (the config's requests) through the small backbone
-// with the DSpark drafter trained on it (reference::trained_drafter: held-out prompts): the
-// kernel verifying each pass must give the reference's texts, pass by pass. The row reports the
-// measured acceptance per draft position and tokens per pass (`tandem traffic
-// --acceptance-from`).
-VerifyRow verify_dspark_decode(const ModelConfig& model, bool greedy, const RunOptions& opt) {
+// with the DSpark drafter trained on it (decode_drafter): the kernel verifying each pass must
+// give the reference's texts, pass by pass. The row reports the measured acceptance per draft
+// position and tokens per pass (`tandem traffic --acceptance-from`).
+VerifyRow verify_dspark_decode(const ModelConfig& model,
+                               const std::shared_future<reference::DsparkDrafter>& trained,
+                               bool greedy, const RunOptions& opt) {
   constexpr int kSteps = 24;
   const DsparkConfig& c = model.dspark;
-  reference::DrafterTraining training;
-  training.prompts = dspark_training_prompts(c);
-  const reference::DsparkDrafter drafter =
-      reference::trained_drafter(c, model.seed, training).drafter;
+  const reference::DsparkDrafter& drafter = trained.get();
   VerifyRow row;
   row.component = "dspark";
   row.name = fmt::format("decode/{} R={} {} tokens, window {}", greedy ? "greedy" : "sampling",
@@ -480,10 +492,12 @@ Component dspark_component() {
   c.sections = {"dspark"};
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     std::vector<VerifyJob> jobs;
+    const std::shared_future<reference::DsparkDrafter> drafter = decode_drafter(model);
     for (bool greedy : {false, true}) {
       jobs.push_back({"dspark", [=, &model, &opt] { return verify_dspark(model, greedy, opt); }});
-      jobs.push_back({"dspark decode",
-                      [=, &model, &opt] { return verify_dspark_decode(model, greedy, opt); }});
+      jobs.push_back({"dspark decode", [=, &model, &opt] {
+                        return verify_dspark_decode(model, drafter, greedy, opt);
+                      }});
     }
     return jobs;
   };

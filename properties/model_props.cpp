@@ -347,13 +347,13 @@ ModelPrompt text_prompt(uint64_t seed) {
 }
 
 // image.{grid,tokens,embed} with an image, embed, 7 per block, one per Engram layer, head.y,
-// logits; and the attention's taps: its queries and output, 2 for a window owner's records, 2
-// for a kv source's entries (when the prompt makes one), 5 for an index source's keys (when
-// there are entries), queries and selection.
+// logits; and the attention's taps: its query projection, queries and output, 2 for a window
+// owner's records, 2 for a kv source's entries (when the prompt makes one), 5 for an index
+// source's keys (when there are entries), queries and selection.
 size_t expected_taps(const ModelPrompt& p) {
   const ModelShape& s = tiny().shape;
   const int64_t T = int64_t(p.ids.size());
-  size_t n = (p.patches.data.empty() ? 0 : 3) + 1 + 9 * size_t(s.blocks) +
+  size_t n = (p.patches.data.empty() ? 0 : 3) + 1 + 10 * size_t(s.blocks) +
              tiny().engram.layer_ids.size() + 2;
   for (int b = 0; b < s.blocks; ++b) {
     const int r = s.compress_ratios[size_t(b)];

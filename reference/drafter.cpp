@@ -235,14 +235,13 @@ std::vector<double> DsparkDrafter::greedy_acceptance(
     const std::vector<DrafterExample>& examples) const {
   check_examples(examples);
   std::vector<int64_t> reached(size_t(c_.gamma), 0), accepted(size_t(c_.gamma), 0);
+  DraftChoice greedy;
+  greedy.greedy = true;
   for (const DrafterExample& e : examples) {
-    // propose's greedy tokens (without the distributions and confidences it also returns)
-    const PassOutputs pass = forward(e.features, e.last);
-    int32_t previous = e.last;
+    const Draft d = propose(e.features, e.last, int(e.next.size()), greedy);
     for (size_t k = 0; k < e.next.size(); ++k) {
       ++reached[k];
-      previous = first_argmax(pass.logits.row(int64_t(k)) + markov_in_.row(previous) * markov_out_);
-      if (previous != e.next[k]) break;
+      if (d.tokens[k] != e.next[k]) break;  // later drafts read this one: the pass stops here
       ++accepted[k];
     }
   }
@@ -289,6 +288,11 @@ std::vector<DrafterExample> greedy_examples(Backbone& model, const DsparkConfig&
 TrainedDrafter trained_drafter(const DsparkConfig& c, uint64_t seed, const DrafterTraining& t) {
   TrainedDrafter out{DsparkDrafter(c, 3 * int64_t(c.backbone_width), seed), {}};
   TinyBackbone backbone(c.vocab, c.backbone_width, seed, c.backbone_layers);
+  if (!t.measure_held_out) {
+    out.report =
+        out.drafter.fit_heads(greedy_examples(backbone, c, seed, t.prompt_key, t), t.ridge);
+    return out;
+  }
   const auto held_out = greedy_examples(backbone, c, seed, t.held_out_key, t);
   const std::vector<double> before = out.drafter.greedy_acceptance(held_out);
   out.report = out.drafter.fit_heads(greedy_examples(backbone, c, seed, t.prompt_key, t), t.ridge);

@@ -57,8 +57,9 @@ struct DrafterTraining {
   int prompt_tokens = 6;                 // tokens per prompt
   int steps = kDsparkTrainingSteps;      // greedy tokens decoded after each prompt
   double ridge = 1e-3;                   // lambda x rows x I added to the normal equations
-  uint32_t prompt_key = 9;     // Philox key of the training prompts (verify's decode rows: 7)
-  uint32_t held_out_key = 10;  // and of the held-out prompts the report measures acceptance on
+  uint32_t prompt_key = 9;       // Philox key of the training prompts (verify's decode rows: 7)
+  uint32_t held_out_key = 10;    // and of the held-out prompts the report measures acceptance on
+  bool measure_held_out = true;  // false: the report's held_out_* stay empty (the drafter only)
 };
 
 struct TrainingReport {
