@@ -1,6 +1,12 @@
 #pragma once
 // Global memory for one backend: cudaMalloc on a GPU, host memory under the emulator. New
 // arrays are poisoned (all-ones bytes = NaN) so an element a kernel forgets to write shows.
+// Under the emulator every array sits between two guard zones of poison (kDeviceGuardBytes):
+// a kernel's read past either end reads NaN (floats) or -1 (integers), which the comparisons
+// catch, and a write there is found when the array is downloaded (a KernelFault naming the
+// array's size and the offset) or, for an array never downloaded, when it dies (reported like a
+// device trap). What a GPU would show as an illegal address or silent corruption, without ASan.
+#include <cstddef>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -8,16 +14,35 @@
 #include "core/tensor.hpp"
 #include "optimized/backend.hpp"
 #include "optimized/kernel.cuh"
+#if defined(TANDEM_EMU)
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "core/error.hpp"
+#endif
 
 namespace tandem::TANDEM_BACKEND_NS {
+
+#if defined(TANDEM_EMU)
+// Wider than the longest vector access (16 bytes) a tail loop can overrun by.
+inline constexpr size_t kDeviceGuardBytes = 256;
+#endif
 
 template <class T>
 class DeviceArray {
  public:
   explicit DeviceArray(size_t n) : n_(n) {
 #if defined(TANDEM_EMU)
-    host_.reset(new T[n]);  // default-initialised: poison() is the one pass over it
-    ptr_ = host_.get();
+    static_assert(alignof(T) <= kDeviceGuardBytes && kDeviceGuardBytes % 16 == 0,
+                  "the guard keeps the array's 16-byte alignment");
+    // new std::byte[] is aligned for every fundamental type; the guards keep 16 bytes of it.
+    raw_.reset(new std::byte[bytes() + 2 * kDeviceGuardBytes]);
+    memset(raw_.get(), 0xff, kDeviceGuardBytes);
+    memset(raw_.get() + kDeviceGuardBytes + bytes(), 0xff, kDeviceGuardBytes);
+    ptr_ = reinterpret_cast<T*>(raw_.get() + kDeviceGuardBytes);
 #else
     if (n_ > 0) CUDA_CHECK(cudaMalloc(&ptr_, bytes()));  // an empty optional input stays null
 #endif
@@ -26,7 +51,13 @@ class DeviceArray {
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
   ~DeviceArray() {
-#if !defined(TANDEM_EMU)
+#if defined(TANDEM_EMU)
+    if (raw_ && !guard_reported_)
+      if (const std::optional<std::ptrdiff_t> at = damaged_guard()) {
+        std::fprintf(stderr, "emu: %s\n", guard_message(*at).c_str());
+        std::abort();
+      }
+#else
     cudaFree(ptr_);
 #endif
   }
@@ -35,7 +66,8 @@ class DeviceArray {
     std::swap(a.n_, b.n_);
     std::swap(a.ptr_, b.ptr_);
 #if defined(TANDEM_EMU)
-    a.host_.swap(b.host_);
+    a.raw_.swap(b.raw_);
+    std::swap(a.guard_reported_, b.guard_reported_);
 #endif
   }
 
@@ -61,6 +93,12 @@ class DeviceArray {
 #endif
   }
   std::vector<T> download() const {
+#if defined(TANDEM_EMU)
+    if (const std::optional<std::ptrdiff_t> at = damaged_guard()) {
+      guard_reported_ = true;
+      throw KernelFault("device memory", guard_message(*at));
+    }
+#endif
     std::vector<T> out(n_);
     if (n_ == 0) return out;
 #if defined(TANDEM_EMU)
@@ -72,10 +110,30 @@ class DeviceArray {
   }
 
  private:
+#if defined(TANDEM_EMU)
+  // The first guard byte not poison, as an offset from the array's first byte (negative:
+  // before it).
+  std::optional<std::ptrdiff_t> damaged_guard() const {
+    const std::byte* const begin = raw_.get() + kDeviceGuardBytes;
+    for (std::ptrdiff_t i = -std::ptrdiff_t(kDeviceGuardBytes); i < 0; ++i)
+      if (begin[i] != std::byte{0xff}) return i;
+    const std::ptrdiff_t end = std::ptrdiff_t(bytes());
+    for (std::ptrdiff_t i = end; i < end + std::ptrdiff_t(kDeviceGuardBytes); ++i)
+      if (begin[i] != std::byte{0xff}) return i;
+    return std::nullopt;
+  }
+  std::string guard_message(std::ptrdiff_t at) const {
+    return fmt::format(
+        "a kernel wrote outside a device array of {} bytes ({} elements): byte {} was changed",
+        bytes(), n_, at);
+  }
+#endif
+
   size_t n_;
   T* ptr_ = nullptr;
 #if defined(TANDEM_EMU)
-  std::unique_ptr<T[]> host_;
+  std::unique_ptr<std::byte[]> raw_;
+  mutable bool guard_reported_ = false;  // download threw for it: the destructor stays quiet
 #endif
 };
 

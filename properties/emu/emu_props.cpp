@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/device_limits.hpp"
+#include "core/error.hpp"
 #include "emu_test_kernels.hpp"
 #include "optimized/emu/hazard.hpp"
 #include "optimized/emu/schedule.hpp"
@@ -291,6 +292,43 @@ TEST(EmuHazards, OffMeansUnchecked) {
     EXPECT_FALSE(emu_test::hazard_of(Pattern::missing_barrier, kInOrder));
   }
   EXPECT_TRUE(emu_test::hazard_of(Pattern::missing_barrier, kInOrder));
+}
+
+// Device arrays' guard zones (optimized/device_array.cuh): what ASan finds on the host, the
+// emulator finds for kernels in every build.
+TEST(EmuGuards, AReadOutsideAnArrayReadsPoison) {
+  std::vector<float> in(64);
+  std::iota(in.begin(), in.end(), 1.0f);
+  const std::vector<float> after = emu_test::shifted_copy(in, emu_test::Overrun::read, 1);
+  EXPECT_TRUE(std::isnan(after.back()));
+  for (size_t i = 0; i + 1 < in.size(); ++i) EXPECT_EQ(after[i], in[i + 1]);
+  const std::vector<float> before = emu_test::shifted_copy(in, emu_test::Overrun::read, -1);
+  EXPECT_TRUE(std::isnan(before.front()));
+  EXPECT_EQ(emu_test::shifted_copy(in, emu_test::Overrun::read, 0), in);
+}
+
+TEST(EmuGuards, AWriteOutsideAnArrayIsAKernelFault) {
+  std::vector<float> in(64);
+  std::iota(in.begin(), in.end(), 1.0f);
+  auto message = [&](int shift) {
+    try {
+      emu_test::shifted_copy(in, emu_test::Overrun::write, shift);
+    } catch (const KernelFault& e) {
+      return std::string(e.what());
+    }
+    return std::string("no fault");
+  };
+  EXPECT_PRED_FORMAT2(testing::IsSubstring, "array of 256 bytes (64 elements): byte 256 ",
+                      message(1));
+  EXPECT_PRED_FORMAT2(testing::IsSubstring, "array of 256 bytes (64 elements): byte -4 ",
+                      message(-1));
+  EXPECT_EQ(message(0), "no fault");
+}
+
+TEST(EmuGuardsDeathTest, AnArrayNeverDownloadedReportsAsItDies) {
+  const std::vector<float> in(32, 1.0f);
+  EXPECT_DEATH(emu_test::shifted_copy(in, emu_test::Overrun::write, 1, false),
+               "a kernel wrote outside a device array of 128 bytes");
 }
 
 TEST(Emu, ScheduleNamesParse) {

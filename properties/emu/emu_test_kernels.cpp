@@ -1,6 +1,7 @@
 // Test kernels for the emulator: CUDA source compiled by the host compiler (TANDEM_EMU).
 #include "emu_test_kernels.hpp"
 
+#include "optimized/device_array.cuh"
 #include "optimized/kernel.cuh"
 
 namespace tandem::emu_test {
@@ -72,6 +73,15 @@ __global__ void vector_copy_kernel(const float* in, float* out, int n) {
     Pack<float>::load(in + i, v, Traffic::activation);
     Pack<float>::store(out + i, v, Traffic::activation);
   }
+}
+
+// BUG (deliberate, for a shift other than 0): an index one element outside an array.
+__global__ void shifted_copy_kernel(const float* in, float* out, Overrun o, int shift) {
+  const int i = threadIdx.x;
+  if (o == Overrun::read)
+    st(out + i, ld(in + i + shift, Traffic::activation), Traffic::activation);
+  else
+    st(out + i + shift, ld(in + i, Traffic::activation), Traffic::activation);
 }
 
 __global__ void divergent_barrier_kernel() {
@@ -257,6 +267,16 @@ LaunchCounts vector_copy_counts(int n) {
   TANDEM_LAUNCH("vector_copy", vector_copy_kernel, dim3(blocks), dim3(threads), 0, in.data(),
                 out.data(), n);
   return emu::take_launch_log().at(0);
+}
+
+std::vector<float> shifted_copy(const std::vector<float>& in, Overrun o, int shift, bool download) {
+  emu::set_schedule({});
+  DeviceArray<float> device_in(in.size()), device_out(in.size());
+  device_in.upload(in);
+  TANDEM_LAUNCH("shifted_copy", shifted_copy_kernel, dim3(1), dim3(unsigned(in.size())), 0,
+                device_in.data(), device_out.data(), o, shift);
+  emu::take_launch_log();
+  return download ? device_out.download() : std::vector<float>{};
 }
 
 std::vector<int> pattern_values(Pattern p, const emu::Schedule& s) {

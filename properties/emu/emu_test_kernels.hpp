@@ -42,6 +42,12 @@ std::vector<int> thread_ids(unsigned gx, unsigned gy, unsigned bx, unsigned by,
                             const emu::Schedule& s);
 // Copies n floats with 16-byte vector loads/stores; returns the launch's counts.
 LaunchCounts vector_copy_counts(int n);
+// One block of in.size() threads copying through device arrays (optimized/device_array.cuh):
+// out[i] = in[i + shift] (Overrun::read) or out[i + shift] = in[i] (Overrun::write); returns out
+// downloaded, or with download false drops it unread (its guards checked as it dies).
+enum class Overrun { read, write };
+std::vector<float> shifted_copy(const std::vector<float>& in, Overrun o, int shift,
+                                bool download = true);
 // A kernel where half the block waits at __syncthreads and half does not: must be reported.
 void divergent_barrier();
 
