@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "core/philox.hpp"
 #include "core/tensor.hpp"
 
@@ -23,6 +24,18 @@ inline Tensor<float> seeded_tensor(Shape shape, uint64_t seed, uint32_t id, floa
   for (int64_t i = 0; i < t.size(); ++i)
     t.data[i] = seeded_uniform(seed, id, static_cast<uint32_t>(i), lo, hi);
   return t;
+}
+
+// t with every value rounded to bf16 (what a kernel's bf16 storage holds).
+inline Tensor<float> bf16_rounded(Tensor<float> t) {
+  for (float& v : t.data) v = bf16_decode(bf16_encode(v));
+  return t;
+}
+
+// seeded_tensor's values rounded to bf16: inputs the kernels store as bf16.
+inline Tensor<float> seeded_bf16_tensor(Shape shape, uint64_t seed, uint32_t id, float lo,
+                                        float hi) {
+  return bf16_rounded(seeded_tensor(std::move(shape), seed, id, lo, hi));
 }
 
 // Baseline error draws (DESIGN 4 as refined in the README): the orders other than the given one

@@ -82,9 +82,7 @@ IndexLogitsInputs make_index_logits_inputs(KvFormat format, int64_t T, int heads
   in.page_table = Tensor<int32_t>({pages});
   for (int64_t p = 0; p < pages; ++p) in.page_table.data[size_t(p)] = int32_t(order[size_t(p)]);
   auto values = [&](int64_t rows, uint32_t id) {
-    Tensor<float> v = seeded_tensor({rows, dims}, seed, id, -2.0f, 2.0f);
-    for (float& x : v.data) x = bf16_decode(bf16_encode(x));
-    return v;
+    return seeded_bf16_tensor({rows, dims}, seed, id, -2.0f, 2.0f);
   };
   std::vector<int64_t> slots;
   for (int64_t j = 0; j < n_keys; ++j)

@@ -19,12 +19,6 @@ namespace {
 
 float bf16_round(float v) { return bf16_decode(bf16_encode(v)); }
 
-Tensor<float> bf16_tensor(Shape shape, uint64_t seed, uint32_t id, float lo, float hi) {
-  Tensor<float> t = seeded_tensor(std::move(shape), seed, id, lo, hi);
-  for (float& v : t.data) v = bf16_round(v);
-  return t;
-}
-
 uint32_t draw(uint64_t seed, uint32_t id, uint32_t index) {
   return philox_draw(seed, id, index).v[0];
 }
@@ -94,7 +88,7 @@ KvWindowInputs make_kv_window_inputs(KvFormat format, int64_t T, int64_t d, int 
   in.store = kv_store_options(format, window, page_size, norm_eps);
   in.window = window;
   in.start = start;
-  in.x = bf16_tensor({T, d}, seed, 1, -2.0f, 2.0f);
+  in.x = seeded_bf16_tensor({T, d}, seed, 1, -2.0f, 2.0f);
   const float a = 1.0f / std::sqrt(float(d));
   in.wkv = seeded_tensor({f.dims(), d}, seed, 2, -a, a);
   in.norm_w = seeded_tensor({f.normed}, seed, 3, 0.5f, 1.5f);
@@ -106,7 +100,7 @@ KvCompressInputs make_kv_compress_inputs(const KvCompressor& c, int64_t T, int64
   KvCompressInputs in;
   in.comp = c;
   in.store = kv_store_options(c.format, kv_entries(T, c.ratio), page_size, norm_eps);
-  in.x = bf16_tensor({T, d}, seed, 1, -2.0f, 2.0f);
+  in.x = seeded_bf16_tensor({T, d}, seed, 1, -2.0f, 2.0f);
   const float a = 1.0f / std::sqrt(float(d));
   in.wkv = seeded_tensor({c.width(), d}, seed, 2, -a, a);
   if (c.gated()) in.wgate = seeded_tensor({c.width(), d}, seed, 3, -2 * a, 2 * a);
@@ -121,7 +115,7 @@ IndexKeyInputs make_index_key_inputs(KvFormat format, int64_t N, int ratio, int6
   in.store = kv_store_options(format, first + N, page_size, norm_eps);
   in.ratio = ratio;
   in.first = first;
-  in.latent = bf16_tensor({N, kKvMainDims}, seed, 1, -2.0f, 2.0f);
+  in.latent = seeded_bf16_tensor({N, kKvMainDims}, seed, 1, -2.0f, 2.0f);
   const float a = 1.0f / std::sqrt(float(kKvMainDims));
   in.wk = seeded_tensor({kIndexKeyDims, kKvMainDims}, seed, 2, -a, a);
   in.norm_w = seeded_tensor({kIndexKeyDims}, seed, 3, 0.5f, 1.5f);

@@ -138,9 +138,8 @@ reference::ForcedTaps model_forced_taps(const ModelRun& run) {
   for (const ModelTap& t : run.taps)
     if (is_records(t.name) || is_stored_bf16(t.name)) {
       r[t.name] = t.value;
-    } else if (is_read_as_bf16(t.name)) {  // forced as the next kernel reads it
-      Tensor<float>& v = r[t.name] = t.value;
-      for (float& x : v.data) x = bf16_decode(bf16_encode(x));
+    } else if (is_read_as_bf16(t.name)) {
+      r[t.name] = bf16_rounded(t.value);  // forced as the next kernel reads it
     }
   return r;
 }

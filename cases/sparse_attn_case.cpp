@@ -14,15 +14,7 @@
 #include "sim/sparse_attn_traffic.hpp"
 
 namespace tandem {
-namespace {
-
-Tensor<float> bf16_values(Shape shape, uint64_t seed, uint32_t id, float lo, float hi) {
-  Tensor<float> t = seeded_tensor(std::move(shape), seed, id, lo, hi);
-  for (float& v : t.data) v = bf16_decode(bf16_encode(v));
-  return t;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 SparseAttnInputs make_sparse_attn_inputs(const SparseAttnShape& s, uint64_t seed) {
   SparseAttnInputs in;
@@ -33,8 +25,8 @@ SparseAttnInputs make_sparse_attn_inputs(const SparseAttnShape& s, uint64_t seed
   in.window = kv_store_options(wf, s.window, s.page_size, 1e-6);
   std::vector<int64_t> ring(size_t(s.window));
   for (int i = 0; i < s.window; ++i) ring[size_t(i)] = i;
-  in.window_pool =
-      reference::encode_pool(in.window, bf16_values({s.window, kKvMainDims}, seed, 1, -2, 2), ring);
+  in.window_pool = reference::encode_pool(
+      in.window, seeded_bf16_tensor({s.window, kKvMainDims}, seed, 1, -2, 2), ring);
   in.window_idx = Tensor<int32_t>({s.tokens, s.window});
   for (int64_t t = 0; t < s.tokens; ++t) {
     const std::vector<int32_t> list = window_index_list(s.start + t, s.window);
@@ -51,8 +43,8 @@ SparseAttnInputs make_sparse_attn_inputs(const SparseAttnShape& s, uint64_t seed
   for (int64_t j = 0; j < s.n_comp; ++j)
     slots.push_back(int64_t(in.page_table.data[size_t(j / s.page_size)]) * s.page_size +
                     j % s.page_size);
-  in.comp_pool =
-      reference::encode_pool(in.comp, bf16_values({s.n_comp, kKvMainDims}, seed, 2, -2, 2), slots);
+  in.comp_pool = reference::encode_pool(
+      in.comp, seeded_bf16_tensor({s.n_comp, kKvMainDims}, seed, 2, -2, 2), slots);
   // Each token selects top_k distinct visible entries (a seeded shuffle), -1 padded.
   in.comp_idx = Tensor<int32_t>({s.tokens, s.top_k}, -1);
   for (int64_t t = 0; t < s.tokens; ++t) {
@@ -62,7 +54,7 @@ SparseAttnInputs make_sparse_attn_inputs(const SparseAttnShape& s, uint64_t seed
     for (int64_t i = 0; i < std::min<int64_t>(s.top_k, visible); ++i)
       in.comp_idx.data[size_t(t * s.top_k + i)] = int32_t(pick[size_t(i)]);
   }
-  in.q = bf16_values({s.tokens, s.heads, kKvMainDims}, seed, 3, -3, 3);
+  in.q = seeded_bf16_tensor({s.tokens, s.heads, kKvMainDims}, seed, 3, -3, 3);
   in.sinks = seeded_tensor({s.heads}, seed, 4, -1.0f, 3.0f);
   in.sinks.data[0] = -INFINITY;  // head 0 without a sink
   return in;
