@@ -93,7 +93,7 @@ DsparkDecode dspark_decode(const DsparkConfig& c, const reference::DsparkDrafter
   std::vector<reference::BatchRequest> batch;
   for (int r = 0; r < requests; ++r) {
     std::vector<int32_t> prompt;
-    for (uint32_t i = 0; i < 6; ++i)
+    for (uint32_t i = 0; i < uint32_t(kDsparkTrainingPromptTokens); ++i)
       prompt.push_back(
           int32_t(philox_draw(seed, 7, uint32_t(r) * 16 + i).v[0] % uint32_t(c.vocab)));
     d.prompt.push_back(prompt);
@@ -278,7 +278,7 @@ CaseReport check_dspark_training(const LoadedCase& c, const JsonFields& config,
   config.reject_unknown({"dspark", "training"});
   const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
   const reference::DrafterTraining t = parse_training(config.object("training"));
-  const DsparkTrainingCost cost = dspark_training_cost(cfg, t.prompts, t.prompt_tokens, t.steps);
+  const DsparkTrainingCost cost = dspark_training_cost(cfg, t.prompts, t.prompt_tokens, t.steps, 2);
   config.within_budget("training.prompts x steps x dspark.vocab", cost.bytes, cost.work);
   const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
   const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);
@@ -430,7 +430,7 @@ std::shared_future<reference::DsparkDrafter> decode_drafter(const ModelConfig& m
 VerifyRow verify_dspark_decode(const ModelConfig& model,
                                const std::shared_future<reference::DsparkDrafter>& trained,
                                bool greedy, const RunOptions& opt) {
-  constexpr int kSteps = 24;
+  constexpr int kSteps = kDsparkTrainingSteps;  // the training's and the budget's
   const DsparkConfig& c = model.dspark;
   const reference::DsparkDrafter& drafter = trained.get();
   VerifyRow row;

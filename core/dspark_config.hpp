@@ -18,44 +18,78 @@ inline constexpr float kResidualMassFloor = 1e-8f;
 // The training step's default set (reference::DrafterTraining): prompts x steps drafting
 // positions, each holding up to gamma rows of vocab-wide teacher logits (float).
 inline constexpr int kDsparkTrainingPrompts = 32, kDsparkTrainingSteps = 24;
+// The tokens of a training prompt and of a verify decode row's prompt (which decodes
+// kDsparkTrainingSteps tokens after it): the drafter's window holds at most their sum.
+inline constexpr int kDsparkTrainingPromptTokens = 6;
+inline int dspark_decode_context(int window) {
+  return std::min(window, kDsparkTrainingPromptTokens + kDsparkTrainingSteps);
+}
 
 struct DsparkConfig {
   int vocab = 257;           // backbone and drafter vocabulary
   int backbone_width = 16;   // the small backbone's hidden width
   int backbone_layers = 4;   // >= 3: target features read the last three layers
   int width = 32;            // drafter hidden width
-  int blocks = 3;            // drafter transformer blocks
+  int blocks = 3;            // drafter stages (mHC blocks: window attention, then a small MoE)
   int window = 128;          // sliding window over projected target features
   int gamma = 5;             // positions drafted per pass: the last token + gamma - 1 noise
   int markov_rank = 8;       // r of the Markov head W2^T W1[x_{k-1}]
+  int heads = 2;             // a stage's attention heads (each 512 wide, one K == V record)
+  int experts = 4;           // a stage's routed experts (plus one shared expert)
+  int top_k = 2;             // routed experts per position
+  int expert_hidden = 64;    // an expert's hidden width
+  int noise_id = 256;        // the token id of the block's noise positions (as released 128799)
   int requests = 16;         // verification case: requests per batch
   double temperature = 1.0;  // sampling temperature of backbone and drafter
 };
 
+// The multiply-adds of one drafter pass over `rows` window rows: the target features' projection
+// and each stage's injection (its wkv over every window row), then per drafted position and
+// stage the two mHC sites (24 x 4d each), the queries, the block's own record, the attention
+// over window + block, the output projection, the router and top_k + 1 experts.
+inline double dspark_pass_work(const DsparkConfig& c, double rows) {
+  const double d = c.width, D = 512, H = c.heads;
+  const double per_position = 2 * 24 * 4 * d + 2 * H * D * d + D * d +
+                              2 * H * D * (rows + c.gamma) + c.experts * d +
+                              3.0 * (c.top_k + 1) * d * c.expert_hidden;
+  return rows * 3.0 * c.backbone_width * d + c.blocks * rows * D * d +
+         c.gamma * (c.blocks * per_position + d * c.vocab);
+}
+// The drafter's weights (double): embeddings and heads, the target features' projection, and
+// per stage its two sites, attention and experts.
+inline double dspark_drafter_bytes(const DsparkConfig& c) {
+  const double d = c.width, D = 512, H = c.heads, V = c.vocab;
+  const double stage = 2 * 24 * 4 * d + 2 * H * D * d + D * d + c.experts * d +
+                       3.0 * (c.experts + 1) * d * c.expert_hidden;
+  return 8 * (V * (2 * d + 2 * c.markov_rank) + 3.0 * c.backbone_width * d + c.blocks * stage);
+}
+
 // The multiply-adds of one drafting position of the training step (its rows' regression and
-// argmax over the vocabulary, the drafter's pass, the backbone's logits).
+// argmax over the vocabulary, the drafter's pass over a window of the prompt and its
+// continuation, the backbone's logits).
 inline double dspark_training_work_per_position(const DsparkConfig& c) {
   const double heads = c.width + c.markov_rank;
-  return c.gamma * (2.0 * heads * c.vocab + 4.0 * c.width * c.width * c.blocks) +
+  return c.gamma * 2.0 * heads * c.vocab + dspark_pass_work(c, dspark_decode_context(c.window)) +
          2.0 * c.backbone_width * c.vocab;
 }
 
 // The training step's memory (bytes) and work (multiply-adds) for `prompts` prompts of
-// `prompt_tokens` decoded `steps` tokens each, training and held-out sets: the teacher logits
-// (float), each example's newest window of features, the Markov head's bigram rows (a row per
-// token seen) and their Gram matrix, the heads' normal equations.
+// `prompt_tokens` decoded `steps` tokens each, in `sets` sets (2: training and held-out, as
+// the training report measures; 1: the training set alone, as verify's rows train): the teacher
+// logits (float), each example's newest window of features, the Markov head's bigram rows (a row
+// per token seen) and their Gram matrix, the heads' normal equations.
 struct DsparkTrainingCost {
   double bytes = 0, work = 0;
 };
 inline DsparkTrainingCost dspark_training_cost(const DsparkConfig& c, int prompts,
-                                               int prompt_tokens, int steps) {
+                                               int prompt_tokens, int steps, int sets) {
   const double positions = double(prompts) * steps, rows = positions * std::min(c.gamma, steps);
   const double seen = std::min(double(c.vocab), double(prompts) * (prompt_tokens + steps));
   const double window = std::min(double(c.window), double(prompt_tokens + steps));
   const double heads = c.width + c.markov_rank, V = c.vocab;
-  return {2 * (4 * rows * V + 8 * positions * window * 3.0 * c.backbone_width) +
+  return {sets * (4 * rows * V + 8 * positions * window * 3.0 * c.backbone_width) +
               8 * seen * (V + seen) + 8 * heads * (heads + V),
-          2 * positions * dspark_training_work_per_position(c) + seen * seen * (V + seen)};
+          sets * positions * dspark_training_work_per_position(c) + seen * seen * (V + seen)};
 }
 
 // The prompts verify's decode rows train on: kDsparkTrainingPrompts, fewer (at least 4) where the

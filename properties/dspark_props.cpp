@@ -396,7 +396,7 @@ constexpr int64_t kVocab = 23, kDim = 8;
 // The tiny model's DSpark sizes (window 128, 3 blocks, gamma 5) at a test vocabulary.
 DsparkConfig drafter_config(int64_t vocab) {
   DsparkConfig c = builtin_model("tiny").dspark;
-  c.vocab = int(vocab), c.width = 16, c.markov_rank = 4;
+  c.vocab = int(vocab), c.width = 16, c.markov_rank = 4, c.noise_id = int(vocab) - 1;
   return c;
 }
 
@@ -502,6 +502,32 @@ RC_GTEST_PROP(DsparkDrafter, TheDraftBlockAttendsBothWays, ()) {
   c.gamma = 5;
   const auto longer = DsparkDrafter(c, 3 * kDim, seed).forward(features, last);
   RC_ASSERT(shorter.collapsed.row(0) != longer.collapsed.row(0));
+}
+
+// The draft block as released is [last, noise id x (gamma - 1)]: at the first stage's attention
+// input (the embedding on 4 equal streams, collapsed with [1, 0, 0, 0], normed) the noise rows
+// are one row and the first is the last token's (the same one when the last token is the noise
+// id). The stages then tell the noise positions apart only by their RoPE positions (a pass
+// without positions would leave them equal: non-causal attention sees the same records from each).
+RC_GTEST_PROP(DsparkDrafter, TheNoisePositionsShareAnEmbeddingAndDifferByPosition, ()) {
+  const DsparkConfig c = drafter_config(kVocab);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const int64_t T = *rc::gen::inRange(0, 20);
+  const DsparkDrafter drafter(c, 3 * kDim, seed);
+  const Eigen::MatrixXd features = seeded_features(T, 3 * kDim, seed);
+  const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+  const auto pass = drafter.forward(features, last);
+  RC_ASSERT(pass.stage_y.size() == size_t(c.blocks));
+  const Eigen::MatrixXd& y0 = pass.stage_y[0];
+  for (int k = 2; k < c.gamma; ++k) RC_ASSERT(y0.row(k) == y0.row(1));
+  RC_ASSERT((y0.row(0) == y0.row(1)) == (last == c.noise_id));
+  const auto as_noise = drafter.forward(features, c.noise_id).stage_y[0];
+  RC_ASSERT(as_noise.row(0) == y0.row(1));
+  for (int j = 1; j < c.gamma; ++j)
+    for (int k = j + 1; k < c.gamma; ++k) {
+      RC_ASSERT(pass.stage_y[1].row(j) != pass.stage_y[1].row(k));
+      RC_ASSERT(pass.hidden.row(j) != pass.hidden.row(k));
+    }
 }
 
 RC_GTEST_PROP(DsparkDrafter, OnePassGivesGammaPositionsLeftToRight, ()) {

@@ -74,11 +74,22 @@ nlohmann::json draw_vision() {
 }
 
 nlohmann::json draw_dspark() {
-  return {{"vocab", pick({2, 17, 257})},     {"backbone_width", pick({1, 8, 16})},
-          {"backbone_layers", pick({3, 4})}, {"width", pick({1, 8, 32})},
-          {"blocks", in_range(1, 3)},        {"window", pick({1, 7, 128})},
-          {"gamma", in_range(1, 5)},         {"markov_rank", pick({1, 8})},
-          {"requests", pick({1, 3, 8})},     {"temperature", pick({1e-3, 0.7, 1.0, 1e3})}};
+  const int vocab = pick({2, 17, 257}), experts = pick({1, 3, 4});
+  return {{"vocab", vocab},
+          {"backbone_width", pick({1, 8, 16})},
+          {"backbone_layers", pick({3, 4})},
+          {"width", pick({1, 8, 32})},
+          {"blocks", in_range(1, 3)},
+          {"window", pick({1, 7, 128})},
+          {"gamma", in_range(1, 5)},
+          {"markov_rank", pick({1, 8})},
+          {"heads", in_range(1, 2)},
+          {"experts", experts},
+          {"top_k", in_range(1, experts)},
+          {"expert_hidden", pick({1, 8, 64})},
+          {"noise_id", in_range(0, vocab - 1)},
+          {"requests", pick({1, 3, 8})},
+          {"temperature", pick({1e-3, 0.7, 1.0, 1e3})}};
 }
 
 // A valid layer mix (core/model_shape.hpp): ratios 0, 1, 2 per block; a compressing block is a

@@ -5,8 +5,11 @@
 
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "problem/kvcache.hpp"
 #include "reference/dspark.hpp"
+#include "reference/kvcache.hpp"
 #include "reference/model_util.hpp"
+#include "reference/vision.hpp"
 
 namespace tandem::reference {
 namespace {
@@ -20,52 +23,170 @@ int32_t first_argmax(const Eigen::RowVectorXd& row) {
 
 }  // namespace
 
+namespace {
+
+// The release's RoPE base and norm epsilon (the model's: DESIGN 5.5, 5.6).
+constexpr double kRopeTheta = 10000, kNormEps = 1e-6;
+
+// RMSNorm with a gain, one row: x / sqrt(mean(x^2) + eps) * w.
+Eigen::VectorXd rms_norm_gain(const Eigen::VectorXd& x, const Eigen::VectorXd& w) {
+  return rms_norm<double>(x, w, kNormEps);
+}
+
+}  // namespace
+
 DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_t seed)
     : c_(c),
-      project_(seeded_matrix(feature_dim, c.width, seed, 1, 1.0 / std::sqrt(double(feature_dim)))),
+      main_proj_(
+          seeded_matrix(feature_dim, c.width, seed, 1, 1.0 / std::sqrt(double(feature_dim)))),
       embed_(seeded_matrix(c.vocab, c.width, seed, 2, 1.0)),
-      noise_(seeded_matrix(c.gamma - 1, c.width, seed, 3, 1.0)),
       unembed_(seeded_matrix(c.vocab, c.width, seed, 4, 1.0)),
       markov_in_(seeded_matrix(c.vocab, c.markov_rank, seed, 5, 1.0)),
       markov_out_(seeded_matrix(c.markov_rank, c.vocab, seed, 6, 1.0 / std::sqrt(c.markov_rank))),
       confidence_(seeded_matrix(c.width + c.markov_rank, 1, seed, 7, 1.0)) {
-  const double s = 1.0 / std::sqrt(double(c.width));
+  if (c.noise_id < 0 || c.noise_id >= c.vocab || c.top_k < 1 || c.top_k > c.experts ||
+      c.heads < 1 || c.expert_hidden < 1)
+    throw_bad_input(
+        "dspark drafter: noise_id {} must be in [0, {}), top_k {} in [1, experts {}], heads {} "
+        "and expert_hidden {} at least 1",
+        c.noise_id, c.vocab, c.top_k, c.experts, c.heads, c.expert_hidden);
+  // Uniform in [lo, hi) (Philox stream `id`), as the model's weights are drawn.
+  auto uniform = [&](int64_t rows, int64_t cols, uint32_t id, double lo, double hi) {
+    return Eigen::MatrixXd(seeded_matrix(rows, cols, seed, id, (hi - lo) / 2).array() +
+                           (hi + lo) / 2);
+  };
+  const int64_t d = c.width, D = kKvMainDims, HD = int64_t(c.heads) * D, F = c.expert_hidden;
+  mhc_.d = c.width;
+  main_norm_ = uniform(d, 1, 8, 0.75, 1.25);
+  head_norm_ = uniform(d, 1, 9, 0.75, 1.25);
+  const double s = 1 / std::sqrt(double(d)), fn = 2 / std::sqrt(4.0 * d);
   for (int b = 0; b < c.blocks; ++b) {
-    const uint32_t id = 16 + 8 * uint32_t(b);
-    blocks_.push_back({seeded_matrix(c.width, c.width, seed, id, s),
-                       seeded_matrix(c.width, c.width, seed, id + 1, s),
-                       seeded_matrix(c.width, c.width, seed, id + 2, s),
-                       seeded_matrix(c.width, c.width, seed, id + 3, s),
-                       seeded_matrix(c.width, 2 * c.width, seed, id + 4, s),
-                       seeded_matrix(2 * c.width, c.width, seed, id + 5, s / std::sqrt(2.0))});
+    const uint32_t id = 1000 * uint32_t(b + 1);
+    auto site = [&](uint32_t i) {
+      return Site<double>{uniform(24, 4 * d, i, -fn, fn),
+                          uniform(24, 1, i + 1, -1, 1),
+                          uniform(3, 1, i + 2, 0.5, 1.5),
+                          uniform(d, 1, i + 3, 0.75, 1.25),
+                          {}};
+    };
+    Stage st;
+    st.attn_site = site(id);
+    st.ffn_site = site(id + 4);
+    st.wq = uniform(HD, d, id + 8, -s, s);
+    st.wkv = uniform(D, d, id + 9, -s, s);
+    st.kv_norm = uniform(D, 1, id + 10, 0.75, 1.25);
+    st.sinks = uniform(c.heads, 1, id + 11, -1, 1);
+    st.wo = uniform(d, HD, id + 12, -1 / std::sqrt(double(HD)), 1 / std::sqrt(double(HD)));
+    const double r = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
+    st.router = uniform(c.experts, d, id + 13, -r, r);
+    const Eigen::MatrixXd bias = uniform(c.experts, 1, id + 14, -0.5, 0.5);
+    st.bias.assign(bias.data(), bias.data() + bias.size());
+    for (uint32_t e = 0; e <= uint32_t(c.experts); ++e)  // the routed ones, then the shared one
+      st.experts.push_back(
+          {uniform(F, d, id + 100 + 2 * e, -s, s),
+           uniform(d, F, id + 101 + 2 * e, -1 / std::sqrt(double(F)), 1 / std::sqrt(double(F)))});
+    stages_.push_back(std::move(st));
   }
+}
+
+Eigen::VectorXd DsparkDrafter::record(const Stage& s, const Eigen::VectorXd& x,
+                                      int64_t position) const {
+  Eigen::VectorXd z = rms_norm_gain(s.wkv * x, s.kv_norm);
+  rope_pairs<double, double>(z.data(), kKvMainDims, position, kRopeTheta);
+  return z;
+}
+
+Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& context,
+                                         const Eigen::MatrixXd& y) const {
+  const int64_t W = context.rows(), g = y.rows(), D = kKvMainDims;
+  Eigen::MatrixXd kv(W + g, D);  // [W + g, 512] the window's injected records, then the block's
+  for (int64_t j = 0; j < W; ++j) kv.row(j) = record(s, context.row(j).transpose(), j);
+  for (int64_t i = 0; i < g; ++i) kv.row(W + i) = record(s, y.row(i).transpose(), W + i);
+  Eigen::MatrixXd o(g, int64_t(c_.heads) * D);  // [g, heads x 512]
+  for (int64_t i = 0; i < g; ++i) {
+    Eigen::VectorXd q = s.wq * y.row(i).transpose();
+    for (int h = 0; h < c_.heads; ++h) {
+      double* qh = q.data() + h * D;
+      rope_pairs<double, double>(qh, int(D), W + i, kRopeTheta);
+      // Every record is visible: the whole window and every block position, before or after.
+      const Eigen::VectorXd scores = kv * Eigen::Map<const Eigen::VectorXd>(qh, D) / std::sqrt(D);
+      const double top = std::max(scores.maxCoeff(), s.sinks[h]);
+      const Eigen::VectorXd p = (scores.array() - top).exp();
+      Eigen::VectorXd oh = kv.transpose() * p / (p.sum() + std::exp(s.sinks[h] - top));
+      rope_pairs<double, double>(oh.data(), int(D), -(W + i), kRopeTheta);  // turned back
+      o.row(i).segment(h * D, D) = oh.transpose();
+    }
+  }
+  return o * s.wo.transpose();
+}
+
+Eigen::MatrixXd DsparkDrafter::moe(const Stage& s, const Eigen::MatrixXd& y) const {
+  const int64_t g = y.rows(), E = c_.experts;
+  MoeGateInputs gate;
+  gate.logits = Tensor<float>({g, E});  // the router's logits in the gate kernel's dtype
+  for (int64_t i = 0; i < g; ++i)
+    for (int64_t e = 0; e < E; ++e)
+      gate.logits.data[i * E + e] = float(s.router.row(e).dot(y.row(i)));
+  gate.is_image.assign(size_t(g), 0);
+  gate.bias_text = gate.bias_vl = s.bias;
+  gate.top_k = c_.top_k;
+  const MoeGateRef routed = moe_gate<double>(gate);
+  auto expert = [&](const Expert& e, const Eigen::VectorXd& x) -> Eigen::VectorXd {
+    const Eigen::ArrayXd h = (e.w_in * x).array();
+    return e.w_out * (h / (1 + (-h).exp())).matrix();  // W_out silu(W_in x)
+  };
+  Eigen::MatrixXd f(g, c_.width);
+  for (int64_t i = 0; i < g; ++i) {
+    const Eigen::VectorXd x = y.row(i).transpose();
+    Eigen::VectorXd sum = expert(s.experts.back(), x);  // the shared expert
+    for (int k = 0; k < c_.top_k; ++k)
+      sum += routed.weights.data[i * c_.top_k + k] *
+             expert(s.experts[size_t(routed.experts.data[i * c_.top_k + k])], x);
+    f.row(i) = sum.transpose();
+  }
+  return f;
 }
 
 DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& features,
                                                   int32_t last) const {
-  const int64_t W = std::min<int64_t>(features.rows(), c_.window), g = c_.gamma;
+  const int64_t W = std::min<int64_t>(features.rows(), c_.window), g = c_.gamma, d = c_.width;
   // Only the newest `window` positions are read: older features cannot change the draft.
-  const Eigen::MatrixXd context = rms_norm_rows(features.bottomRows(W) * project_);  // [W, width]
-  Eigen::MatrixXd h(g, c_.width);                                                    // [g, width]
-  h.row(0) = embed_.row(last);
-  h.bottomRows(g - 1) = noise_;
-  for (const Block& b : blocks_) {
-    const Eigen::MatrixXd a = rms_norm_rows(h);
-    Eigen::MatrixXd kv_in(W + g, c_.width);  // the window, then the drafted positions
-    kv_in << context, a;
-    const Eigen::MatrixXd q = a * b.wq, k = kv_in * b.wk, v = kv_in * b.wv;
-    Eigen::MatrixXd attended(g, c_.width);
-    for (int64_t i = 0; i < g; ++i) {  // as released: every position sees the whole window and
-                                       // every drafted position (not causal inside the block)
-      const Eigen::RowVectorXd scores = q.row(i) * k.transpose() / std::sqrt(double(c_.width));
-      attended.row(i) = softmax(scores, 1.0) * v;
+  // main_proj, main_norm: [W, width], each stage injects them through its own wkv.
+  Eigen::MatrixXd context = features.bottomRows(W) * main_proj_;
+  for (int64_t j = 0; j < W; ++j)
+    context.row(j) = rms_norm_gain(context.row(j).transpose(), main_norm_).transpose();
+  Streams x(static_cast<size_t>(g));  // the block [last, noise x (gamma - 1)] on 4 equal streams
+  for (int64_t i = 0; i < g; ++i) x[i] = embed_.row(i == 0 ? last : c_.noise_id).replicate(4, 1);
+  std::vector<Vec4<double>> pre(size_t(g), Vec4<double>(1, 0, 0, 0));
+  // One mHC site around a sublayer over the block: collapse with the carried pre, RMSNorm, the
+  // sublayer, post and comb from the site's own input. Returns the sublayer's input [g, width].
+  auto site = [&](const Site<double>& s, auto&& sublayer) {
+    std::vector<Coefficients<double>> coef;
+    Eigen::MatrixXd y(g, d);
+    for (int64_t i = 0; i < g; ++i) {
+      coef.push_back(hc_mixes(x[i], s, mhc_));
+      y.row(i) = rms_norm<double>(collapse(x[i], pre[i]), s.norm_w, mhc_.norm_eps).transpose();
     }
-    h += attended * b.wo;
-    h += (rms_norm_rows(h) * b.mlp_in).array().tanh().matrix() * b.mlp_out;
-  }
+    const Eigen::MatrixXd f = sublayer(y);
+    for (int64_t i = 0; i < g; ++i) {
+      x[i] = hc_post(x[i], Vec<double>(f.row(i).transpose()), coef[i]);
+      pre[i] = coef[i].pre;
+    }
+    return y;
+  };
   PassOutputs out;
-  out.collapsed = h;
-  out.hidden = rms_norm_rows(h);
+  for (const Stage& s : stages_) {
+    out.stage_y.push_back(
+        site(s.attn_site, [&](const Eigen::MatrixXd& y) { return attention(s, context, y); }));
+    site(s.ffn_site, [&](const Eigen::MatrixXd& y) { return moe(s, y); });
+  }
+  out.collapsed.resize(g, d);
+  out.hidden.resize(g, d);
+  for (int64_t i = 0; i < g; ++i) {
+    const Vec<double> u = collapse(x[i], pre[i]);  // with the last site's pre (no hc_head)
+    out.collapsed.row(i) = u.transpose();
+    out.hidden.row(i) = rms_norm_gain(u, head_norm_).transpose();
+  }
   out.logits = out.hidden * unembed_.transpose();
   return out;
 }
@@ -224,11 +345,11 @@ void DsparkDrafter::check_examples(const std::vector<DrafterExample>& examples) 
   auto valid = [&](int32_t t) { return t >= 0 && t < c_.vocab; };
   for (const DrafterExample& e : examples)
     if (e.next.empty() || e.next.size() > size_t(c_.gamma) || !valid(e.last) ||
-        !std::all_of(e.next.begin(), e.next.end(), valid) || e.features.cols() != project_.rows())
+        !std::all_of(e.next.begin(), e.next.end(), valid) || e.features.cols() != main_proj_.rows())
       throw_bad_input(
           "dspark training: an example needs tokens in [0, {}), 1..{} continuation "
           "tokens and features of width {}",
-          c_.vocab, c_.gamma, project_.rows());
+          c_.vocab, c_.gamma, main_proj_.rows());
 }
 
 std::vector<double> DsparkDrafter::greedy_acceptance(

@@ -1,16 +1,25 @@
 #pragma once
-// DSpark's drafter (DESIGN 5.4), reference in double: 3 transformer blocks over a 128-token
-// sliding window of projected, normed target features; input = the last token + 4 noise tokens,
-// attending to each other without a causal mask (as released); one pass gives gamma = 5 rows of
-// logits. A Markov head adds W2^T W1[x_{k-1}] (rank r) while tokens are chosen left to right, so
-// the draft is a sequence; a confidence head gives c_k = sigmoid(w . [h_k before the final norm ;
-// W1[x_{k-1}]]) for the scheduler.
+// DSpark's drafter as released (DESIGN 5.4), reference in double. The draft block [last token,
+// noise id x (gamma - 1)] is embedded and widened to the 4 residual streams, then passes 3 stages,
+// each a full mHC block with the V4.1 recipe shift (a site collapses with the pre made at the
+// previous site; the first with [1, 0, 0, 0]): window-only attention, then a small MoE (routed
+// experts, top-k of sqrt(softplus) scores, route scale 1.5, plus one shared expert). The target
+// features of the newest `window` cached positions go through main_proj and main_norm; each
+// stage's own wkv writes them into its window KV ("KV injection"): one record per position, K ==
+// V, RMSNorm then RoPE on the last 64 of 512 dims at the position. The block's positions follow
+// the window's; each attends to the whole window and to every block position (not causal
+// inside the block), heads of 512 with a per-head sink, the output's RoPE dims turned back.
+// The head collapses with the last site's pre (V4.1 has no hc_head), norms and unembeds.
+// A Markov head adds W2^T W1[x_{k-1}] (rank r) while tokens are chosen left to right, so the
+// draft is a sequence; a confidence head gives c_k = sigmoid(w . [h_k before the final norm ;
+// W1[x_{k-1}]]) for the scheduler. RoPE is relative: the window's oldest row sits at position 0.
 #include <Eigen/Dense>
 #include <cstdint>
 #include <vector>
 
 #include "core/dspark_config.hpp"
 #include "reference/backbone.hpp"
+#include "reference/residual.hpp"
 
 namespace tandem::reference {
 
@@ -53,10 +62,10 @@ struct DrafterExample {
 // 0.88 / 0.12) for whether the fitted head's argmax is the backbone's token.
 // Teacher forcing: position k reads the backbone's tokens before it, as an accepted draft does.
 struct DrafterTraining {
-  int prompts = kDsparkTrainingPrompts;  // prompts per set
-  int prompt_tokens = 6;                 // tokens per prompt
-  int steps = kDsparkTrainingSteps;      // greedy tokens decoded after each prompt
-  double ridge = 1e-3;                   // lambda x rows x I added to the normal equations
+  int prompts = kDsparkTrainingPrompts;             // prompts per set
+  int prompt_tokens = kDsparkTrainingPromptTokens;  // tokens per prompt
+  int steps = kDsparkTrainingSteps;                 // greedy tokens decoded after each prompt
+  double ridge = 1e-3;           // lambda x rows x I added to the normal equations
   uint32_t prompt_key = 9;       // Philox key of the training prompts (verify's decode rows: 7)
   uint32_t held_out_key = 10;    // and of the held-out prompts the report measures acceptance on
   bool measure_held_out = true;  // false: the report's held_out_* stay empty (the drafter only)
@@ -78,9 +87,11 @@ class DsparkDrafter {
 
   // The one pass: final hidden states h_k [gamma, width] (collapsed: before the final norm,
   // which the confidence head reads; hidden: after it) and their logits [gamma, V] before the
-  // Markov head. features: [T, feature_dim], one row per cached position (T may be 0).
+  // Markov head; `stage_y` the attention input of each stage [blocks][gamma, width] (a tap for
+  // the properties). features: [T, feature_dim], one row per cached position (T may be 0).
   struct PassOutputs {
     Eigen::MatrixXd collapsed, hidden, logits;
+    std::vector<Eigen::MatrixXd> stage_y;
   };
   PassOutputs forward(const Eigen::MatrixXd& features, int32_t last) const;
 
@@ -104,17 +115,38 @@ class DsparkDrafter {
   const Eigen::VectorXd& confidence_head() const { return confidence_; }
 
  private:
-  struct Block {
-    Eigen::MatrixXd wq, wk, wv, wo, mlp_in, mlp_out;
+  struct Expert {
+    Eigen::MatrixXd w_in, w_out;  // [hidden, width], [width, hidden]
   };
+  struct Stage {
+    Site<double> attn_site, ffn_site;  // mHC sites (their w_sub unused)
+    Eigen::MatrixXd wq;                // [heads x 512, width]
+    Eigen::MatrixXd wkv;               // [512, width] the stage's record (and injection)
+    Eigen::VectorXd kv_norm;           // [512]
+    Eigen::VectorXd sinks;             // [heads]
+    Eigen::MatrixXd wo;                // [width, heads x 512]
+    Eigen::MatrixXd router;            // [experts, width]
+    std::vector<float> bias;           // [experts] the router's (text) bias
+    std::vector<Expert> experts;       // routed, then the shared one
+  };
+  using Streams = std::vector<Mat<double>>;  // per block position [4, width]
+  // One record of the stage's window KV at `position`: RMSNorm(wkv x) x kv_norm, RoPE. [512]
+  Eigen::VectorXd record(const Stage& s, const Eigen::VectorXd& x, int64_t position) const;
+  // The stage's attention for the block rows y [gamma, width] over the window's injected
+  // records and the block's own (positions W, W + 1, ...). [gamma, width]
+  Eigen::MatrixXd attention(const Stage& s, const Eigen::MatrixXd& context,
+                            const Eigen::MatrixXd& y) const;
+  Eigen::MatrixXd moe(const Stage& s, const Eigen::MatrixXd& y) const;
   void fit_markov_in(const std::vector<DrafterExample>& examples);
   void check_examples(const std::vector<DrafterExample>& examples) const;
 
   DsparkConfig c_;
-  Eigen::MatrixXd project_;  // [feature_dim, width]
-  Eigen::MatrixXd embed_;    // [V, width]
-  Eigen::MatrixXd noise_;    // [gamma - 1, width] the noise tokens
-  std::vector<Block> blocks_;
+  ResidualConfig mhc_;         // the sites' mixing (V4.1's: 20 Sinkhorn iterations, eps 1e-6)
+  Eigen::MatrixXd main_proj_;  // [feature_dim, width]
+  Eigen::VectorXd main_norm_;  // [width]
+  Eigen::MatrixXd embed_;      // [V, width] (the last token's and the noise id's rows)
+  std::vector<Stage> stages_;
+  Eigen::VectorXd head_norm_;   // [width]
   Eigen::MatrixXd unembed_;     // [V, width]
   Eigen::MatrixXd markov_in_;   // W1 [V, r]
   Eigen::MatrixXd markov_out_;  // W2 [r, V]
