@@ -25,6 +25,13 @@ inline int dspark_decode_context(int window) {
   return std::min(window, kDsparkTrainingPromptTokens + kDsparkTrainingSteps);
 }
 
+// The drafter's stages run on the model's window store and sparse attention (problem/kvcache.hpp,
+// problem/sparse_attn.hpp; reference/drafter.cpp asserts these equal their limits): the width a
+// multiple of 8 (16-byte bf16 packs) up to 8192, the heads a multiple of 4 (a head group) up to
+// 128.
+inline constexpr int kDsparkWidthStep = 8, kDsparkMaxWidth = 8192;
+inline constexpr int kDsparkHeadStep = 4, kDsparkMaxHeads = 128;
+
 struct DsparkConfig {
   int vocab = 257;           // backbone and drafter vocabulary
   int backbone_width = 16;   // the small backbone's hidden width
@@ -34,7 +41,7 @@ struct DsparkConfig {
   int window = 128;          // sliding window over projected target features
   int gamma = 5;             // positions drafted per pass: the last token + gamma - 1 noise
   int markov_rank = 8;       // r of the Markov head W2^T W1[x_{k-1}]
-  int heads = 2;             // a stage's attention heads (each 512 wide, one K == V record)
+  int heads = 4;             // a stage's attention heads (each 512 wide, one K == V record)
   int experts = 4;           // a stage's routed experts (plus one shared expert)
   int top_k = 2;             // routed experts per position
   int expert_hidden = 64;    // an expert's hidden width
@@ -42,6 +49,12 @@ struct DsparkConfig {
   int requests = 16;         // verification case: requests per batch
   double temperature = 1.0;  // sampling temperature of backbone and drafter
 };
+
+inline bool dspark_stage_shape_ok(const DsparkConfig& c) {
+  return c.width >= kDsparkWidthStep && c.width <= kDsparkMaxWidth &&
+         c.width % kDsparkWidthStep == 0 && c.heads >= kDsparkHeadStep &&
+         c.heads <= kDsparkMaxHeads && c.heads % kDsparkHeadStep == 0;
+}
 
 // The multiply-adds of one drafter pass over `rows` window rows: the target features' projection
 // and each stage's injection (its wkv over every window row), then per drafted position and

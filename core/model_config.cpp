@@ -22,7 +22,7 @@ constexpr std::string_view kTiny = R"({
              "experts": 64, "top_k": 6, "text_tokens": 8, "min_pixels": 295936,
              "max_tokens": 1024, "max_wh_ratio": 0},
   "dspark": {"vocab": 257, "backbone_width": 16, "backbone_layers": 4, "width": 32, "blocks": 3,
-             "window": 128, "gamma": 5, "markov_rank": 8, "heads": 2, "experts": 4, "top_k": 2,
+             "window": 128, "gamma": 5, "markov_rank": 8, "heads": 4, "experts": 4, "top_k": 2,
              "expert_hidden": 64, "noise_id": 256, "requests": 16, "temperature": 1.0},
   "model": {"blocks": 4, "heads": 4, "ffn_hidden": 128, "prompt_tokens": 12,
             "compress_ratios": [0, 2, 2, 1], "kv_source_layers": [1, 3],
@@ -171,7 +171,10 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   c.vocab = static_cast<int>(f.integer("vocab", 2, 1 << 20));
   c.backbone_width = static_cast<int>(f.integer("backbone_width", 1, 4096));
   c.backbone_layers = static_cast<int>(f.integer("backbone_layers", 3, 64));
-  c.width = static_cast<int>(f.integer("width", 1, 8192));
+  c.width = static_cast<int>(f.integer("width", kDsparkWidthStep, kDsparkMaxWidth));
+  if (c.width % kDsparkWidthStep)
+    throw_bad_input("{}: must be a multiple of {} (the window store's bf16 packs), got {}",
+                    f.where("width"), kDsparkWidthStep, c.width);
   c.blocks = static_cast<int>(f.integer("blocks", 1, 64));
   c.window = static_cast<int>(f.integer("window", 1, 1 << 20));
   c.gamma = static_cast<int>(f.integer("gamma", 1, kDsparkMaxDraft));
@@ -180,7 +183,10 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   c.temperature = f.number("temperature", 1e-3, 1e3);
   // The released stages' attention and MoE (DESIGN 5.4 "As released"); the defaults are the tiny
   // drafter's, the noise id the vocabulary's last.
-  c.heads = static_cast<int>(f.integer_or("heads", c.heads, 1, 256));
+  c.heads = static_cast<int>(f.integer_or("heads", c.heads, kDsparkHeadStep, kDsparkMaxHeads));
+  if (c.heads % kDsparkHeadStep)
+    throw_bad_input("{}: must be a multiple of {} (sparse attention's head group), got {}",
+                    f.where("heads"), kDsparkHeadStep, c.heads);
   c.experts = static_cast<int>(f.integer_or("experts", c.experts, 1, 1024));
   c.top_k = static_cast<int>(f.integer_or("top_k", std::min(c.top_k, c.experts), 1, c.experts));
   c.expert_hidden = static_cast<int>(f.integer_or("expert_hidden", c.expert_hidden, 1, 1 << 16));

@@ -6,9 +6,11 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "problem/kvcache.hpp"
+#include "problem/sparse_attn.hpp"
 #include "reference/dspark.hpp"
 #include "reference/kvcache.hpp"
 #include "reference/model_util.hpp"
+#include "reference/sparse_attn.hpp"
 #include "reference/vision.hpp"
 
 namespace tandem::reference {
@@ -25,12 +27,25 @@ int32_t first_argmax(const Eigen::RowVectorXd& row) {
 
 namespace {
 
-// The release's RoPE base and norm epsilon (the model's: DESIGN 5.5, 5.6).
-constexpr double kRopeTheta = 10000, kNormEps = 1e-6;
+static_assert(kDsparkWidthStep == 8 && kDsparkMaxWidth == kKvMaxHidden,
+              "the drafter's widths are the window store's (core/dspark_config.hpp)");
+static_assert(kDsparkHeadStep == kSparseAttnHeadGroup && kDsparkMaxHeads == kSparseAttnMaxHeads,
+              "the drafter's heads are sparse attention's (core/dspark_config.hpp)");
+
+// The release's norm epsilon (the model's: DESIGN 5.6).
+constexpr double kNormEps = 1e-6;
 
 // RMSNorm with a gain, one row: x / sqrt(mean(x^2) + eps) * w.
 Eigen::VectorXd rms_norm_gain(const Eigen::VectorXd& x, const Eigen::VectorXd& w) {
   return rms_norm<double>(x, w, kNormEps);
+}
+
+// A weight as the kernels hold it: float, row-major [rows, cols] ([rows] for a column).
+Tensor<float> floats(const Eigen::MatrixXd& m) {
+  Tensor<float> t(m.cols() == 1 ? Shape{m.rows()} : Shape{m.rows(), m.cols()});
+  for (int64_t r = 0; r < m.rows(); ++r)
+    for (int64_t c = 0; c < m.cols(); ++c) t.data[size_t(r * m.cols() + c)] = float(m(r, c));
+  return t;
 }
 
 }  // namespace
@@ -45,11 +60,14 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
       markov_out_(seeded_matrix(c.markov_rank, c.vocab, seed, 6, 1.0 / std::sqrt(c.markov_rank))),
       confidence_(seeded_matrix(c.width + c.markov_rank, 1, seed, 7, 1.0)) {
   if (c.noise_id < 0 || c.noise_id >= c.vocab || c.top_k < 1 || c.top_k > c.experts ||
-      c.heads < 1 || c.expert_hidden < 1)
+      c.expert_hidden < 1 || !dspark_stage_shape_ok(c))
     throw_bad_input(
-        "dspark drafter: noise_id {} must be in [0, {}), top_k {} in [1, experts {}], heads {} "
-        "and expert_hidden {} at least 1",
-        c.noise_id, c.vocab, c.top_k, c.experts, c.heads, c.expert_hidden);
+        "dspark drafter: noise_id {} must be in [0, {}), top_k {} in [1, experts {}], "
+        "expert_hidden {} at least 1, width {} a multiple of {} in [{}, {}], heads {} a "
+        "multiple of {} in [{}, {}]",
+        c.noise_id, c.vocab, c.top_k, c.experts, c.expert_hidden, c.width, kDsparkWidthStep,
+        kDsparkWidthStep, kDsparkMaxWidth, c.heads, kDsparkHeadStep, kDsparkHeadStep,
+        kDsparkMaxHeads);
   // Uniform in [lo, hi) (Philox stream `id`), as the model's weights are drawn.
   auto uniform = [&](int64_t rows, int64_t cols, uint32_t id, double lo, double hi) {
     return Eigen::MatrixXd(seeded_matrix(rows, cols, seed, id, (hi - lo) / 2).array() +
@@ -72,11 +90,14 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
     Stage st;
     st.attn_site = site(id);
     st.ffn_site = site(id + 4);
-    st.wq = uniform(HD, d, id + 8, -s, s);
-    st.wkv = uniform(D, d, id + 9, -s, s);
-    st.kv_norm = uniform(D, 1, id + 10, 0.75, 1.25);
-    st.sinks = uniform(c.heads, 1, id + 11, -1, 1);
-    st.wo = uniform(d, HD, id + 12, -1 / std::sqrt(double(HD)), 1 / std::sqrt(double(HD)));
+    st.attn.wq = floats(uniform(HD, d, id + 8, -s, s));
+    st.attn.window_wkv = floats(uniform(D, d, id + 9, -s, s));
+    st.attn.window_norm = floats(uniform(D, 1, id + 10, 0.75, 1.25));
+    st.attn.sinks = floats(uniform(c.heads, 1, id + 11, -1, 1));
+    st.attn.wo =
+        floats(uniform(d, HD, id + 12, -1 / std::sqrt(double(HD)), 1 / std::sqrt(double(HD))));
+    st.wq = as_matrix<double>(st.attn.wq);
+    st.wo = as_matrix<double>(st.attn.wo);
     const double r = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
     st.router = uniform(c.experts, d, id + 13, -r, r);
     const Eigen::MatrixXd bias = uniform(c.experts, 1, id + 14, -0.5, 0.5);
@@ -89,34 +110,43 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
   }
 }
 
-Eigen::VectorXd DsparkDrafter::record(const Stage& s, const Eigen::VectorXd& x,
-                                      int64_t position) const {
-  Eigen::VectorXd z = rms_norm_gain(s.wkv * x, s.kv_norm);
-  rope_pairs<double, double>(z.data(), kKvMainDims, position, kRopeTheta);
-  return z;
-}
-
 Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& context,
                                          const Eigen::MatrixXd& y) const {
-  const int64_t W = context.rows(), g = y.rows(), D = kKvMainDims;
-  Eigen::MatrixXd kv(W + g, D);  // [W + g, 512] the window's injected records, then the block's
-  for (int64_t j = 0; j < W; ++j) kv.row(j) = record(s, context.row(j).transpose(), j);
-  for (int64_t i = 0; i < g; ++i) kv.row(W + i) = record(s, y.row(i).transpose(), W + i);
-  Eigen::MatrixXd o(g, int64_t(c_.heads) * D);  // [g, heads x 512]
+  const int64_t W = context.rows(), g = y.rows(), n = W + g, d = c_.width, H = c_.heads;
+  // The window's KV: the injected context rows, then the block's own, through the stage's wkv
+  // (the store kernel reads its rows as bf16, as in the model).
+  KvWindowInputs win;
+  win.store = model_store_options(KvFormat::v41_window, n, kNormEps);
+  win.window = int(n);
+  win.x = Tensor<float>({n, d});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < d; ++i)
+      win.x.data[size_t(r * d + i)] = float(store<bf16>(r < W ? context(r, i) : y(r - W, i)));
+  win.wkv = s.attn.window_wkv, win.norm_w = s.attn.window_norm;
+  const KvRun<double> records = kv_window_store<double, double>(win);
+  SparseAttnInputs in;
+  in.heads = c_.heads, in.start = W;
+  in.window = win.store;
+  in.window_pool = encode_pool(in.window, tensor_cast<float>(records.stored), records.slots);
+  in.window_idx = Tensor<int32_t>({g, n});  // every record from every block position
+  for (int64_t i = 0; i < g * n; ++i) in.window_idx.data[size_t(i)] = int32_t(i % n);
+  // The queries, rounded to bf16 before and after their RoPE (the kernels' input dtype), as the
+  // model's truth rounds them.
+  Tensor<double> q({g, H, kKvMainDims});
   for (int64_t i = 0; i < g; ++i) {
-    Eigen::VectorXd q = s.wq * y.row(i).transpose();
-    for (int h = 0; h < c_.heads; ++h) {
-      double* qh = q.data() + h * D;
-      rope_pairs<double, double>(qh, int(D), W + i, kRopeTheta);
-      // Every record is visible: the whole window and every block position, before or after.
-      const Eigen::VectorXd scores = kv * Eigen::Map<const Eigen::VectorXd>(qh, D) / std::sqrt(D);
-      const double top = std::max(scores.maxCoeff(), s.sinks[h]);
-      const Eigen::VectorXd p = (scores.array() - top).exp();
-      Eigen::VectorXd oh = kv.transpose() * p / (p.sum() + std::exp(s.sinks[h] - top));
-      rope_pairs<double, double>(oh.data(), int(D), -(W + i), kRopeTheta);  // turned back
-      o.row(i).segment(h * D, D) = oh.transpose();
-    }
+    const Vec<double> row = s.wq * Vec<double>(y.row(i).transpose());
+    for (int64_t j = 0; j < H * kKvMainDims; ++j)
+      q.data[size_t(i * H * kKvMainDims + j)] = store<bf16>(row(j));
   }
+  in.q = tensor_cast<float>(rope_queries<double, bf16>(std::move(q), W, in.rope_theta));
+  in.sinks = s.attn.sinks;
+  in.comp = model_store_options(KvFormat::v41_fp4, 0, kNormEps);  // window-only: nothing read
+  in.comp_pool = Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison);
+  in.page_table = model_page_table(0);
+  in.comp_idx = Tensor<int32_t>({g, 0});
+  const SparseAttnRun<double> run = sparse_attn<double, double>(in);
+  const Eigen::Map<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>> o(run.o.ptr(), g,
+                                                                           H * kKvMainDims);
   return o * s.wo.transpose();
 }
 

@@ -5,10 +5,12 @@
 // previous site; the first with [1, 0, 0, 0]): window-only attention, then a small MoE (routed
 // experts, top-k of sqrt(softplus) scores, route scale 1.5, plus one shared expert). The target
 // features of the newest `window` cached positions go through main_proj and main_norm; each
-// stage's own wkv writes them into its window KV ("KV injection"): one record per position, K ==
-// V, RMSNorm then RoPE on the last 64 of 512 dims at the position. The block's positions follow
-// the window's; each attends to the whole window and to every block position (not causal
-// inside the block), heads of 512 with a per-head sink, the output's RoPE dims turned back.
+// stage's own wkv writes them into its window KV ("KV injection"): the model's window records
+// (reference/kvcache.hpp kv_window_store: bf16 rows in, RMSNorm, RoPE on the last 64 of 512 dims
+// at the position, v41_window FP8). The block's own records follow at the next positions; the
+// model's sparse attention (reference/sparse_attn.hpp: heads of 512, RoPE'd bf16 queries, a
+// per-head sink, the output's RoPE dims turned back) reads every record from every block
+// position (not causal inside the block).
 // The head collapses with the last site's pre (V4.1 has no hc_head), norms and unembeds.
 // A Markov head adds W2^T W1[x_{k-1}] (rank r) while tokens are chosen left to right, so the
 // draft is a sequence; a confidence head gives c_k = sigmoid(w . [h_k before the final norm ;
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "core/dspark_config.hpp"
+#include "problem/model.hpp"
 #include "reference/backbone.hpp"
 #include "reference/residual.hpp"
 
@@ -120,20 +123,19 @@ class DsparkDrafter {
   };
   struct Stage {
     Site<double> attn_site, ffn_site;  // mHC sites (their w_sub unused)
-    Eigen::MatrixXd wq;                // [heads x 512, width]
-    Eigen::MatrixXd wkv;               // [512, width] the stage's record (and injection)
-    Eigen::VectorXd kv_norm;           // [512]
-    Eigen::VectorXd sinks;             // [heads]
-    Eigen::MatrixXd wo;                // [width, heads x 512]
-    Eigen::MatrixXd router;            // [experts, width]
-    std::vector<float> bias;           // [experts] the router's (text) bias
-    std::vector<Expert> experts;       // routed, then the shared one
+    // A window-only layer's attention, as the model's (float, as the kernels read it): wq
+    // [heads x 512, width], wo [width, heads x 512], sinks [heads], the stage's own wkv [512,
+    // width] and its norm [512] (the window's records, injected and the block's own).
+    ModelWeights::Attention attn;
+    Mat<double> wq, wo;           // attn.wq and attn.wo in double (converted once)
+    Eigen::MatrixXd router;       // [experts, width]
+    std::vector<float> bias;      // [experts] the router's (text) bias
+    std::vector<Expert> experts;  // routed, then the shared one
   };
   using Streams = std::vector<Mat<double>>;  // per block position [4, width]
-  // One record of the stage's window KV at `position`: RMSNorm(wkv x) x kv_norm, RoPE. [512]
-  Eigen::VectorXd record(const Stage& s, const Eigen::VectorXd& x, int64_t position) const;
-  // The stage's attention for the block rows y [gamma, width] over the window's injected
-  // records and the block's own (positions W, W + 1, ...). [gamma, width]
+  // The stage's attention for the block rows y [gamma, width]: the window's KV (the injected
+  // context rows [W, width], then the block's own rows, at positions 0 .. W + gamma - 1, as
+  // v41_window records) read by every block position (positions W ..). [gamma, width]
   Eigen::MatrixXd attention(const Stage& s, const Eigen::MatrixXd& context,
                             const Eigen::MatrixXd& y) const;
   Eigen::MatrixXd moe(const Stage& s, const Eigen::MatrixXd& y) const;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include "reference/kvcache.hpp"   // decode_record
@@ -10,21 +11,35 @@
 namespace tandem::reference {
 namespace {
 
+// A pool's records, each decoded once per call (a chunk's tokens share most of their window's).
+class DecodedPool {
+ public:
+  DecodedPool(const KvStoreOptions& o, const Tensor<uint8_t>& pool) : o_(o), pool_(pool) {}
+  const std::vector<double>& at(int64_t slot) {
+    auto [it, fresh] = rows_.try_emplace(slot);
+    if (fresh) it->second = decode_record(o_.format, o_.page_size, pool_.span(), slot);
+    return it->second;
+  }
+
+ private:
+  const KvStoreOptions& o_;
+  const Tensor<uint8_t>& pool_;
+  std::unordered_map<int64_t, std::vector<double>> rows_;
+};
+
 // The records token t attends to: its valid window slots, then its valid compressed entries.
-std::vector<std::vector<double>> gathered_records(const SparseAttnInputs& in, int64_t t) {
-  std::vector<std::vector<double>> records;
+std::vector<const std::vector<double>*> gathered_records(const SparseAttnInputs& in, int64_t t,
+                                                         DecodedPool& window, DecodedPool& comp) {
+  std::vector<const std::vector<double>*> records;
   const int64_t W = in.window_idx.dim(1), K = in.comp_idx.dim(1), ps = in.comp.page_size;
   for (int64_t i = 0; i < W; ++i) {
     const int32_t slot = in.window_idx.data[size_t(t * W + i)];
-    if (slot != -1)
-      records.push_back(
-          decode_record(in.window.format, in.window.page_size, in.window_pool.span(), slot));
+    if (slot != -1) records.push_back(&window.at(slot));
   }
   for (int64_t i = 0; i < K; ++i) {
     const int32_t j = in.comp_idx.data[size_t(t * K + i)];
     if (j == -1) continue;
-    const int64_t slot = int64_t(in.page_table.data[size_t(j / ps)]) * ps + j % ps;
-    records.push_back(decode_record(in.comp.format, ps, in.comp_pool.span(), slot));
+    records.push_back(&comp.at(int64_t(in.page_table.data[size_t(j / ps)]) * ps + j % ps));
   }
   return records;
 }
@@ -36,8 +51,9 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
   const int64_t T = in.q.dim(0), H = in.heads, D = kKvMainDims;
   SparseAttnRun<S> run{Tensor<S>({T, H, D}, S(0)), Tensor<S>({T, H}, S(0))};
   const S scale = S(1) / std::sqrt(S(D));
+  DecodedPool window(in.window, in.window_pool), comp(in.comp, in.comp_pool);
   for (int64_t t = 0; t < T; ++t) {
-    const std::vector<std::vector<double>> kv = gathered_records(in, t);
+    const std::vector<const std::vector<double>*> kv = gathered_records(in, t, window, comp);
     for (int64_t h = 0; h < H; ++h) {
       S* o = run.o.ptr() + (t * H + h) * D;
       if (kv.empty()) {  // nothing to attend to: o = 0, lse = +inf
@@ -49,7 +65,7 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
       S m = -std::numeric_limits<S>::infinity();
       for (size_t i = 0; i < kv.size(); ++i) {
         S dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += S(q[d]) * S(kv[i][size_t(d)]);
+        for (int64_t d = 0; d < D; ++d) dot += S(q[d]) * S((*kv[i])[size_t(d)]);
         s[i] = dot * scale;
         m = std::max(m, s[i]);
       }
@@ -60,7 +76,7 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
         const S p = std::exp(s[i] - top);
         den += p;
         sum += std::exp(s[i] - m);
-        for (int64_t d = 0; d < D; ++d) o[d] += p * S(kv[i][size_t(d)]);
+        for (int64_t d = 0; d < D; ++d) o[d] += p * S((*kv[i])[size_t(d)]);
       }
       for (int64_t d = 0; d < D; ++d) o[d] /= den;
       for (int i = 0; i < kKvRopeDims / 2; ++i) {  // the RoPE dims turned back by the position
