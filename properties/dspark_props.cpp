@@ -482,6 +482,9 @@ RC_GTEST_PROP(DsparkDrafter, DraftIgnoresFeaturesOlderThanTheWindow, ()) {
   const int64_t old_rows = T - c.window;
   older.topRows(old_rows) = seeded_features(old_rows, F, ~seed);  // outside the window
   RC_ASSERT(same_draft(drafter.propose(older, last, c.gamma, choice), want));
+  // A caller holding only the window's rows (the training's examples) names their position.
+  RC_ASSERT(same_draft(
+      drafter.propose(features.bottomRows(c.window), last, c.gamma, choice, old_rows), want));
   Eigen::MatrixXd inside = features;
   inside.row(old_rows) = seeded_features(1, F, ~seed);  // the oldest position inside it
   RC_ASSERT(drafter.propose(inside, last, c.gamma, choice).logits != want.logits);

@@ -111,13 +111,13 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
 }
 
 Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& context,
-                                         const Eigen::MatrixXd& y) const {
+                                         const Eigen::MatrixXd& y, int64_t start) const {
   const int64_t W = context.rows(), g = y.rows(), n = W + g, d = c_.width, H = c_.heads;
   // The window's KV: the injected context rows, then the block's own, through the stage's wkv
   // (the store kernel reads its rows as bf16, as in the model).
   KvWindowInputs win;
   win.store = model_store_options(KvFormat::v41_window, n, kNormEps);
-  win.window = int(n);
+  win.window = int(n), win.start = start;
   win.x = Tensor<float>({n, d});
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < d; ++i)
@@ -125,10 +125,10 @@ Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& 
   win.wkv = s.attn.window_wkv, win.norm_w = s.attn.window_norm;
   const KvRun<double> records = kv_window_store<double, double>(win);
   SparseAttnInputs in;
-  in.heads = c_.heads, in.start = W;
+  in.heads = c_.heads, in.start = start + W;
   in.window = win.store;
   in.window_pool = encode_pool(in.window, tensor_cast<float>(records.stored), records.slots);
-  in.window_idx = Tensor<int32_t>({g, n});  // every record from every block position
+  in.window_idx = Tensor<int32_t>({g, n});  // every ring slot from every block position
   for (int64_t i = 0; i < g * n; ++i) in.window_idx.data[size_t(i)] = int32_t(i % n);
   // The queries, rounded to bf16 before and after their RoPE (the kernels' input dtype), as the
   // model's truth rounds them.
@@ -138,7 +138,7 @@ Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& 
     for (int64_t j = 0; j < H * kKvMainDims; ++j)
       q.data[size_t(i * H * kKvMainDims + j)] = store<bf16>(row(j));
   }
-  in.q = tensor_cast<float>(rope_queries<double, bf16>(std::move(q), W, in.rope_theta));
+  in.q = tensor_cast<float>(rope_queries<double, bf16>(std::move(q), in.start, in.rope_theta));
   in.sinks = s.attn.sinks;
   in.comp = model_store_options(KvFormat::v41_fp4, 0, kNormEps);  // window-only: nothing read
   in.comp_pool = Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison);
@@ -177,11 +177,12 @@ Eigen::MatrixXd DsparkDrafter::moe(const Stage& s, const Eigen::MatrixXd& y) con
   return f;
 }
 
-DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& features,
-                                                  int32_t last) const {
+DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& features, int32_t last,
+                                                  int64_t first) const {
   const int64_t W = std::min<int64_t>(features.rows(), c_.window), g = c_.gamma, d = c_.width;
   // Only the newest `window` positions are read: older features cannot change the draft.
   // main_proj, main_norm: [W, width], each stage injects them through its own wkv.
+  const int64_t start = first + features.rows() - W;  // the window's first position
   Eigen::MatrixXd context = features.bottomRows(W) * main_proj_;
   for (int64_t j = 0; j < W; ++j)
     context.row(j) = rms_norm_gain(context.row(j).transpose(), main_norm_).transpose();
@@ -206,8 +207,8 @@ DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& feature
   };
   PassOutputs out;
   for (const Stage& s : stages_) {
-    out.stage_y.push_back(
-        site(s.attn_site, [&](const Eigen::MatrixXd& y) { return attention(s, context, y); }));
+    out.stage_y.push_back(site(
+        s.attn_site, [&](const Eigen::MatrixXd& y) { return attention(s, context, y, start); }));
     site(s.ffn_site, [&](const Eigen::MatrixXd& y) { return moe(s, y); });
   }
   out.collapsed.resize(g, d);
@@ -222,8 +223,8 @@ DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& feature
 }
 
 Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int K,
-                             const DraftChoice& choice) const {
-  const PassOutputs pass = forward(features, last);
+                             const DraftChoice& choice, int64_t first) const {
+  const PassOutputs pass = forward(features, last, first);
   Draft d;
   d.logits.resize(K, c_.vocab);
   int32_t previous = last;
@@ -325,7 +326,7 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
   Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(n, n), zy = Eigen::MatrixXd::Zero(n, c_.vocab);
   Eigen::MatrixXd confidence_gram = Eigen::MatrixXd::Zero(n, n);
   for (const DrafterExample& e : examples) {
-    const PassOutputs pass = forward(e.features, e.last);
+    const PassOutputs pass = forward(e.features, e.last, e.first);
     int32_t previous = e.last;
     for (size_t k = 0; k < e.next.size(); ++k) {
       Eigen::RowVectorXd z(n), zc(n);
@@ -389,7 +390,7 @@ std::vector<double> DsparkDrafter::greedy_acceptance(
   DraftChoice greedy;
   greedy.greedy = true;
   for (const DrafterExample& e : examples) {
-    const Draft d = propose(e.features, e.last, int(e.next.size()), greedy);
+    const Draft d = propose(e.features, e.last, int(e.next.size()), greedy, e.first);
     for (size_t k = 0; k < e.next.size(); ++k) {
       ++reached[k];
       if (d.tokens[k] != e.next[k]) break;  // later drafts read this one: the pass stops here
@@ -426,6 +427,7 @@ std::vector<DrafterExample> greedy_examples(Backbone& model, const DsparkConfig&
       // The cache before `last` = text[at], its newest `window` rows (all the drafter reads).
       const int64_t kept = std::min<int64_t>(int64_t(at), window);
       e.features = features.middleRows(int64_t(at) - kept, kept);
+      e.first = int64_t(at) - kept;
       e.last = text[at];
       const size_t count = std::min(text.size() - at - 1, size_t(gamma));
       e.next.assign(text.begin() + int64_t(at) + 1, text.begin() + int64_t(at + 1 + count));

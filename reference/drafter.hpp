@@ -14,7 +14,8 @@
 // The head collapses with the last site's pre (V4.1 has no hc_head), norms and unembeds.
 // A Markov head adds W2^T W1[x_{k-1}] (rank r) while tokens are chosen left to right, so the
 // draft is a sequence; a confidence head gives c_k = sigmoid(w . [h_k before the final norm ;
-// W1[x_{k-1}]]) for the scheduler. RoPE is relative: the window's oldest row sits at position 0.
+// W1[x_{k-1}]]) for the scheduler. Positions are the sequence's: the window's records are those a
+// ring kept across steps would hold.
 #include <Eigen/Dense>
 #include <cstdint>
 #include <vector>
@@ -47,9 +48,11 @@ struct Draft {
 // row per cached position: the text before `last`), the backbone's greedy continuation after it
 // (1..gamma tokens: what greedy verification accepts) and the backbone's logits that chose each
 // of them ([next.size(), V], kept in float: a release vocabulary's rows are what training holds).
-// Only the newest `window` feature rows are kept (the drafter reads no others).
+// Only the newest `window` feature rows are kept (the drafter reads no others), from position
+// `first` on.
 struct DrafterExample {
   Eigen::MatrixXd features;
+  int64_t first = 0;
   int32_t last = 0;
   std::vector<int32_t> next;
   Eigen::MatrixXf teacher_logits;
@@ -91,16 +94,17 @@ class DsparkDrafter {
   // The one pass: final hidden states h_k [gamma, width] (collapsed: before the final norm,
   // which the confidence head reads; hidden: after it) and their logits [gamma, V] before the
   // Markov head; `stage_y` the attention input of each stage [blocks][gamma, width] (a tap for
-  // the properties). features: [T, feature_dim], one row per cached position (T may be 0).
+  // the properties). features: [T, feature_dim], one row per cached position from position
+  // `first` on (T may be 0; a caller holding only the newest rows passes their first position).
   struct PassOutputs {
     Eigen::MatrixXd collapsed, hidden, logits;
     std::vector<Eigen::MatrixXd> stage_y;
   };
-  PassOutputs forward(const Eigen::MatrixXd& features, int32_t last) const;
+  PassOutputs forward(const Eigen::MatrixXd& features, int32_t last, int64_t first = 0) const;
 
   // The first K (<= gamma) drafted tokens after `last`.
-  Draft propose(const Eigen::MatrixXd& features, int32_t last, int K,
-                const DraftChoice& choice) const;
+  Draft propose(const Eigen::MatrixXd& features, int32_t last, int K, const DraftChoice& choice,
+                int64_t first = 0) const;
 
   const DsparkConfig& config() const { return c_; }
 
@@ -134,10 +138,11 @@ class DsparkDrafter {
   };
   using Streams = std::vector<Mat<double>>;  // per block position [4, width]
   // The stage's attention for the block rows y [gamma, width]: the window's KV (the injected
-  // context rows [W, width], then the block's own rows, at positions 0 .. W + gamma - 1, as
-  // v41_window records) read by every block position (positions W ..). [gamma, width]
+  // context rows [W, width], then the block's own rows, at positions start .. start + W + gamma
+  // - 1, as v41_window records) read by every block position (positions start + W ..).
+  // [gamma, width]
   Eigen::MatrixXd attention(const Stage& s, const Eigen::MatrixXd& context,
-                            const Eigen::MatrixXd& y) const;
+                            const Eigen::MatrixXd& y, int64_t start) const;
   Eigen::MatrixXd moe(const Stage& s, const Eigen::MatrixXd& y) const;
   void fit_markov_in(const std::vector<DrafterExample>& examples);
   void check_examples(const std::vector<DrafterExample>& examples) const;
