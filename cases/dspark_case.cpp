@@ -253,7 +253,9 @@ TrainingOutputs training_outputs(const DsparkConfig& cfg, const reference::Train
 }
 
 BuiltCase build_dspark_training(const DsparkConfig& cfg, uint64_t seed) {
-  const reference::DrafterTraining t;
+  reference::DrafterTraining t;
+  t.prompts = 8;  // a regression check of the step's result, not of its quality: a small set
+
   BuiltCase b;
   b.config = {{"dspark", to_json(cfg)}, {"training", to_json(t)}};
   const TrainingOutputs out = training_outputs(cfg, reference::trained_drafter(cfg, seed, t), seed,
@@ -278,7 +280,8 @@ CaseReport check_dspark_training(const LoadedCase& c, const JsonFields& config,
   config.reject_unknown({"dspark", "training"});
   const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
   const reference::DrafterTraining t = parse_training(config.object("training"));
-  const DsparkTrainingCost cost = dspark_training_cost(cfg, t.prompts, t.prompt_tokens, t.steps, 2);
+  const DsparkTrainingCost cost =
+      dspark_training_cost(cfg, t.prompts, t.prompt_tokens, t.steps, true);
   config.within_budget("training.prompts x steps x dspark.vocab", cost.bytes, cost.work);
   const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
   const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);

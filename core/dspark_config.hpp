@@ -46,6 +46,7 @@ struct DsparkConfig {
   int top_k = 2;             // routed experts per position
   int expert_hidden = 64;    // an expert's hidden width
   int noise_id = 256;        // the token id of the block's noise positions (as released 128799)
+  double norm_eps = 1e-6;    // the stages' and head's RMSNorm epsilon (V4.1: 1e-20)
   int requests = 16;         // verification case: requests per batch
   double temperature = 1.0;  // sampling temperature of backbone and drafter
 };
@@ -64,7 +65,7 @@ inline double dspark_pass_work(const DsparkConfig& c, double rows) {
   const double d = c.width, D = 512, H = c.heads;
   const double per_position = 2 * 24 * 4 * d + 2 * H * D * d + D * d +
                               2 * H * D * (rows + c.gamma) + c.experts * d +
-                              3.0 * (c.top_k + 1) * d * c.expert_hidden;
+                              2.0 * (c.top_k + 1) * d * c.expert_hidden;
   return rows * 3.0 * c.backbone_width * d + c.blocks * rows * D * d +
          c.gamma * (c.blocks * per_position + d * c.vocab);
 }
@@ -73,43 +74,48 @@ inline double dspark_pass_work(const DsparkConfig& c, double rows) {
 inline double dspark_drafter_bytes(const DsparkConfig& c) {
   const double d = c.width, D = 512, H = c.heads, V = c.vocab;
   const double stage = 2 * 24 * 4 * d + 2 * H * D * d + D * d + c.experts * d +
-                       3.0 * (c.experts + 1) * d * c.expert_hidden;
+                       2.0 * (c.experts + 1) * d * c.expert_hidden;
   return 8 * (V * (2 * d + 2 * c.markov_rank) + 3.0 * c.backbone_width * d + c.blocks * stage);
 }
 
-// The multiply-adds of one drafting position of the training step (its rows' regression and
-// argmax over the vocabulary, the drafter's pass over a window of the prompt and its
-// continuation, the backbone's logits).
-inline double dspark_training_work_per_position(const DsparkConfig& c) {
+// The multiply-adds of one drafting position of the training step whose texts are `context`
+// tokens long: its rows' regression and argmax over the vocabulary, the drafter's pass over the
+// window of the text before it, the backbone's logits.
+inline double dspark_training_work_per_position(const DsparkConfig& c, int context) {
   const double heads = c.width + c.markov_rank;
-  return c.gamma * 2.0 * heads * c.vocab + dspark_pass_work(c, dspark_decode_context(c.window)) +
+  return c.gamma * 2.0 * heads * c.vocab + dspark_pass_work(c, std::min(c.window, context)) +
          2.0 * c.backbone_width * c.vocab;
 }
 
 // The training step's memory (bytes) and work (multiply-adds) for `prompts` prompts of
-// `prompt_tokens` decoded `steps` tokens each, in `sets` sets (2: training and held-out, as
-// the training report measures; 1: the training set alone, as verify's rows train): the teacher
-// logits (float), each example's newest window of features, the Markov head's bigram rows (a row
-// per token seen) and their Gram matrix, the heads' normal equations.
+// `prompt_tokens` decoded `steps` tokens each: the teacher logits (float), each example's newest
+// window of features, the Markov head's bigram rows (a row per token seen) and their Gram
+// matrix, the heads' normal equations. held_out: the training report's held-out set as well
+// (its texts, and the drafter's passes over it before and after the fit); verify's rows train
+// without it.
 struct DsparkTrainingCost {
   double bytes = 0, work = 0;
 };
 inline DsparkTrainingCost dspark_training_cost(const DsparkConfig& c, int prompts,
-                                               int prompt_tokens, int steps, int sets) {
+                                               int prompt_tokens, int steps, bool held_out) {
   const double positions = double(prompts) * steps, rows = positions * std::min(c.gamma, steps);
   const double seen = std::min(double(c.vocab), double(prompts) * (prompt_tokens + steps));
   const double window = std::min(double(c.window), double(prompt_tokens + steps));
   const double heads = c.width + c.markov_rank, V = c.vocab;
-  return {sets * (4 * rows * V + 8 * positions * window * 3.0 * c.backbone_width) +
+  const double texts = held_out ? 2 : 1, passes = held_out ? 3 : 1;
+  return {texts * (4 * rows * V + 8 * positions * window * 3.0 * c.backbone_width) +
               8 * seen * (V + seen) + 8 * heads * (heads + V),
-          sets * positions * dspark_training_work_per_position(c) + seen * seen * (V + seen)};
+          passes * positions * dspark_training_work_per_position(c, prompt_tokens + steps) +
+              seen * seen * (V + seen)};
 }
 
 // The prompts verify's decode rows train on: kDsparkTrainingPrompts, fewer (at least 4) where the
 // vocabulary makes that set cost more than 2e9 multiply-adds (the release's 32768-token slice:
 // 4). The config's budget counts this set.
 inline int dspark_training_prompts(const DsparkConfig& c) {
-  const double per_prompt = kDsparkTrainingSteps * dspark_training_work_per_position(c);
+  const double per_prompt =
+      kDsparkTrainingSteps *
+      dspark_training_work_per_position(c, kDsparkTrainingPromptTokens + kDsparkTrainingSteps);
   const double fit = 2e9 / per_prompt;
   return fit >= kDsparkTrainingPrompts ? kDsparkTrainingPrompts : fit < 4 ? 4 : int(fit);
 }

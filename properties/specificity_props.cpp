@@ -88,6 +88,7 @@ nlohmann::json draw_dspark() {
           {"top_k", in_range(1, experts)},
           {"expert_hidden", pick({1, 8, 64})},
           {"noise_id", in_range(0, vocab - 1)},
+          {"norm_eps", pick({1e-6, 1e-20})},
           {"requests", pick({1, 3, 8})},
           {"temperature", pick({1e-3, 0.7, 1.0, 1e3})}};
 }

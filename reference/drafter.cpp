@@ -23,22 +23,10 @@ int32_t first_argmax(const Eigen::RowVectorXd& row) {
   return static_cast<int32_t>(best);
 }
 
-}  // namespace
-
-namespace {
-
 static_assert(kDsparkWidthStep == 8 && kDsparkMaxWidth == kKvMaxHidden,
               "the drafter's widths are the window store's (core/dspark_config.hpp)");
 static_assert(kDsparkHeadStep == kSparseAttnHeadGroup && kDsparkMaxHeads == kSparseAttnMaxHeads,
               "the drafter's heads are sparse attention's (core/dspark_config.hpp)");
-
-// The release's norm epsilon (the model's: DESIGN 5.6).
-constexpr double kNormEps = 1e-6;
-
-// RMSNorm with a gain, one row: x / sqrt(mean(x^2) + eps) * w.
-Eigen::VectorXd rms_norm_gain(const Eigen::VectorXd& x, const Eigen::VectorXd& w) {
-  return rms_norm<double>(x, w, kNormEps);
-}
 
 // A weight as the kernels hold it: float, row-major [rows, cols] ([rows] for a column).
 Tensor<float> floats(const Eigen::MatrixXd& m) {
@@ -74,12 +62,12 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
                            (hi + lo) / 2);
   };
   const int64_t d = c.width, D = kKvMainDims, HD = int64_t(c.heads) * D, F = c.expert_hidden;
-  mhc_.d = c.width;
+  mhc_.d = c.width, mhc_.norm_eps = c.norm_eps;
   main_norm_ = uniform(d, 1, 8, 0.75, 1.25);
   head_norm_ = uniform(d, 1, 9, 0.75, 1.25);
   const double s = 1 / std::sqrt(double(d)), fn = 2 / std::sqrt(4.0 * d);
   for (int b = 0; b < c.blocks; ++b) {
-    const uint32_t id = 1000 * uint32_t(b + 1);
+    const uint32_t id = uint32_t(b + 1) << 16;  // room for 1024 experts' streams
     auto site = [&](uint32_t i) {
       return Site<double>{uniform(24, 4 * d, i, -fn, fn),
                           uniform(24, 1, i + 1, -1, 1),
@@ -90,14 +78,12 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
     Stage st;
     st.attn_site = site(id);
     st.ffn_site = site(id + 4);
-    st.attn.wq = floats(uniform(HD, d, id + 8, -s, s));
+    st.wq = as_matrix<double>(floats(uniform(HD, d, id + 8, -s, s)));
     st.attn.window_wkv = floats(uniform(D, d, id + 9, -s, s));
     st.attn.window_norm = floats(uniform(D, 1, id + 10, 0.75, 1.25));
     st.attn.sinks = floats(uniform(c.heads, 1, id + 11, -1, 1));
-    st.attn.wo =
-        floats(uniform(d, HD, id + 12, -1 / std::sqrt(double(HD)), 1 / std::sqrt(double(HD))));
-    st.wq = as_matrix<double>(st.attn.wq);
-    st.wo = as_matrix<double>(st.attn.wo);
+    st.wo = as_matrix<double>(
+        floats(uniform(d, HD, id + 12, -1 / std::sqrt(double(HD)), 1 / std::sqrt(double(HD)))));
     const double r = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
     st.router = uniform(c.experts, d, id + 13, -r, r);
     const Eigen::MatrixXd bias = uniform(c.experts, 1, id + 14, -0.5, 0.5);
@@ -116,7 +102,7 @@ Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& 
   // The window's KV: the injected context rows, then the block's own, through the stage's wkv
   // (the store kernel reads its rows as bf16, as in the model).
   KvWindowInputs win;
-  win.store = model_store_options(KvFormat::v41_window, n, kNormEps);
+  win.store = model_store_options(KvFormat::v41_window, n, c_.norm_eps);
   win.window = int(n), win.start = start;
   win.x = Tensor<float>({n, d});
   for (int64_t r = 0; r < n; ++r)
@@ -128,8 +114,8 @@ Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& 
   in.heads = c_.heads, in.start = start + W;
   in.window = win.store;
   in.window_pool = encode_pool(in.window, tensor_cast<float>(records.stored), records.slots);
-  in.window_idx = Tensor<int32_t>({g, n});  // every ring slot from every block position
-  for (int64_t i = 0; i < g * n; ++i) in.window_idx.data[size_t(i)] = int32_t(i % n);
+  in.window_idx = Tensor<int32_t>({g, n});  // every ring slot, oldest first, from every position
+  for (int64_t i = 0; i < g * n; ++i) in.window_idx.data[size_t(i)] = int32_t((start + i % n) % n);
   // The queries, rounded to bf16 before and after their RoPE (the kernels' input dtype), as the
   // model's truth rounds them.
   Tensor<double> q({g, H, kKvMainDims});
@@ -140,7 +126,7 @@ Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& 
   }
   in.q = tensor_cast<float>(rope_queries<double, bf16>(std::move(q), in.start, in.rope_theta));
   in.sinks = s.attn.sinks;
-  in.comp = model_store_options(KvFormat::v41_fp4, 0, kNormEps);  // window-only: nothing read
+  in.comp = model_store_options(KvFormat::v41_fp4, 0, c_.norm_eps);  // window-only: nothing read
   in.comp_pool = Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison);
   in.page_table = model_page_table(0);
   in.comp_idx = Tensor<int32_t>({g, 0});
@@ -185,7 +171,8 @@ DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& feature
   const int64_t start = first + features.rows() - W;  // the window's first position
   Eigen::MatrixXd context = features.bottomRows(W) * main_proj_;
   for (int64_t j = 0; j < W; ++j)
-    context.row(j) = rms_norm_gain(context.row(j).transpose(), main_norm_).transpose();
+    context.row(j) =
+        rms_norm<double>(context.row(j).transpose(), main_norm_, c_.norm_eps).transpose();
   Streams x(static_cast<size_t>(g));  // the block [last, noise x (gamma - 1)] on 4 equal streams
   for (int64_t i = 0; i < g; ++i) x[i] = embed_.row(i == 0 ? last : c_.noise_id).replicate(4, 1);
   std::vector<Vec4<double>> pre(size_t(g), Vec4<double>(1, 0, 0, 0));
@@ -216,7 +203,7 @@ DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& feature
   for (int64_t i = 0; i < g; ++i) {
     const Vec<double> u = collapse(x[i], pre[i]);  // with the last site's pre (no hc_head)
     out.collapsed.row(i) = u.transpose();
-    out.hidden.row(i) = rms_norm_gain(u, head_norm_).transpose();
+    out.hidden.row(i) = rms_norm<double>(u, head_norm_, c_.norm_eps).transpose();
   }
   out.logits = out.hidden * unembed_.transpose();
   return out;

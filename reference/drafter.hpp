@@ -127,11 +127,11 @@ class DsparkDrafter {
   };
   struct Stage {
     Site<double> attn_site, ffn_site;  // mHC sites (their w_sub unused)
-    // A window-only layer's attention, as the model's (float, as the kernels read it): wq
-    // [heads x 512, width], wo [width, heads x 512], sinks [heads], the stage's own wkv [512,
-    // width] and its norm [512] (the window's records, injected and the block's own).
+    // A window-only layer's window and sinks, as the model's (float, as the kernels read
+    // them): sinks [heads], the stage's own wkv [512, width] and its norm [512] (the window's
+    // records, injected and the block's own).
     ModelWeights::Attention attn;
-    Mat<double> wq, wo;           // attn.wq and attn.wo in double (converted once)
+    Mat<double> wq, wo;           // [heads x 512, width], [width, heads x 512] (values of float)
     Eigen::MatrixXd router;       // [experts, width]
     std::vector<float> bias;      // [experts] the router's (text) bias
     std::vector<Expert> experts;  // routed, then the shared one
@@ -148,7 +148,7 @@ class DsparkDrafter {
   void check_examples(const std::vector<DrafterExample>& examples) const;
 
   DsparkConfig c_;
-  ResidualConfig mhc_;         // the sites' mixing (V4.1's: 20 Sinkhorn iterations, eps 1e-6)
+  ResidualConfig mhc_;  // the sites' mixing (V4.1's 20 Sinkhorn iterations, hc_eps 1e-6; norm_eps)
   Eigen::MatrixXd main_proj_;  // [feature_dim, width]
   Eigen::VectorXd main_norm_;  // [width]
   Eigen::MatrixXd embed_;      // [V, width] (the last token's and the noise id's rows)

@@ -1,6 +1,6 @@
 #pragma once
 // What the reference's small models share (the DSpark backbone and drafter, the end-to-end
-// model): seeded weights, row norms, softmax, causal attention over a KV cache.
+// model): seeded weights, softmax, causal attention over a KV cache (the small backbone's).
 #include <Eigen/Dense>
 #include <cmath>
 #include <cstdint>
@@ -23,14 +23,6 @@ inline Eigen::MatrixXd seeded_matrix(int64_t rows, int64_t cols, uint64_t seed, 
 // Bit-identical, shapes included (Eigen's == assumes equal shapes and reads past the smaller).
 inline bool identical(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && a == b;
-}
-
-// Row-wise RMS norm (no gain): x / sqrt(mean(x^2) + eps).
-inline Eigen::MatrixXd rms_norm_rows(const Eigen::MatrixXd& x, double eps = 1e-6) {
-  Eigen::MatrixXd y = x;
-  for (Eigen::Index i = 0; i < x.rows(); ++i)
-    y.row(i) /= std::sqrt(x.row(i).squaredNorm() / double(x.cols()) + eps);
-  return y;
 }
 
 // Softmax of a row of logits at a temperature, in double.
