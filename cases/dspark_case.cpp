@@ -85,7 +85,7 @@ bool pass_counts_hold(const reference::SpeculativeStats& s, int budget, bool rea
 
 DsparkDecode dspark_decode(const DsparkConfig& c, const reference::DsparkDrafter& drafter,
                            uint64_t seed, int requests, bool greedy, int steps,
-                           const reference::Verifier& verify) {
+                           const reference::Verifier& verify, DraftMemo* memo) {
   std::vector<reference::TinyBackbone> models;  // one cache per request, the same weights
   for (int r = 0; r < requests; ++r)
     models.emplace_back(c.vocab, c.backbone_width, seed, c.backbone_layers);
@@ -99,11 +99,18 @@ DsparkDecode dspark_decode(const DsparkConfig& c, const reference::DsparkDrafter
     d.prompt.push_back(prompt);
     const reference::Backbone* model = &models[r];
     batch.push_back({&models[r], prompt, [=, &drafter](const std::vector<int32_t>& text, int K) {
-                       const reference::DraftChoice choice{greedy, seed, uint32_t(r),
-                                                           uint32_t(text.size()), c.temperature};
-                       const reference::Draft draft =
-                           drafter.propose(model->target_features(), text.back(), K, choice);
-                       return reference::Proposal{draft.tokens, draft.p_draft, draft.confidence};
+                       auto propose = [&] {
+                         const reference::DraftChoice choice{greedy, seed, uint32_t(r),
+                                                             uint32_t(text.size()), c.temperature};
+                         const reference::Draft draft =
+                             drafter.propose(model->target_features(), text.back(), K, choice);
+                         return reference::Proposal{draft.tokens, draft.p_draft, draft.confidence};
+                       };
+                       if (!memo) return propose();
+                       const auto key = std::make_tuple(r, text, K);
+                       const auto kept = memo->find(key);
+                       return kept != memo->end() ? kept->second
+                                                  : memo->emplace(key, propose()).first->second;
                      }});
   }
   d.decode = reference::speculative_batch_decode(
@@ -179,13 +186,14 @@ struct DrafterOutputs {
   Tensor<double> logits, confidence;
 };
 DrafterOutputs run_drafter_case(const DsparkConfig& cfg, const Tensor<double>& features,
-                                int32_t last, uint64_t seed, const reference::Verifier& verify) {
+                                int32_t last, uint64_t seed, const reference::Verifier& verify,
+                                DraftMemo* memo = nullptr) {
   const reference::DsparkDrafter drafter(cfg, features.dim(1), seed);
   const reference::DraftChoice choice{false, seed, 0, uint32_t(features.dim(0)) + 1,
                                       cfg.temperature};
   const reference::Draft d = drafter.propose(to_matrix(features), last, cfg.gamma, choice);
   const DsparkDecode decode =
-      dspark_decode(cfg, drafter, seed, kDecodeRequests, false, kDecodeSteps, verify);
+      dspark_decode(cfg, drafter, seed, kDecodeRequests, false, kDecodeSteps, verify, memo);
   Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
   for (int r = 0; r < kDecodeRequests; ++r)  // every text has the prompt's 6 + kDecodeSteps
     std::copy(decode.decode.text[r].begin(), decode.decode.text[r].end(),
@@ -236,9 +244,10 @@ struct TrainingOutputs {
   Tensor<int32_t> text;
 };
 TrainingOutputs training_outputs(const DsparkConfig& cfg, const reference::TrainedDrafter& trained,
-                                 uint64_t seed, const reference::Verifier& verify) {
+                                 uint64_t seed, const reference::Verifier& verify,
+                                 DraftMemo* memo = nullptr) {
   const DsparkDecode decode =
-      dspark_decode(cfg, trained.drafter, seed, kDecodeRequests, true, kDecodeSteps, verify);
+      dspark_decode(cfg, trained.drafter, seed, kDecodeRequests, true, kDecodeSteps, verify, memo);
   Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
   for (int r = 0; r < kDecodeRequests; ++r)
     std::copy(decode.decode.text[r].begin(), decode.decode.text[r].end(),
@@ -284,13 +293,18 @@ CaseReport check_dspark_training(const LoadedCase& c, const JsonFields& config,
       dspark_training_cost(cfg, t.prompts, t.prompt_tokens, t.steps, true);
   config.within_budget("training.prompts x steps x dspark.vocab", cost.bytes, cost.work);
   const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
-  const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);
-  const TrainingOutputs now = training_outputs(cfg, trained, seed, reference::dspark_verify);
-  const TrainingOutputs got = training_outputs(
-      cfg, trained, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
   auto stored = [&](const char* name) {
     return c.blob.get("expected." + std::string(name), c.blob_source);
   };
+  for (const char* name :
+       {"markov_in", "markov_out", "unembed", "confidence_head", "held_out_acceptance", "text"})
+    stored(name);  // a broken expectation is refused before the training runs
+  const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);
+  DraftMemo memo;
+  const TrainingOutputs now = training_outputs(cfg, trained, seed, reference::dspark_verify, &memo);
+  const TrainingOutputs got = training_outputs(
+      cfg, trained, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); },
+      &memo);
   CaseReport report{c.name, {}};
   const std::pair<const char*, const Tensor<double>*> heads[] = {
       {"markov_in", &now.markov_in},
@@ -357,13 +371,17 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
   if (last < 0 || last >= cfg.vocab)
     throw_bad_input("{}: tensor 'last' holds token {}, outside [0, {})", c.blob_source, last,
                     cfg.vocab);
-  const DrafterOutputs now = run_drafter_case(cfg, features, last, seed, reference::dspark_verify);
-  const DrafterOutputs got =
-      run_drafter_case(cfg, features, last, seed,
-                       [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); });
   auto stored = [&](const char* name) {
     return c.blob.get("expected." + std::string(name), c.blob_source);
   };
+  for (const char* name : {"draft", "logits", "confidence", "text"})
+    stored(name);  // a broken expectation is refused before the drafter runs
+  DraftMemo memo;
+  const DrafterOutputs now =
+      run_drafter_case(cfg, features, last, seed, reference::dspark_verify, &memo);
+  const DrafterOutputs got = run_drafter_case(
+      cfg, features, last, seed, [&](const VerifyInputs& in) { return run_dspark_verify(in, opt); },
+      &memo);
   CaseReport report{c.name, {}};
   report.tensors.push_back(reference_check("draft", doubles(now.draft), stored("draft")));
   report.tensors.push_back(reference_check("logits", doubles(now.logits), stored("logits")));
@@ -442,9 +460,11 @@ VerifyRow verify_dspark_decode(const ModelConfig& model,
                          c.requests, kSteps, c.window);
   row.backend = backend_name(opt.backend);
   LaunchLog predicted;  // the byte model of every pass, given its decisions (checked by `same`)
+  DraftMemo memo;       // every decode of the row asks the drafter alike while decisions agree
   auto decode = [&](const RunOptions& o, LaunchLog* launches) {
     return dspark_decode(
-        c, drafter, model.seed, c.requests, greedy, kSteps, [&](const VerifyInputs& in) {
+        c, drafter, model.seed, c.requests, greedy, kSteps,
+        [&](const VerifyInputs& in) {
           VerifyOutputs out = run_dspark_verify(in, o);
           reference::check_verifier_outputs(in, out);  // before the byte model reads the decisions
           if (launches) {
@@ -453,10 +473,11 @@ VerifyRow verify_dspark_decode(const ModelConfig& model,
             predicted.insert(predicted.end(), p.begin(), p.end());
           }
           return out;
-        });
+        },
+        &memo);
   };
-  const DsparkDecode want =
-      dspark_decode(c, drafter, model.seed, c.requests, greedy, kSteps, reference::dspark_verify);
+  const DsparkDecode want = dspark_decode(c, drafter, model.seed, c.requests, greedy, kSteps,
+                                          reference::dspark_verify, &memo);
   auto same = [&](const DsparkDecode& d) {
     if (d.decode.text != want.decode.text) return false;
     for (size_t r = 0; r < d.decode.stats.size(); ++r)

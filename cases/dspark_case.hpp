@@ -39,9 +39,14 @@ struct DsparkDecode {
   std::vector<std::vector<int32_t>> prompt;  // [R]
   reference::BatchDecode decode;
 };
+// The drafter's proposals of decodes of one batch (config, drafter, seed, mode), by request,
+// text and budget: decodes whose verifiers decide alike (the reference, the kernel under each
+// schedule) ask the drafter the same questions, and its passes are most of a decode's cost.
+// One thread at a time.
+using DraftMemo = std::map<std::tuple<int, std::vector<int32_t>, int>, reference::Proposal>;
 DsparkDecode dspark_decode(const DsparkConfig& c, const reference::DsparkDrafter& drafter,
                            uint64_t seed, int requests, bool greedy, int steps,
-                           const reference::Verifier& verify);
+                           const reference::Verifier& verify, DraftMemo* memo = nullptr);
 
 // What a decode measured of its drafts: per draft position k the acceptance given that the
 // drafts before it were accepted (accepted at k / verified up to k with 0..k-1 accepted; 0 where

@@ -492,6 +492,16 @@ RC_GTEST_PROP(DsparkDrafter, DraftIgnoresFeaturesOlderThanTheWindow, ()) {
   RC_ASSERT(drafter.propose(inside, last, c.gamma, choice).logits != want.logits);
 }
 
+// A drafter of the test config, 0..19 rows of seeded features and a last token, drawn in this
+// order.
+struct DrawnPass {
+  DsparkConfig c = drafter_config(kVocab);
+  uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  DsparkDrafter drafter{c, 3 * kDim, seed};
+  Eigen::MatrixXd features = seeded_features(*rc::gen::inRange(0, 20), 3 * kDim, seed);
+  int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+};
+
 // As released, attention inside the draft block is not causal: the first position (the last
 // token) also reads the noise positions after it, so its hidden state depends on how many there
 // are (a causal block would give the same first row for every gamma). What does hold: the window
@@ -516,12 +526,7 @@ RC_GTEST_PROP(DsparkDrafter, TheDraftBlockAttendsBothWays, ()) {
 // RoPE positions (a pass without positions would leave them equal: non-causal attention sees
 // the same records from each).
 RC_GTEST_PROP(DsparkDrafter, TheNoisePositionsShareAnEmbeddingAndDifferByPosition, ()) {
-  const DsparkConfig c = drafter_config(kVocab);
-  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  const int64_t T = *rc::gen::inRange(0, 20);
-  const DsparkDrafter drafter(c, 3 * kDim, seed);
-  const Eigen::MatrixXd features = seeded_features(T, 3 * kDim, seed);
-  const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+  const auto& [c, seed, drafter, features, last] = DrawnPass{};
   const auto pass = drafter.forward(features, last);
   const Eigen::MatrixXd& y0 = pass.stage_y[0];
   for (int k = 2; k < c.gamma; ++k) RC_ASSERT(y0.row(k) == y0.row(1));
@@ -536,12 +541,7 @@ RC_GTEST_PROP(DsparkDrafter, TheNoisePositionsShareAnEmbeddingAndDifferByPositio
 }
 
 RC_GTEST_PROP(DsparkDrafter, OnePassGivesGammaPositionsLeftToRight, ()) {
-  const DsparkConfig c = drafter_config(kVocab);
-  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  const int64_t T = *rc::gen::inRange(0, 20);
-  const DsparkDrafter drafter(c, 3 * kDim, seed);
-  const Eigen::MatrixXd features = seeded_features(T, 3 * kDim, seed);
-  const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+  const auto& [c, seed, drafter, features, last] = DrawnPass{};
   const reference::DraftChoice choice{*rc::gen::arbitrary<bool>(), seed, 3, 17, 0.7};
   const auto full = drafter.propose(features, last, c.gamma, choice);
   RC_ASSERT(full.tokens.size() == size_t(c.gamma));
@@ -652,7 +652,9 @@ void expect_backbone_distribution(const DsparkDrafter& drafter, int64_t V, uint6
 TEST(DsparkBackbone, SpeculativeSamplingKeepsTheBackboneDistribution) {
   constexpr int64_t V = 5;
   constexpr uint64_t model_seed = 5;
-  DsparkDrafter drafter(drafter_config(V), 3 * kDim, model_seed);
+  DsparkConfig c = drafter_config(V);
+  c.blocks = 1;  // any drafter keeps the distribution: one stage keeps 12000 decodes cheap
+  DsparkDrafter drafter(c, 3 * kDim, model_seed);
   expect_backbone_distribution(drafter, V, model_seed);
   // Trained on the backbone (its greedy continuations), the drafter is accepted more often; the
   // output distribution must not move.
@@ -991,8 +993,8 @@ RC_GTEST_PROP(DsparkTraining, ABigramChainIsDraftedWhole, ()) {
 
 // The training's promise, on held-out prompts (TrainingReport::held_out_after: 32 prompts of
 // Philox key 10, 24 greedy tokens each, not the training's key 9): the first draft position is
-// accepted at least this often (chance: 1 in 257; the seeded heads: 0 to 6%; 100 seeds of the
-// trained ones: min 0.25, mean 0.39, sd 0.07).
+// accepted at least this often (chance: 1 in 257; the seeded heads: 0 to 2%; 40 seeds of the
+// trained ones: min 0.28, mean 0.40, sd 0.08).
 constexpr double kHeldOutFloor = 0.1;
 
 // Seeds from RapidCheck's configured seed (ci/test derives it from the commit), as many as its
@@ -1017,7 +1019,8 @@ TEST(DsparkTraining, TheTrainedDrafterIsAcceptedOnHeldOutPrompts) {
 // cheap (the default one: FittingIsBitReproducibleAndBeatsTheSeededHeads).
 RC_GTEST_PROP(DsparkTraining, GreedyDecodingWithATrainedDrafterKeepsPlainGreedyText, ()) {
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  const DsparkConfig c = builtin_model("tiny").dspark;
+  DsparkConfig c = builtin_model("tiny").dspark;
+  c.blocks = 1;  // losslessness holds for any drafter: one stage keeps the cases cheap
   const int requests = *rc::gen::inRange(1, 9), steps = *rc::gen::inRange(1, 17);
   const reference::DrafterTraining small{.prompts = 4, .steps = 8};
   const DsparkDecode d = dspark_decode(c, reference::trained_drafter(c, seed, small).drafter, seed,
