@@ -263,7 +263,7 @@ TrainingOutputs training_outputs(const DsparkConfig& cfg, const reference::Train
 
 BuiltCase build_dspark_training(const DsparkConfig& cfg, uint64_t seed) {
   reference::DrafterTraining t;
-  t.prompts = 8;  // a regression check of the step's result, not of its quality: a small set
+  t.prompts = 4;  // a regression check of the step's result, not of its quality: a small set
 
   BuiltCase b;
   b.config = {{"dspark", to_json(cfg)}, {"training", to_json(t)}};
