@@ -298,7 +298,7 @@ CaseReport check_dspark_training(const LoadedCase& c, const JsonFields& config,
   };
   for (const char* name :
        {"markov_in", "markov_out", "unembed", "confidence_head", "held_out_acceptance", "text"})
-    stored(name);  // a broken expectation is refused before the training runs
+    stored(name);  // a missing expectation is refused before the training runs
   const reference::TrainedDrafter trained = reference::trained_drafter(cfg, seed, t);
   DraftMemo memo;
   const TrainingOutputs now = training_outputs(cfg, trained, seed, reference::dspark_verify, &memo);
@@ -375,7 +375,7 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
     return c.blob.get("expected." + std::string(name), c.blob_source);
   };
   for (const char* name : {"draft", "logits", "confidence", "text"})
-    stored(name);  // a broken expectation is refused before the drafter runs
+    stored(name);  // a missing expectation is refused before the drafter runs
   DraftMemo memo;
   const DrafterOutputs now =
       run_drafter_case(cfg, features, last, seed, reference::dspark_verify, &memo);

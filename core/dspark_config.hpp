@@ -19,11 +19,8 @@ inline constexpr float kResidualMassFloor = 1e-8f;
 // positions, each holding up to gamma rows of vocab-wide teacher logits (float).
 inline constexpr int kDsparkTrainingPrompts = 32, kDsparkTrainingSteps = 24;
 // The tokens of a training prompt and of a verify decode row's prompt (which decodes
-// kDsparkTrainingSteps tokens after it): the drafter's window holds at most their sum.
+// kDsparkTrainingSteps tokens after it).
 inline constexpr int kDsparkTrainingPromptTokens = 6;
-inline int dspark_decode_context(int window) {
-  return std::min(window, kDsparkTrainingPromptTokens + kDsparkTrainingSteps);
-}
 
 // The drafter's stages run on the model's window store and sparse attention (problem/kvcache.hpp,
 // problem/sparse_attn.hpp; reference/drafter.cpp asserts these equal their limits): the width a
@@ -57,12 +54,13 @@ inline bool dspark_stage_shape_ok(const DsparkConfig& c) {
          c.heads <= kDsparkMaxHeads && c.heads % kDsparkHeadStep == 0;
 }
 
-// The multiply-adds of one drafter pass over `rows` window rows: the target features' projection
-// and each stage's injection (its wkv over every window row), then per drafted position and
-// stage the two mHC sites (24 x 4d each), the queries, the block's own record, the attention
-// over window + block, the output projection, the router and top_k + 1 experts.
-inline double dspark_pass_work(const DsparkConfig& c, double rows) {
-  const double d = c.width, D = 512, H = c.heads;
+// The multiply-adds of one drafter pass after `context` cached positions (the window reads the
+// newest `window` of them): the target features' projection and each stage's injection (its wkv
+// over every window row), then per drafted position and stage the two mHC sites (24 x 4d each),
+// the queries, the block's own record, the attention over window + block, the output
+// projection, the router and top_k + 1 experts.
+inline double dspark_pass_work(const DsparkConfig& c, int context) {
+  const double d = c.width, D = 512, H = c.heads, rows = std::min(c.window, context);
   const double per_position = 2 * 24 * 4 * d + 2 * H * D * d + D * d +
                               2 * H * D * (rows + c.gamma) + c.experts * d +
                               2.0 * (c.top_k + 1) * d * c.expert_hidden;
@@ -83,7 +81,7 @@ inline double dspark_drafter_bytes(const DsparkConfig& c) {
 // window of the text before it, the backbone's logits.
 inline double dspark_training_work_per_position(const DsparkConfig& c, int context) {
   const double heads = c.width + c.markov_rank;
-  return c.gamma * 2.0 * heads * c.vocab + dspark_pass_work(c, std::min(c.window, context)) +
+  return c.gamma * 2.0 * heads * c.vocab + dspark_pass_work(c, context) +
          2.0 * c.backbone_width * c.vocab;
 }
 

@@ -208,7 +208,9 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
       "requests x gamma x vocab, widths, window, experts, the drafter's training",
       32 * R * (2 * K + 1) * V + 8 * (per_token + R * c.window * 3.0 * c.backbone_width) +
           dspark_drafter_bytes(c) + training.bytes,
-      24 * R * (4 * (K + 1) * per_token + dspark_pass_work(c, dspark_decode_context(c.window))) +
+      24 * R *
+              (4 * (K + 1) * per_token +
+               dspark_pass_work(c, kDsparkTrainingPromptTokens + kDsparkTrainingSteps)) +
           training.work);
   return c;
 }
