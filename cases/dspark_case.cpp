@@ -252,11 +252,11 @@ TrainingOutputs training_outputs(const DsparkConfig& cfg, const reference::Train
   for (int r = 0; r < kDecodeRequests; ++r)
     std::copy(decode.decode.text[r].begin(), decode.decode.text[r].end(),
               text.ptr() + r * text.dim(1));
-  const reference::DsparkDrafter& d = trained.drafter;
-  return {to_tensor(d.markov_in()),
-          to_tensor(d.markov_out()),
-          to_tensor(d.unembed()),
-          to_tensor(d.confidence_head()),
+  const DrafterWeights& w = trained.drafter.weights();
+  return {tensor_cast<double>(w.markov_in),
+          tensor_cast<double>(w.markov_out),
+          tensor_cast<double>(w.unembed),
+          tensor_cast<double>(w.confidence),
           Tensor<double>({cfg.gamma}, trained.report.held_out_after),
           text};
 }

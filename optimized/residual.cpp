@@ -12,6 +12,12 @@ ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
   return TANDEM_DISPATCH(opt, run_residual_boundary, in, opt);
 }
 
+RmsNormOutputs run_rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt) {
+  validate_rms_norm(in);
+  validate_block_threads(opt, 1024, "CUDA's limit per block");
+  return TANDEM_DISPATCH(opt, run_rms_norm_rows, in, opt);
+}
+
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt) {
   validate_residual_inputs(in);

@@ -213,7 +213,28 @@ class BoundaryRunner {
   const RunOptions& opt_;
 };
 
+template <class Act>
+RmsNormOutputs rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt) {
+  const int T = int(in.u.dim(0)), d = int(in.u.dim(1));
+  DeviceArray<Act> u(in.u.data.size()), y(in.u.data.size());
+  DeviceArray<float> w(in.w.data.size());
+  u.upload(to_storage<Act>(in.u));
+  w.upload(in.w.data);
+  TANDEM_LAUNCH(launch_name("residual_rmsnorm", act_dtype_of<Act>()).c_str(), residual_rmsnorm<Act>,
+                dim3(T), dim3(opt.block_threads), sizeof(float) * d, u.data(), w.data(),
+                float(in.eps), d, y.data());
+  return {download_floats(y, {T, d}), {}};
+}
+
 }  // namespace
+
+RmsNormOutputs run_rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt) {
+  begin_run(opt);
+  RmsNormOutputs out =
+      in.act == ActDType::f32 ? rms_norm_rows<float>(in, opt) : rms_norm_rows<bf16>(in, opt);
+  out.launches = end_run();
+  return out;
+}
 
 ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
                                               const RunOptions& opt) {

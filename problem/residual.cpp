@@ -22,12 +22,16 @@ void expect_shape(const Tensor<float>& t, const Shape& s, const std::string& wha
                     fmt::join(t.shape, ", "), fmt::join(s, ", "));
 }
 
+void check_width(int64_t d) {
+  if (d <= 0 || d % 8 || d > 12288)
+    throw_bad_input("residual.d: a multiple of 8 in [8, 12288], got {}", d);
+}
+
 // The config the kernels support and the state x: [T >= 1, 4, d]; returns T.
 int64_t check_residual_state(const ResidualConfig& c, const Tensor<float>& x, const char* name) {
   const int64_t d = c.d;
   if (c.hc_mult != 4) throw_bad_input("residual.hc_mult: the kernels need 4, got {}", c.hc_mult);
-  if (d <= 0 || d % 8 || d > 12288)
-    throw_bad_input("residual.d: a multiple of 8 in [8, 12288], got {}", d);
+  check_width(d);
   if (x.shape.size() != 3 || x.dim(0) < 1)
     throw_bad_input("residual input '{}': expected [T, 4, d] with T >= 1", name);
   expect_shape(x, {x.dim(0), c.hc_mult, d}, name);
@@ -75,6 +79,18 @@ void validate_residual_boundary(const ResidualBoundaryInputs& in) {
                         : t == &in.f ? "f"
                                      : "coef",
                         i, t->data[i]);
+}
+
+void validate_rms_norm(const RmsNormInputs& in) {
+  if (in.u.shape.size() != 2 || in.u.dim(0) < 1)
+    throw_bad_input("rms norm input 'u': expected [T, d] with T >= 1");
+  check_width(in.u.dim(1));
+  expect_shape(in.w, {in.u.dim(1)}, "w");
+  if (!(in.eps > 0) || !std::isfinite(in.eps))
+    throw_bad_input("rms norm: eps must be finite and > 0, got {}", in.eps);
+  for (size_t i = 0; i < in.u.data.size(); ++i)
+    if (!std::isfinite(in.u.data[i]))
+      throw_bad_input("rms norm input 'u'[{}] is not finite ({})", i, in.u.data[i]);
 }
 
 }  // namespace tandem

@@ -82,8 +82,22 @@ struct ResidualBoundaryOutputs {
   LaunchLog launches;  // emu byte counts (empty on cuda)
 };
 
+// RMSNorm of rows on their own (DSpark's main_norm over the projected target features):
+// y[t] = u[t] * rsqrt(mean(u[t]^2) + eps) * w, one launch of residual_rmsnorm.
+struct RmsNormInputs {
+  ActDType act = ActDType::f32;
+  Tensor<float> u;  // [T >= 1, d], d as residual.d (a multiple of 8 up to 12288)
+  Tensor<float> w;  // [d]
+  double eps = 1e-6;
+};
+struct RmsNormOutputs {
+  Tensor<float> y;     // [T, d]
+  LaunchLog launches;  // emu byte counts (empty on cuda)
+};
+
 // Validates shapes (BadInput naming the tensor) before anything runs.
 void validate_residual_inputs(const ResidualStackInputs& in);
 void validate_residual_boundary(const ResidualBoundaryInputs& in);
+void validate_rms_norm(const RmsNormInputs& in);
 
 }  // namespace tandem

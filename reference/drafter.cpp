@@ -1,7 +1,10 @@
 #include "reference/drafter.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/philox.hpp"
@@ -28,25 +31,36 @@ static_assert(kDsparkWidthStep == 8 && kDsparkMaxWidth == kKvMaxHidden,
 static_assert(kDsparkHeadStep == kSparseAttnHeadGroup && kDsparkMaxHeads == kSparseAttnMaxHeads,
               "the drafter's heads are sparse attention's (core/dspark_config.hpp)");
 
-// A weight as the kernels hold it: float, row-major [rows, cols] ([rows] for a column).
+// A fitted value as the kernels hold it: float, row-major [rows, cols] ([rows] for a column).
 Tensor<float> floats(const Eigen::MatrixXd& m) {
   Tensor<float> t(m.cols() == 1 ? Shape{m.rows()} : Shape{m.rows(), m.cols()});
   for (int64_t r = 0; r < m.rows(); ++r)
     for (int64_t c = 0; c < m.cols(); ++c) t.data[size_t(r * m.cols() + c)] = float(m(r, c));
   return t;
 }
+template <class S>
+Vec<S> vec_of(const Tensor<float>& t) {
+  return Eigen::Map<const Eigen::VectorXf>(t.ptr(), t.size()).cast<S>();
+}
+template <class S>
+Site<S> site_of(const ResidualSiteWeights& w) {
+  return {as_matrix<S>(w.fn), vec_of<S>(w.base), vec_of<S>(w.scale), vec_of<S>(w.norm_w), {}};
+}
+// [E, r, c] -> E matrices [r, c].
+template <class S>
+std::vector<Mat<S>> unstacked(const Tensor<float>& t) {
+  std::vector<Mat<S>> m;
+  for (int64_t e = 0; e < t.dim(0); ++e)
+    m.push_back(Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(
+                    t.ptr() + e * t.dim(1) * t.dim(2), t.dim(1), t.dim(2))
+                    .cast<S>());
+  return m;
+}
 
 }  // namespace
 
 DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_t seed)
-    : c_(c),
-      main_proj_(
-          seeded_matrix(feature_dim, c.width, seed, 1, 1.0 / std::sqrt(double(feature_dim)))),
-      embed_(seeded_matrix(c.vocab, c.width, seed, 2, 1.0)),
-      unembed_(seeded_matrix(c.vocab, c.width, seed, 4, 1.0)),
-      markov_in_(seeded_matrix(c.vocab, c.markov_rank, seed, 5, 1.0)),
-      markov_out_(seeded_matrix(c.markov_rank, c.vocab, seed, 6, 1.0 / std::sqrt(c.markov_rank))),
-      confidence_(seeded_matrix(c.width + c.markov_rank, 1, seed, 7, 1.0)) {
+    : c_(c), feature_dim_(feature_dim) {
   if (c.noise_id < 0 || c.noise_id >= c.vocab || c.top_k < 1 || c.top_k > c.experts ||
       c.expert_hidden < 1 || !dspark_stage_shape_ok(c))
     throw_bad_input(
@@ -56,49 +70,84 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
         c.noise_id, c.vocab, c.top_k, c.experts, c.expert_hidden, c.width, kDsparkWidthStep,
         kDsparkWidthStep, kDsparkMaxWidth, c.heads, kDsparkHeadStep, kDsparkHeadStep,
         kDsparkMaxHeads);
-  // Uniform in [lo, hi) (Philox stream `id`), as the model's weights are drawn.
-  auto uniform = [&](int64_t rows, int64_t cols, uint32_t id, double lo, double hi) {
-    return Eigen::MatrixXd(seeded_matrix(rows, cols, seed, id, (hi - lo) / 2).array() +
-                           (hi + lo) / 2);
+  // Uniform in [lo, hi) (Philox stream `id`), float values, as the model's weights are drawn.
+  auto uniform = [&](Shape shape, uint32_t id, double lo, double hi) {
+    return seeded_floats(std::move(shape), seed, id, lo, hi);
   };
   const int64_t d = c.width, D = kKvMainDims, HD = int64_t(c.heads) * D, F = c.expert_hidden;
+  const int64_t V = c.vocab, r = c.markov_rank, E = c.experts;
   mhc_.d = c.width, mhc_.norm_eps = c.norm_eps;
-  main_norm_ = uniform(d, 1, 8, 0.75, 1.25);
-  head_norm_ = uniform(d, 1, 9, 0.75, 1.25);
+  const double a = 1 / std::sqrt(double(feature_dim));
+  w_.main_proj = uniform({d, feature_dim}, 1, -a, a);
+  w_.embed = uniform({V, d}, 2, -1, 1);
+  w_.unembed = uniform({V, d}, 4, -1, 1);
+  w_.markov_in = uniform({V, r}, 5, -1, 1);
+  w_.markov_out = uniform({r, V}, 6, -1 / std::sqrt(double(r)), 1 / std::sqrt(double(r)));
+  w_.confidence = uniform({d + r}, 7, -1, 1);
+  w_.main_norm = uniform({d}, 8, 0.75, 1.25);
+  w_.head_norm = uniform({d}, 9, 0.75, 1.25);
   const double s = 1 / std::sqrt(double(d)), fn = 2 / std::sqrt(4.0 * d);
+  const double so = 1 / std::sqrt(double(HD)), sf = 1 / std::sqrt(double(F));
   for (int b = 0; b < c.blocks; ++b) {
     const uint32_t id = uint32_t(b + 1) << 16;  // room for 1024 experts' streams
     auto site = [&](uint32_t i) {
-      return Site<double>{uniform(24, 4 * d, i, -fn, fn),
-                          uniform(24, 1, i + 1, -1, 1),
-                          uniform(3, 1, i + 2, 0.5, 1.5),
-                          uniform(d, 1, i + 3, 0.75, 1.25),
-                          {}};
+      return ResidualSiteWeights{uniform({24, 4 * d}, i, -fn, fn),
+                                 uniform({24}, i + 1, -1, 1),
+                                 uniform({3}, i + 2, 0.5, 1.5),
+                                 uniform({d}, i + 3, 0.75, 1.25),
+                                 {}};
     };
-    Stage st;
+    DrafterWeights::Stage st;
     st.attn_site = site(id);
     st.ffn_site = site(id + 4);
-    st.wq = as_matrix<double>(floats(uniform(HD, d, id + 8, -s, s)));
-    st.attn.window_wkv = floats(uniform(D, d, id + 9, -s, s));
-    st.attn.window_norm = floats(uniform(D, 1, id + 10, 0.75, 1.25));
-    st.attn.sinks = floats(uniform(c.heads, 1, id + 11, -1, 1));
-    st.wo = as_matrix<double>(
-        floats(uniform(d, HD, id + 12, -1 / std::sqrt(double(HD)), 1 / std::sqrt(double(HD)))));
-    const double r = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
-    st.router = uniform(c.experts, d, id + 13, -r, r);
-    const Eigen::MatrixXd bias = uniform(c.experts, 1, id + 14, -0.5, 0.5);
-    st.bias.assign(bias.data(), bias.data() + bias.size());
-    for (uint32_t e = 0; e <= uint32_t(c.experts); ++e)  // the routed ones, then the shared one
-      st.experts.push_back(
-          {uniform(F, d, id + 100 + 2 * e, -s, s),
-           uniform(d, F, id + 101 + 2 * e, -1 / std::sqrt(double(F)), 1 / std::sqrt(double(F)))});
-    stages_.push_back(std::move(st));
+    st.attn.wq = uniform({HD, d}, id + 8, -s, s);
+    st.attn.window_wkv = uniform({D, d}, id + 9, -s, s);
+    st.attn.window_norm = uniform({D}, id + 10, 0.75, 1.25);
+    st.attn.sinks = uniform({c.heads}, id + 11, -1, 1);
+    st.attn.wo = uniform({d, HD}, id + 12, -so, so);
+    const double rr = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
+    st.router = uniform({E, d}, id + 13, -rr, rr);
+    st.bias = uniform({E}, id + 14, -0.5, 0.5).data;
+    st.w_in = Tensor<float>({E + 1, F, d});  // the routed experts, then the shared one
+    st.w_out = Tensor<float>({E + 1, d, F});
+    for (int64_t e = 0; e <= E; ++e) {
+      const Tensor<float> in = uniform({F, d}, id + 100 + 2 * uint32_t(e), -s, s);
+      const Tensor<float> out = uniform({d, F}, id + 101 + 2 * uint32_t(e), -sf, sf);
+      std::copy(in.data.begin(), in.data.end(), st.w_in.ptr() + e * F * d);
+      std::copy(out.data.begin(), out.data.end(), st.w_out.ptr() + e * d * F);
+    }
+    w_.stages.push_back(std::move(st));
   }
+  p_ = params_of<double>(w_);
 }
 
-Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& context,
-                                         const Eigen::MatrixXd& y, int64_t start) const {
-  const int64_t W = context.rows(), g = y.rows(), n = W + g, d = c_.width, H = c_.heads;
+template <class S>
+DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) {
+  Params<S> p;
+  p.main_proj = as_matrix<S>(w.main_proj);
+  p.embed = as_matrix<S>(w.embed);
+  p.unembed = as_matrix<S>(w.unembed);
+  p.markov_in = as_matrix<S>(w.markov_in);
+  p.markov_out = as_matrix<S>(w.markov_out);
+  p.main_norm = vec_of<S>(w.main_norm);
+  p.head_norm = vec_of<S>(w.head_norm);
+  p.confidence = vec_of<S>(w.confidence);
+  for (const DrafterWeights::Stage& st : w.stages)
+    p.stages.push_back({site_of<S>(st.attn_site), site_of<S>(st.ffn_site), as_matrix<S>(st.attn.wq),
+                        as_matrix<S>(st.attn.wo), as_matrix<S>(st.router), unstacked<S>(st.w_in),
+                        unstacked<S>(st.w_out)});
+  return p;
+}
+
+template <class S>
+std::vector<Vec<S>> DsparkDrafter::attention(const Params<S>& p, int b,
+                                             const std::vector<Vec<S>>& context,
+                                             const std::vector<Vec<S>>& y, int64_t start,
+                                             const TapSink& tap, const ForcedTaps* forced) const {
+  const ModelWeights::Attention& w = w_.stages[size_t(b)].attn;
+  const std::string name = fmt::format("stage{}.attn", b);
+  const int64_t W = int64_t(context.size()), g = int64_t(y.size()), n = W + g, d = c_.width;
+  const int64_t H = c_.heads, D = kKvMainDims;
   // The window's KV: the injected context rows, then the block's own, through the stage's wkv
   // (the store kernel reads its rows as bf16, as in the model).
   KvWindowInputs win;
@@ -107,107 +156,149 @@ Eigen::MatrixXd DsparkDrafter::attention(const Stage& s, const Eigen::MatrixXd& 
   win.x = Tensor<float>({n, d});
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < d; ++i)
-      win.x.data[size_t(r * d + i)] = float(store<bf16>(r < W ? context(r, i) : y(r - W, i)));
-  win.wkv = s.attn.window_wkv, win.norm_w = s.attn.window_norm;
-  const KvRun<double> records = kv_window_store<double, double>(win);
+      win.x.data[size_t(r * d + i)] = float(store<bf16>(r < W ? context[r](i) : y[r - W](i)));
+  win.wkv = w.window_wkv, win.norm_w = w.window_norm;
+  const KvRun<S> stored = kv_window_store<S, ActOf<S>>(win);
+  const Tensor<uint8_t> records =
+      tap_records(name + ".window", stored.stored, KvFormat::v41_window, tap, forced);
   SparseAttnInputs in;
   in.heads = c_.heads, in.start = start + W;
   in.window = win.store;
-  in.window_pool = encode_pool(in.window, tensor_cast<float>(records.stored), records.slots);
+  in.window_pool = Tensor<uint8_t>({kv_pool_bytes(in.window)}, kKvPoison);
+  const KvPageLayout at{kv_format_info(in.window.format), in.window.page_size};
+  for (int64_t r = 0; r < n; ++r)
+    copy_record_in(at, records.ptr() + r * records.dim(1), stored.slots[size_t(r)],
+                   in.window_pool.ptr());
   in.window_idx = Tensor<int32_t>({g, n});  // every ring slot, oldest first, from every position
   for (int64_t i = 0; i < g * n; ++i) in.window_idx.data[size_t(i)] = int32_t((start + i % n) % n);
-  // The queries, rounded to bf16 before and after their RoPE (the kernels' input dtype), as the
-  // model's truth rounds them.
-  Tensor<double> q({g, H, kKvMainDims});
+  // The queries are stored bf16 before and after their RoPE (the kernels' input dtype), as the
+  // model's truth rounds them (reference/model_cache.cpp).
+  Tensor<S> q({g, H, D});
   for (int64_t i = 0; i < g; ++i) {
-    const Vec<double> row = s.wq * Vec<double>(y.row(i).transpose());
-    for (int64_t j = 0; j < H * kKvMainDims; ++j)
-      q.data[size_t(i * H * kKvMainDims + j)] = store<bf16>(row(j));
+    const Vec<S> row = naive_matvec<S>(p.stages[size_t(b)].wq, y[i]);
+    std::copy(row.data(), row.data() + row.size(), q.ptr() + i * H * D);
   }
-  in.q = tensor_cast<float>(rope_queries<double, bf16>(std::move(q), in.start, in.rope_theta));
-  in.sinks = s.attn.sinks;
+  tap_and_snap(name + ".q_proj", q, tap, forced);
+  q = rope_queries<S, bf16>(std::move(q), in.start, in.rope_theta);
+  tap_and_snap(name + ".q", q, tap, forced);
+  in.q = tensor_cast<float>(q);
+  in.sinks = w.sinks;
   in.comp = model_store_options(KvFormat::v41_fp4, 0, c_.norm_eps);  // window-only: nothing read
   in.comp_pool = Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison);
   in.page_table = model_page_table(0);
   in.comp_idx = Tensor<int32_t>({g, 0});
-  const SparseAttnRun<double> run = sparse_attn<double, double>(in);
-  const Eigen::Map<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>> o(run.o.ptr(), g,
-                                                                           H * kKvMainDims);
-  return o * s.wo.transpose();
+  SparseAttnRun<S> run = sparse_attn<S, ActOf<S>>(in);
+  tap_and_snap(name + ".o", run.o, tap, forced);
+  std::vector<Vec<S>> f;
+  for (int64_t i = 0; i < g; ++i)
+    f.push_back(naive_matvec<S>(p.stages[size_t(b)].wo,
+                                Eigen::Map<const Vec<S>>(run.o.ptr() + i * H * D, H * D)));
+  return f;
 }
 
-Eigen::MatrixXd DsparkDrafter::moe(const Stage& s, const Eigen::MatrixXd& y) const {
-  const int64_t g = y.rows(), E = c_.experts;
+template <class S>
+std::vector<Vec<S>> DsparkDrafter::moe(const Params<S>& p, int b, const std::vector<Vec<S>>& y,
+                                       const TapSink& tap) const {
+  const int64_t g = int64_t(y.size()), E = c_.experts, k = c_.top_k;
+  const typename Params<S>::Stage& st = p.stages[size_t(b)];
   MoeGateInputs gate;
   gate.logits = Tensor<float>({g, E});  // the router's logits in the gate kernel's dtype
   for (int64_t i = 0; i < g; ++i)
     for (int64_t e = 0; e < E; ++e)
-      gate.logits.data[i * E + e] = float(s.router.row(e).dot(y.row(i)));
+      gate.logits.data[size_t(i * E + e)] = float(naive_dot<S>(st.router.row(e), y[i]));
   gate.is_image.assign(size_t(g), 0);
-  gate.bias_text = gate.bias_vl = s.bias;
+  gate.bias_text = gate.bias_vl = w_.stages[size_t(b)].bias;
   gate.top_k = c_.top_k;
-  const MoeGateRef routed = moe_gate<double>(gate);
-  auto expert = [&](const Expert& e, const Eigen::VectorXd& x) -> Eigen::VectorXd {
-    const Eigen::ArrayXd h = (e.w_in * x).array();
-    return e.w_out * (h / (1 + (-h).exp())).matrix();  // W_out silu(W_in x)
-  };
-  Eigen::MatrixXd f(g, c_.width);
+  const MoeGateRef routed = moe_gate<S>(gate);
+  tap(fmt::format("stage{}.moe.experts", b), tensor_cast<double>(routed.experts));
+  // The routed experts at their gate weights, then the shared expert at weight 1.
+  std::vector<Vec<S>> f;
   for (int64_t i = 0; i < g; ++i) {
-    const Eigen::VectorXd x = y.row(i).transpose();
-    Eigen::VectorXd sum = expert(s.experts.back(), x);  // the shared expert
-    for (int k = 0; k < c_.top_k; ++k)
-      sum += routed.weights.data[i * c_.top_k + k] *
-             expert(s.experts[size_t(routed.experts.data[i * c_.top_k + k])], x);
-    f.row(i) = sum.transpose();
+    std::vector<int32_t> experts(routed.experts.ptr() + i * k, routed.experts.ptr() + (i + 1) * k);
+    std::vector<double> weights(routed.weights.ptr() + i * k, routed.weights.ptr() + (i + 1) * k);
+    experts.push_back(int32_t(E)), weights.push_back(1.0);
+    f.push_back(expert_mix<S>(st.w_in, st.w_out, experts.data(), weights.data(), int(k + 1), y[i]));
   }
   return f;
 }
 
-DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& features, int32_t last,
-                                                  int64_t first) const {
+template <class S>
+DsparkDrafter::PassOutputs DsparkDrafter::pass(const Params<S>& p, const Eigen::MatrixXd& features,
+                                               int32_t last, int64_t first, const TapSink& tap,
+                                               const ForcedTaps* forced) const {
   const int64_t W = std::min<int64_t>(features.rows(), c_.window), g = c_.gamma, d = c_.width;
+  if (features.cols() != feature_dim_ || last < 0 || last >= c_.vocab)
+    throw_bad_input("dspark drafter: features must be [T, {}] and the last token in [0, {})",
+                    feature_dim_, c_.vocab);
   // Only the newest `window` positions are read: older features cannot change the draft.
-  // main_proj, main_norm: [W, width], each stage injects them through its own wkv.
+  // main_proj, main_norm: [W] rows of [width], each stage injects them through its own wkv.
   const int64_t start = first + features.rows() - W;  // the window's first position
-  Eigen::MatrixXd context = features.bottomRows(W) * main_proj_;
-  for (int64_t j = 0; j < W; ++j)
-    context.row(j) =
-        rms_norm<double>(context.row(j).transpose(), main_norm_, c_.norm_eps).transpose();
-  Streams x(static_cast<size_t>(g));  // the block [last, noise x (gamma - 1)] on 4 equal streams
-  for (int64_t i = 0; i < g; ++i) x[i] = embed_.row(i == 0 ? last : c_.noise_id).replicate(4, 1);
-  std::vector<Vec4<double>> pre(size_t(g), Vec4<double>(1, 0, 0, 0));
-  // One mHC site around a sublayer over the block: collapse with the carried pre, RMSNorm, the
-  // sublayer, post and comb from the site's own input. Returns the sublayer's input [g, width].
-  auto site = [&](const Site<double>& s, auto&& sublayer) {
-    std::vector<Coefficients<double>> coef;
-    Eigen::MatrixXd y(g, d);
-    for (int64_t i = 0; i < g; ++i) {
-      coef.push_back(hc_mixes(x[i], s, mhc_));
-      y.row(i) = rms_norm<double>(collapse(x[i], pre[i]), s.norm_w, mhc_.norm_eps).transpose();
-    }
-    const Eigen::MatrixXd f = sublayer(y);
-    for (int64_t i = 0; i < g; ++i) {
-      x[i] = hc_post(x[i], Vec<double>(f.row(i).transpose()), coef[i]);
-      pre[i] = coef[i].pre;
-    }
-    return y;
-  };
+  const S eps = S(c_.norm_eps);
+  std::vector<Vec<S>> context;
+  for (int64_t j = features.rows() - W; j < features.rows(); ++j) {
+    const Vec<S> f = features.row(j).transpose().cast<float>().cast<S>();  // read as float
+    context.push_back(rms_norm<S>(naive_matvec<S>(p.main_proj, f), p.main_norm, eps));
+  }
+  if (W > 0) tap("context", rows_tensor(context));
+  // The block [last, noise x (gamma - 1)] on 4 equal streams.
+  std::vector<Mat<S>> x;
+  for (int64_t i = 0; i < g; ++i)
+    x.push_back(p.embed.row(i == 0 ? last : c_.noise_id).replicate(4, 1));
+  std::vector<Vec4<S>> pre(size_t(g), Vec4<S>(1, 0, 0, 0));
   PassOutputs out;
-  for (const Stage& s : stages_) {
-    out.stage_y.push_back(site(
-        s.attn_site, [&](const Eigen::MatrixXd& y) { return attention(s, context, y, start); }));
-    site(s.ffn_site, [&](const Eigen::MatrixXd& y) { return moe(s, y); });
+  auto matrix = [&](const std::vector<Vec<S>>& rows) {
+    Eigen::MatrixXd m(int64_t(rows.size()), d);
+    for (size_t i = 0; i < rows.size(); ++i)
+      m.row(int64_t(i)) = rows[i].transpose().template cast<double>();
+    return m;
+  };
+  for (int b = 0; b < c_.blocks; ++b) {
+    const std::string stage = fmt::format("stage{}", b);
+    out.stage_y.push_back(matrix(mhc_site(x, pre, p.stages[size_t(b)].attn_site, mhc_,
+                                          stage + ".attn", tap, [&](const std::vector<Vec<S>>& y) {
+                                            return attention(p, b, context, y, start, tap, forced);
+                                          })));
+    mhc_site(x, pre, p.stages[size_t(b)].ffn_site, mhc_, stage + ".moe", tap,
+             [&](const std::vector<Vec<S>>& y) { return moe(p, b, y, tap); });
   }
-  out.collapsed.resize(g, d);
-  out.hidden.resize(g, d);
+  std::vector<Vec<S>> u, h, logits;
   for (int64_t i = 0; i < g; ++i) {
-    const Vec<double> u = collapse(x[i], pre[i]);  // with the last site's pre (no hc_head)
-    out.collapsed.row(i) = u.transpose();
-    out.hidden.row(i) = rms_norm<double>(u, head_norm_, c_.norm_eps).transpose();
+    u.push_back(collapse(x[i], pre[i]));  // with the last site's pre (no hc_head)
+    h.push_back(rms_norm<S>(u.back(), p.head_norm, eps));
+    logits.push_back(naive_matvec<S>(p.unembed, h.back()));
   }
-  out.logits = out.hidden * unembed_.transpose();
+  tap("head.y", rows_tensor(h));
+  tap("logits", rows_tensor(logits));
+  out.collapsed = matrix(u);
+  out.hidden = matrix(h);
+  out.logits.resize(g, c_.vocab);
+  for (int64_t i = 0; i < g; ++i) out.logits.row(i) = logits[i].transpose().template cast<double>();
   return out;
 }
+
+DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& features, int32_t last,
+                                                  int64_t first) const {
+  return pass(
+      p_, features, last, first, [](std::string, Tensor<double>) {}, nullptr);
+}
+
+template <class S>
+std::vector<Tap> DsparkDrafter::pass_taps(const Eigen::MatrixXd& features, int32_t last,
+                                          int64_t first, const ForcedTaps* forced) const {
+  std::vector<Tap> taps;
+  const TapSink tap = [&](std::string name, Tensor<double> v) {
+    taps.push_back({std::move(name), std::move(v)});
+  };
+  if constexpr (std::is_same_v<S, double>)
+    pass(p_, features, last, first, tap, forced);
+  else
+    pass(params_of<S>(w_), features, last, first, tap, forced);
+  return taps;
+}
+template std::vector<Tap> DsparkDrafter::pass_taps<double>(const Eigen::MatrixXd&, int32_t, int64_t,
+                                                           const ForcedTaps*) const;
+template std::vector<Tap> DsparkDrafter::pass_taps<float>(const Eigen::MatrixXd&, int32_t, int64_t,
+                                                          const ForcedTaps*) const;
 
 Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int K,
                              const DraftChoice& choice, int64_t first) const {
@@ -216,11 +307,11 @@ Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int 
   d.logits.resize(K, c_.vocab);
   int32_t previous = last;
   for (int k = 0; k < K; ++k) {
-    const Eigen::RowVectorXd w1 = markov_in_.row(previous);  // W1[x_{k-1}]  [r]
-    d.logits.row(k) = pass.logits.row(k) + w1 * markov_out_;
+    const Eigen::RowVectorXd w1 = p_.markov_in.row(previous);  // W1[x_{k-1}]  [r]
+    d.logits.row(k) = pass.logits.row(k) + w1 * p_.markov_out;
     Eigen::RowVectorXd joined(c_.width + c_.markov_rank);  // as released: before the norm
     joined << pass.collapsed.row(k), w1;
-    d.confidence.push_back(1.0 / (1.0 + std::exp(-joined.dot(confidence_))));
+    d.confidence.push_back(1.0 / (1.0 + std::exp(-joined.dot(p_.confidence))));
     const Eigen::RowVectorXd p = softmax(d.logits.row(k), choice.greedy ? 1.0 : choice.temperature);
     d.p_draft.emplace_back(p.data(), p.data() + p.size());
     if (choice.greedy) {
@@ -258,6 +349,12 @@ Eigen::MatrixXd ridge_fit(const Eigen::MatrixXd& gram, const Eigen::MatrixXd& zy
 
 }  // namespace
 
+void DsparkDrafter::set_head(Tensor<float>& weight, Mat<double>& param,
+                             const Eigen::MatrixXd& value) {
+  weight = floats(value);
+  param = as_matrix<double>(weight);
+}
+
 void DsparkDrafter::fit_markov_in(const std::vector<DrafterExample>& examples) {
   // The backbone's mean centred logits after each token that occurs (the bigram part of what it
   // predicts), B [m tokens, V]; its best rank-r factorisation gives the Markov head's input side
@@ -287,15 +384,16 @@ void DsparkDrafter::fit_markov_in(const std::vector<DrafterExample>& examples) {
   for (Eigen::Index i = 0; i < bigram.rows(); ++i) bigram.row(i) /= count[i];
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(bigram * bigram.transpose());
   const int64_t m = int64_t(seen.size()), r = std::min<int64_t>(c_.markov_rank, m);
-  markov_in_.setZero();
+  Eigen::MatrixXd w1 = Eigen::MatrixXd::Zero(c_.vocab, c_.markov_rank);
   for (int64_t j = 0; j < r; ++j) {  // eigenvalues ascend: the largest last
     Eigen::VectorXd u = eig.eigenvectors().col(m - 1 - j);
     Eigen::Index top;  // a singular vector's sign is arbitrary: its largest entry > 0
     u.cwiseAbs().maxCoeff(&top);
     if (u[top] < 0) u = -u;
     const double s = std::sqrt(std::max(eig.eigenvalues()[m - 1 - j], 0.0));
-    for (int64_t i = 0; i < m; ++i) markov_in_(seen[size_t(i)], j) = u[i] * std::sqrt(s);
+    for (int64_t i = 0; i < m; ++i) w1(seen[size_t(i)], j) = u[i] * std::sqrt(s);
   }
+  set_head(w_.markov_in, p_.markov_in, w1);
 }
 
 TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examples, double ridge) {
@@ -317,8 +415,8 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
     int32_t previous = e.last;
     for (size_t k = 0; k < e.next.size(); ++k) {
       Eigen::RowVectorXd z(n), zc(n);
-      z << pass.hidden.row(int64_t(k)), markov_in_.row(previous);
-      zc << pass.collapsed.row(int64_t(k)), markov_in_.row(previous);
+      z << pass.hidden.row(int64_t(k)), p_.markov_in.row(previous);
+      zc << pass.collapsed.row(int64_t(k)), p_.markov_in.row(previous);
       const Eigen::RowVectorXd t = e.teacher_logits.row(int64_t(k)).cast<double>();
       const Eigen::RowVectorXd y = t.array() - t.mean();
       gram.noalias() += z.transpose() * z;
@@ -341,8 +439,8 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
     total += z[k].rows();
   }
   const Eigen::MatrixXd theta = ridge_fit(gram, zy, total, ridge);  // [unembed^T ; W2]
-  unembed_ = theta.topRows(c_.width).transpose();
-  markov_out_ = theta.bottomRows(c_.markov_rank);
+  set_head(w_.unembed, p_.unembed, theta.topRows(c_.width).transpose());
+  set_head(w_.markov_out, p_.markov_out, theta.bottomRows(c_.markov_rank));
   // The confidence head: +-2 for whether the fitted head drafts the backbone's token.
   const std::vector<std::vector<bool>> hit = hits(z, tokens, theta);
   Eigen::VectorXd zy_confidence = Eigen::VectorXd::Zero(n);
@@ -354,7 +452,9 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
     }
     report.fit_accuracy.push_back(z[k].rows() ? double(right) / double(z[k].rows()) : 0.0);
   }
-  confidence_ = ridge_fit(confidence_gram, zy_confidence, total, ridge);
+  const Eigen::MatrixXd confidence = ridge_fit(confidence_gram, zy_confidence, total, ridge);
+  w_.confidence = floats(confidence);
+  p_.confidence = vec_of<double>(w_.confidence);
   return report;
 }
 
@@ -363,11 +463,11 @@ void DsparkDrafter::check_examples(const std::vector<DrafterExample>& examples) 
   auto valid = [&](int32_t t) { return t >= 0 && t < c_.vocab; };
   for (const DrafterExample& e : examples)
     if (e.next.empty() || e.next.size() > size_t(c_.gamma) || !valid(e.last) ||
-        !std::all_of(e.next.begin(), e.next.end(), valid) || e.features.cols() != main_proj_.rows())
+        !std::all_of(e.next.begin(), e.next.end(), valid) || e.features.cols() != feature_dim_)
       throw_bad_input(
           "dspark training: an example needs tokens in [0, {}), 1..{} continuation "
           "tokens and features of width {}",
-          c_.vocab, c_.gamma, main_proj_.rows());
+          c_.vocab, c_.gamma, feature_dim_);
 }
 
 std::vector<double> DsparkDrafter::greedy_acceptance(

@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "core/dspark_config.hpp"
-#include "problem/model.hpp"
+#include "problem/drafter.hpp"
 #include "reference/backbone.hpp"
+#include "reference/model.hpp"  // Tap
+#include "reference/model_cache.hpp"
 #include "reference/residual.hpp"
 
 namespace tandem::reference {
@@ -88,76 +90,89 @@ struct TrainingReport {
 
 class DsparkDrafter {
  public:
-  // feature_dim: width of a target feature row (3 x the backbone width).
+  // feature_dim: width of a target feature row (3 x the backbone width). Weights are seeded
+  // float values (DrafterWeights: the kernels' copy is the same).
   DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_t seed);
 
   // The one pass: final hidden states h_k [gamma, width] (collapsed: before the final norm,
   // which the confidence head reads; hidden: after it) and their logits [gamma, V] before the
   // Markov head; `stage_y` the attention input of each stage [blocks][gamma, width] (a tap for
   // the properties). features: [T, feature_dim], one row per cached position from position
-  // `first` on (T may be 0; a caller holding only the newest rows passes their first position).
+  // `first` on (T may be 0; a caller holding only the newest rows passes their first position),
+  // read as float (the kernels' input).
   struct PassOutputs {
     Eigen::MatrixXd collapsed, hidden, logits;
     std::vector<Eigen::MatrixXd> stage_y;
   };
   PassOutputs forward(const Eigen::MatrixXd& features, int32_t last, int64_t first = 0) const;
 
+  // The same pass as named taps in execution order, in scalar S (double: the truth; float with
+  // plain-order sums: the tolerance policy's baseline), names as the model's (problem/model.hpp):
+  // "context" (the projected, normed features; left out with none), per stage b
+  // "stage{b}.attn.y", ".attn.window" (+ ".records": the injected rows, then the block's),
+  // ".attn.q_proj", ".attn.q", ".attn.o", ".attn.f", ".attn.x", ".moe.y", ".moe.experts" (the
+  // routed ones), ".moe.f", ".moe.x"; then "head.y", "logits". `forced`: another run's records,
+  // queries and attention outputs read in place of the pass's own (reference::ForcedTaps).
+  template <class S>
+  std::vector<Tap> pass_taps(const Eigen::MatrixXd& features, int32_t last, int64_t first,
+                             const ForcedTaps* forced) const;
+
   // The first K (<= gamma) drafted tokens after `last`.
   Draft propose(const Eigen::MatrixXd& features, int32_t last, int K, const DraftChoice& choice,
                 int64_t first = 0) const;
 
   const DsparkConfig& config() const { return c_; }
+  // The weights as the kernels take them (after fit_heads: the fitted heads, rounded to float).
+  const DrafterWeights& weights() const { return w_; }
 
-  // Fits the Markov, output and confidence heads to `examples` (DrafterTraining). Examples must
-  // be of this drafter's shapes (BadInput otherwise), and there must be one.
+  // Fits the Markov, output and confidence heads to `examples` (DrafterTraining); the fitted
+  // heads are rounded to float (the kernels' copy). Examples must be of this drafter's shapes
+  // (BadInput otherwise), and there must be one.
   TrainingReport fit_heads(const std::vector<DrafterExample>& examples, double ridge);
   // What greedy verification of a whole greedy draft accepts on `examples`: per draft position
   // k, of the examples whose continuation reaches k and whose drafts before k were accepted, the
   // share whose k-th draft is the backbone's token. [gamma]
   std::vector<double> greedy_acceptance(const std::vector<DrafterExample>& examples) const;
-  // The heads training fits: unembed [V, width], W1 [V, r], W2 [r, V], confidence w [width + r].
-  const Eigen::MatrixXd& unembed() const { return unembed_; }
-  const Eigen::MatrixXd& markov_in() const { return markov_in_; }
-  const Eigen::MatrixXd& markov_out() const { return markov_out_; }
-  const Eigen::VectorXd& confidence_head() const { return confidence_; }
 
  private:
-  struct Expert {
-    Eigen::MatrixXd w_in, w_out;  // [hidden, width], [width, hidden]
+  // The weights in scalar S (the float values of w_), row-major [out, in].
+  template <class S>
+  struct Params {
+    struct Stage {
+      Site<S> attn_site, ffn_site;  // mHC sites (their w_sub unused)
+      Mat<S> wq, wo, router;        // [heads x 512, width], [width, heads x 512], [experts, width]
+      std::vector<Mat<S>> w_in, w_out;  // routed experts, then the shared one
+    };
+    Mat<S> main_proj, embed, unembed, markov_in, markov_out;  // [width, F], [V, width] x 2, W1, W2
+    Vec<S> main_norm, head_norm, confidence;
+    std::vector<Stage> stages;
   };
-  struct Stage {
-    Site<double> attn_site, ffn_site;  // mHC sites (their w_sub unused)
-    // A window-only layer's window and sinks, as the model's (float, as the kernels read
-    // them): sinks [heads], the stage's own wkv [512, width] and its norm [512] (the window's
-    // records, injected and the block's own).
-    ModelWeights::Attention attn;
-    Mat<double> wq, wo;           // [heads x 512, width], [width, heads x 512] (values of float)
-    Eigen::MatrixXd router;       // [experts, width]
-    std::vector<float> bias;      // [experts] the router's (text) bias
-    std::vector<Expert> experts;  // routed, then the shared one
-  };
-  using Streams = std::vector<Mat<double>>;  // per block position [4, width]
-  // The stage's attention for the block rows y [gamma, width]: the window's KV (the injected
-  // context rows [W, width], then the block's own rows, at positions start .. start + W + gamma
-  // - 1, as v41_window records) read by every block position (positions start + W ..).
-  // [gamma, width]
-  Eigen::MatrixXd attention(const Stage& s, const Eigen::MatrixXd& context,
-                            const Eigen::MatrixXd& y, int64_t start) const;
-  Eigen::MatrixXd moe(const Stage& s, const Eigen::MatrixXd& y) const;
+  template <class S>
+  static Params<S> params_of(const DrafterWeights& w);
+  using Streams = std::vector<Mat<double>>;
+  template <class S>
+  PassOutputs pass(const Params<S>& p, const Eigen::MatrixXd& features, int32_t last, int64_t first,
+                   const TapSink& tap, const ForcedTaps* forced) const;
+  // Stage b's attention for the block rows y: the window's KV (the injected context rows, then
+  // the block's own, at positions start .. start + W + gamma - 1, as v41_window records) read by
+  // every block position (positions start + W ..). [gamma] rows of [width]
+  template <class S>
+  std::vector<Vec<S>> attention(const Params<S>& p, int b, const std::vector<Vec<S>>& context,
+                                const std::vector<Vec<S>>& y, int64_t start, const TapSink& tap,
+                                const ForcedTaps* forced) const;
+  template <class S>
+  std::vector<Vec<S>> moe(const Params<S>& p, int b, const std::vector<Vec<S>>& y,
+                          const TapSink& tap) const;
+  // A fitted head into the weights (rounded to float) and the double parameters.
+  void set_head(Tensor<float>& weight, Mat<double>& param, const Eigen::MatrixXd& value);
   void fit_markov_in(const std::vector<DrafterExample>& examples);
   void check_examples(const std::vector<DrafterExample>& examples) const;
 
   DsparkConfig c_;
   ResidualConfig mhc_;  // the sites' mixing (V4.1's 20 Sinkhorn iterations, hc_eps 1e-6; norm_eps)
-  Eigen::MatrixXd main_proj_;  // [feature_dim, width]
-  Eigen::VectorXd main_norm_;  // [width]
-  Eigen::MatrixXd embed_;      // [V, width] (the last token's and the noise id's rows)
-  std::vector<Stage> stages_;
-  Eigen::VectorXd head_norm_;   // [width]
-  Eigen::MatrixXd unembed_;     // [V, width]
-  Eigen::MatrixXd markov_in_;   // W1 [V, r]
-  Eigen::MatrixXd markov_out_;  // W2 [r, V]
-  Eigen::VectorXd confidence_;  // w [width + r]
+  int64_t feature_dim_;
+  DrafterWeights w_;
+  Params<double> p_;  // w_ in double
 };
 
 // The backbone's greedy continuations of `t.prompts` prompts (Philox key `key`) as examples

@@ -21,8 +21,7 @@ class Weights {
     Mat<double> m(rows, cols);
     const uint32_t id = next_++;
     for (int64_t i = 0; i < rows * cols; ++i)
-      m.data()[i] =
-          float(lo + (hi - lo) * philox_uniform(philox_draw(seed_, id, uint32_t(i)).v[0]));
+      m.data()[i] = seeded_float(seed_, id, uint32_t(i), lo, hi);
     return m;
   }
   Vec<double> vec(int64_t n, double lo, double hi) { return mat(n, 1, lo, hi); }
@@ -73,35 +72,6 @@ class Weights {
 };
 
 bool is_layout(int32_t id) { return id <= kStart && id >= kEnd; }
-
-template <class S>
-Vec<S> silu(const Vec<S>& x) {
-  return x.array() / (S(1) + (-x.array()).exp());
-}
-
-// [n] rows of width w -> a tap tensor [n, w].
-template <class S>
-Tensor<double> rows_tensor(const std::vector<Vec<S>>& rows) {
-  const int64_t n = int64_t(rows.size()), w = n ? rows[0].size() : 0;
-  Tensor<double> t({n, w});
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < w; ++j) t.data[i * w + j] = rows[i](j);
-  return t;
-}
-
-template <class S>
-Tensor<double> state_tensor(const std::vector<Mat<S>>& x) {
-  const int64_t n = int64_t(x.size()), d = n ? x[0].cols() : 0;
-  Tensor<double> t({n, 4, d});
-  for (int64_t i = 0; i < n; ++i) std::copy(x[i].data(), x[i].data() + 4 * d, t.ptr() + i * 4 * d);
-  return t;
-}
-
-template <class S>
-Site<S> cast_site(const Site<double>& s) {
-  return {s.fn.cast<S>(), s.base.cast<S>(), s.scale.cast<S>(), s.norm_w.cast<S>(),
-          s.w_sub.cast<S>()};
-}
 
 template <class S>
 std::vector<Mat<S>> cast_all(const std::vector<Mat<double>>& m) {
@@ -233,13 +203,10 @@ std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& 
   gate.top_k = m_.vision.top_k;
   const MoeGateRef routed = moe_gate<S>(gate);
   experts = routed.experts;
-  std::vector<Vec<S>> f(n, Vec<S>::Zero(d_));
+  std::vector<Vec<S>> f;
   for (int64_t t = 0; t < n; ++t)
-    for (int k = 0; k < gate.top_k; ++k) {
-      const int32_t e = routed.experts.data[t * gate.top_k + k];
-      f[t] += S(routed.weights.data[t * gate.top_k + k]) *
-              naive_matvec<S>(m.w_out[e], silu<S>(naive_matvec<S>(m.w_in[e], y[t])));
-    }
+    f.push_back(expert_mix<S>(m.w_in, m.w_out, routed.experts.ptr() + t * gate.top_k,
+                              routed.weights.ptr() + t * gate.top_k, gate.top_k, y[t]));
   return f;
 }
 
@@ -317,17 +284,7 @@ Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* 
   std::vector<Eigen::VectorXd> features(n, Eigen::VectorXd(3 * d_));
   // One mHC site around sublayer F over the whole chunk: collapse with the shifted pre, F, post.
   auto site = [&](const Site<S>& s, const std::string& name, auto&& sublayer) {
-    std::vector<Coefficients<S>> c;
-    std::vector<Vec<S>> y;
-    for (int64_t t = 0; t < n; ++t) {
-      c.push_back(hc_mixes(x[t], s, m_.residual));
-      y.push_back(rms_norm<S>(collapse(x[t], pre[t]), s.norm_w, S(m_.residual.norm_eps)));
-    }
-    tap(name + ".y", rows_tensor(y));
-    const std::vector<Vec<S>> f = sublayer(y);
-    tap(name + ".f", rows_tensor(f));
-    for (int64_t t = 0; t < n; ++t) x[t] = hc_post(x[t], f[t], c[t]), pre[t] = c[t].pre;
-    tap(name + ".x", state_tensor(x));
+    mhc_site(x, pre, s, m_.residual, name, tap, sublayer);
   };
   for (int64_t b = 0; b < B; ++b) {
     const std::string blk = fmt::format("block{}", b);

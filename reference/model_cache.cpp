@@ -15,10 +15,6 @@
 namespace tandem::reference {
 namespace {
 
-// The rounding of stored activations: none in the truth, bf16 where the kernels store bf16.
-template <class S>
-using ActOf = std::conditional_t<std::is_same_v<S, double>, double, bf16>;
-
 // Rows of W y_t for every token: [T, rows].
 template <class S>
 Tensor<S> project(const Tensor<float>& w, const std::vector<Vec<S>>& y) {
@@ -29,25 +25,6 @@ Tensor<S> project(const Tensor<float>& w, const std::vector<Vec<S>>& y) {
     std::copy(v.data(), v.data() + v.size(), out.ptr() + int64_t(t) * m.rows());
   }
   return out;
-}
-
-// Taps `values` as `name`, then replaces each element by the forced tap's where that is a bf16
-// value within one bf16 step of the element's own rounding (ForcedTaps): the same sign, bit
-// patterns at most one apart.
-template <class S>
-void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap,
-                  const ForcedTaps* forced) {
-  tap(name, tensor_cast<double>(values));
-  if (!forced) return;
-  const auto it = forced->find(name);
-  if (it == forced->end() || it->second.shape != values.shape) return;
-  for (size_t i = 0; i < values.data.size(); ++i) {
-    const float theirs = it->second.data[i];
-    const uint16_t own = bf16_encode(float(values.data[i])), other = bf16_encode(theirs);
-    const bool is_bf16 = bf16_decode(other) == theirs;  // NaN never: its tap fails instead
-    if (is_bf16 && (own ^ other) < 0x8000 && std::abs(int(own) - int(other)) <= 1)
-      values.data[i] = S(theirs);
-  }
 }
 
 // A pool (poisoned) with record i in slot i.
@@ -66,20 +43,25 @@ KvCompressState empty_state(const KvCompressor& c) {
 }  // namespace
 
 template <class S>
-ModelCache<S>::ModelCache(const ModelConfig& m, std::vector<ModelWeights::Attention> w)
-    : m_(m), w_(std::move(w)), owned_(size_t(m.shape.blocks)) {}
-
-template <class S>
-KvStoreOptions ModelCache<S>::options(KvFormat f, int64_t records) const {
-  return model_store_options(f, records, m_.residual.norm_eps);
+void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap,
+                  const ForcedTaps* forced) {
+  tap(name, tensor_cast<double>(values));
+  if (!forced) return;
+  const auto it = forced->find(name);
+  if (it == forced->end() || it->second.shape != values.shape) return;
+  for (size_t i = 0; i < values.data.size(); ++i) {
+    const float theirs = it->second.data[i];
+    const uint16_t own = bf16_encode(float(values.data[i])), other = bf16_encode(theirs);
+    const bool is_bf16 = bf16_decode(other) == theirs;  // NaN never: its tap fails instead
+    if (is_bf16 && (own ^ other) < 0x8000 && std::abs(int(own) - int(other)) <= 1)
+      values.data[i] = S(theirs);
+  }
 }
 
 template <class S>
-void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& stored, KvFormat f,
-                                 std::vector<std::vector<uint8_t>>& kept, const TapSink& tap,
-                                 const ForcedTaps* forced) const {
+Tensor<uint8_t> tap_records(const std::string& name, const Tensor<S>& stored, KvFormat f,
+                            const TapSink& tap, const ForcedTaps* forced) {
   const int64_t n = stored.dim(0), dims = kv_format_info(f).dims();
-  if (n == 0) return;
   const int64_t bytes = kv_format_info(f).record_bytes();
   Tensor<uint8_t> records({n, bytes});
   const Tensor<float> values = tensor_cast<float>(stored);
@@ -94,7 +76,35 @@ void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& store
       std::copy(it->second.data.begin(), it->second.data.end(), records.data.begin());
   tap(name, tensor_cast<double>(stored));
   tap(name + kRecordsSuffix, tensor_cast<double>(records));
-  for (int64_t r = 0; r < n; ++r)
+  return records;
+}
+
+template void tap_and_snap<double>(const std::string&, Tensor<double>&, const TapSink&,
+                                   const ForcedTaps*);
+template void tap_and_snap<float>(const std::string&, Tensor<float>&, const TapSink&,
+                                  const ForcedTaps*);
+template Tensor<uint8_t> tap_records<double>(const std::string&, const Tensor<double>&, KvFormat,
+                                             const TapSink&, const ForcedTaps*);
+template Tensor<uint8_t> tap_records<float>(const std::string&, const Tensor<float>&, KvFormat,
+                                            const TapSink&, const ForcedTaps*);
+
+template <class S>
+ModelCache<S>::ModelCache(const ModelConfig& m, std::vector<ModelWeights::Attention> w)
+    : m_(m), w_(std::move(w)), owned_(size_t(m.shape.blocks)) {}
+
+template <class S>
+KvStoreOptions ModelCache<S>::options(KvFormat f, int64_t records) const {
+  return model_store_options(f, records, m_.residual.norm_eps);
+}
+
+template <class S>
+void ModelCache<S>::keep_records(const std::string& name, const Tensor<S>& stored, KvFormat f,
+                                 std::vector<std::vector<uint8_t>>& kept, const TapSink& tap,
+                                 const ForcedTaps* forced) const {
+  if (stored.dim(0) == 0) return;
+  const Tensor<uint8_t> records = tap_records(name, stored, f, tap, forced);
+  const int64_t bytes = records.dim(1);
+  for (int64_t r = 0; r < records.dim(0); ++r)
     kept.emplace_back(records.ptr() + r * bytes, records.ptr() + (r + 1) * bytes);
 }
 

@@ -15,8 +15,10 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "core/model_config.hpp"
 #include "core/tensor.hpp"
 #include "problem/kvcache.hpp"
@@ -35,6 +37,24 @@ namespace tandem::reference {
 //     bf16 step of its rounding (the other correct rounding).
 using ForcedTaps = std::map<std::string, Tensor<float>, std::less<>>;
 using TapSink = std::function<void(std::string, Tensor<double>)>;
+
+// The rounding of stored activations: none in the truth, bf16 where the kernels store bf16.
+template <class S>
+using ActOf = std::conditional_t<std::is_same_v<S, double>, double, bf16>;
+
+// Taps `values` as `name`, then replaces each element by the forced tap's where that is a bf16
+// value within one bf16 step of the element's own rounding (ForcedTaps): the same sign, bit
+// patterns at most one apart.
+template <class S>
+void tap_and_snap(const std::string& name, Tensor<S>& values, const TapSink& tap,
+                  const ForcedTaps* forced);
+
+// The records [rows, record bytes] of format f encoding the rows of `stored` (the forced
+// "name.records", if given and of that shape, in their place); taps the values as `name`, then
+// the records as "name.records".
+template <class S>
+Tensor<uint8_t> tap_records(const std::string& name, const Tensor<S>& stored, KvFormat f,
+                            const TapSink& tap, const ForcedTaps* forced);
 
 template <class S>
 class ModelCache {

@@ -1,14 +1,31 @@
 #pragma once
 // What the reference's small models share (the DSpark backbone and drafter, the end-to-end
-// model): seeded weights, softmax, causal attention over a KV cache (the small backbone's).
+// model): seeded weights, softmax, causal attention over a KV cache (the small backbone's), the
+// mHC blocks' activations and taps.
 #include <Eigen/Dense>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/philox.hpp"
+#include "core/tensor.hpp"
+#include "reference/residual.hpp"
 
 namespace tandem::reference {
+
+// A weight uniform in [lo, hi) and exactly representable in float (the kernels hold it as float):
+// value i of Philox stream `id` under `seed`.
+inline double seeded_float(uint64_t seed, uint32_t id, uint32_t i, double lo, double hi) {
+  return float(lo + (hi - lo) * philox_uniform(philox_draw(seed, id, i).v[0]));
+}
+// A float weight tensor of such values (value i: index i row-major).
+inline Tensor<float> seeded_floats(Shape s, uint64_t seed, uint32_t id, double lo, double hi) {
+  Tensor<float> t(std::move(s));
+  for (size_t i = 0; i < t.data.size(); ++i)
+    t.data[i] = float(seeded_float(seed, id, uint32_t(i), lo, hi));
+  return t;
+}
 
 // Uniform in [-scale, scale), Philox keyed by (seed, id, index): every run and platform builds
 // the same model.
@@ -48,6 +65,69 @@ Vector attend(const Vector& q, const std::vector<Vector>& keys, const std::vecto
       out.segment(h * hd, hd) += p(j) / p.sum() * values[j].segment(h * hd, hd);
   }
   return out;
+}
+
+template <class S>
+Vec<S> silu(const Vec<S>& x) {
+  return x.array() / (S(1) + (-x.array()).exp());
+}
+
+// [n] rows of width w -> a tap tensor [n, w].
+template <class S>
+Tensor<double> rows_tensor(const std::vector<Vec<S>>& rows) {
+  const int64_t n = int64_t(rows.size()), w = n ? rows[0].size() : 0;
+  Tensor<double> t({n, w});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < w; ++j) t.data[i * w + j] = rows[i](j);
+  return t;
+}
+
+// [n] states [4, d] -> a tap tensor [n, 4, d].
+template <class S>
+Tensor<double> state_tensor(const std::vector<Mat<S>>& x) {
+  const int64_t n = int64_t(x.size()), d = n ? x[0].cols() : 0;
+  Tensor<double> t({n, 4, d});
+  for (int64_t i = 0; i < n; ++i) std::copy(x[i].data(), x[i].data() + 4 * d, t.ptr() + i * 4 * d);
+  return t;
+}
+
+template <class S>
+Site<S> cast_site(const Site<double>& s) {
+  return {s.fn.cast<S>(), s.base.cast<S>(), s.scale.cast<S>(), s.norm_w.cast<S>(),
+          s.w_sub.cast<S>()};
+}
+
+// One mHC site around `sublayer` over a chunk's rows (the V4.1 recipe shift): each row's state
+// x [4, d] collapses with the pre carried from the previous site (pre; [1, 0, 0, 0] before the
+// first), is RMS-normed into the sublayer input y, and takes post and comb from the site's own
+// input; pre then holds this site's. Taps name.y, name.f, name.x. Returns y.
+template <class S, class Sublayer, class TapFn>
+std::vector<Vec<S>> mhc_site(std::vector<Mat<S>>& x, std::vector<Vec4<S>>& pre, const Site<S>& s,
+                             const ResidualConfig& cfg, const std::string& name, TapFn&& tap,
+                             Sublayer&& sublayer) {
+  std::vector<Coefficients<S>> c;
+  std::vector<Vec<S>> y;
+  for (size_t t = 0; t < x.size(); ++t) {
+    c.push_back(hc_mixes(x[t], s, cfg));
+    y.push_back(rms_norm<S>(collapse(x[t], pre[t]), s.norm_w, S(cfg.norm_eps)));
+  }
+  tap(name + ".y", rows_tensor(y));
+  const std::vector<Vec<S>> f = sublayer(y);
+  tap(name + ".f", rows_tensor(f));
+  for (size_t t = 0; t < x.size(); ++t) x[t] = hc_post(x[t], f[t], c[t]), pre[t] = c[t].pre;
+  tap(name + ".x", state_tensor(x));
+  return y;
+}
+
+// A row's expert mix: sum_k weights[k] W_out[e_k] silu(W_in[e_k] y), k in order.
+template <class S>
+Vec<S> expert_mix(const std::vector<Mat<S>>& w_in, const std::vector<Mat<S>>& w_out,
+                  const int32_t* experts, const double* weights, int k, const Vec<S>& y) {
+  Vec<S> f = Vec<S>::Zero(w_out[0].rows());
+  for (int j = 0; j < k; ++j)
+    f += S(weights[j]) * naive_matvec<S>(w_out[size_t(experts[j])],
+                                         silu<S>(naive_matvec<S>(w_in[size_t(experts[j])], y)));
+  return f;
 }
 
 }  // namespace tandem::reference

@@ -47,6 +47,15 @@ LaunchCounts single_pass_launch(const char* kind, uint64_t T, uint64_t d, ActDTy
 
 }  // namespace
 
+LaunchCounts predict_rms_norm_rows(int64_t tokens, int64_t d, ActDType act) {
+  const uint64_t T = tokens, row = d * act_bytes(act);
+  return Launch(launch_name("residual_rmsnorm", act))
+      .read(Traffic::activation, T * row)
+      .write(Traffic::activation, T * row)
+      .read(Traffic::weight, T * d * kF32)
+      .c;
+}
+
 LaunchCounts predict_residual_boundary(int64_t tokens, int64_t d, ActDType act, bool close,
                                        bool carried_pre, bool open, bool mixes) {
   if (!open) return post_launch(tokens, d, act);
@@ -71,10 +80,7 @@ LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, i
             .read(Traffic::activation, T * state)
             .write(Traffic::activation, T * row)
             .read(Traffic::coefficient, T * kCoefBytes));
-    add(Launch(launch_name("residual_rmsnorm", act))
-            .read(Traffic::activation, T * row)
-            .write(Traffic::activation, T * row)
-            .read(Traffic::weight, T * d * kF32));
+    log.push_back(predict_rms_norm_rows(tokens, d, act));
   };
   if (path == ResidualPath::v4_unfused) {
     for (int l = 0; l < sites; ++l) {
