@@ -6,12 +6,15 @@
 #include <future>
 
 #include "cases/case_check.hpp"
+#include "cases/model_case.hpp"
 #include "core/json_fields.hpp"
 #include "core/philox.hpp"
+#include "optimized/drafter.hpp"
 #include "optimized/dspark.hpp"
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model_util.hpp"
+#include "reference/residual.hpp"  // ScopedSumOrder
 #include "sim/dspark_traffic.hpp"
 
 namespace tandem {
@@ -143,6 +146,24 @@ AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma)
 }
 
 // ================================================================ the dspark component
+DrafterPassCheck check_drafter_pass(const reference::DsparkDrafter& drafter,
+                                    const Eigen::MatrixXd& features, int32_t last, int64_t first,
+                                    const RunOptions& opt) {
+  Tensor<float> f({features.rows(), features.cols()});
+  for (Eigen::Index i = 0; i < features.rows(); ++i)
+    for (Eigen::Index j = 0; j < features.cols(); ++j)
+      f.data[size_t(i * features.cols() + j)] = float(features(i, j));
+  DrafterPassCheck out;
+  out.run = run_drafter_pass(drafter.config(), drafter.weights(), f, last, first, opt);
+  ModelReference ref;
+  ref.forced = model_forced_taps(out.run);
+  ref.truth = drafter.pass_taps<double>(features, last, first, &ref.forced);
+  ref.baseline = drafter.pass_taps<float>(features, last, first, &ref.forced);
+  out.checks = check_widening(
+      ref, out.run, [&] { return drafter.pass_taps<float>(features, last, first, &ref.forced); });
+  return out;
+}
+
 namespace {
 
 // ---------------------------------------------------------------- dspark cases

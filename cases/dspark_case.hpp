@@ -4,8 +4,10 @@
 // `tandem verify` and tests.
 #include <cstdint>
 
+#include "cases/tensor_check.hpp"
 #include "core/dspark_config.hpp"
 #include "optimized/dspark.hpp"
+#include "problem/model.hpp"
 #include "reference/backbone.hpp"
 #include "reference/drafter.hpp"
 
@@ -57,5 +59,17 @@ struct AcceptanceProfile {
   double tokens_per_pass = 0;
 };
 AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma);
+
+// The optimized drafter pass (optimized/drafter.hpp) of `drafter`'s weights on `features` (read
+// as float) after `last` against the reference: truth and baseline read the pass's records,
+// queries and attention outputs (model_forced_taps) and are compared with it tap by tap by the
+// end-to-end model's rules (compare_model; the baseline widened where a tolerance check fails).
+struct DrafterPassCheck {
+  ModelRun run;
+  std::vector<TensorCheck> checks;
+};
+DrafterPassCheck check_drafter_pass(const reference::DsparkDrafter& drafter,
+                                    const Eigen::MatrixXd& features, int32_t last, int64_t first,
+                                    const RunOptions& opt);
 
 }  // namespace tandem

@@ -184,7 +184,16 @@ void widen_baseline(ModelReference& ref, const std::function<std::vector<referen
   }
 }
 
-// compare_model, widened by `draw` where a tolerance check fails (check_model).
+// One draw of the float baseline on a prompt from an empty cache, reading ref's forced taps.
+std::function<std::vector<reference::Tap>()> prompt_baseline(const ModelConfig& m,
+                                                             const reference::TinyModelWeights& w,
+                                                             const ModelPrompt& p,
+                                                             const ModelReference& ref) {
+  return [&] { return reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced); };
+}
+
+}  // namespace
+
 std::vector<TensorCheck> check_widening(ModelReference& ref, const ModelRun& out,
                                         const std::function<std::vector<reference::Tap>()>& draw) {
   std::vector<TensorCheck> checks = compare_model(ref, out);
@@ -196,16 +205,6 @@ std::vector<TensorCheck> check_widening(ModelReference& ref, const ModelRun& out
   widen_baseline(ref, draw);
   return compare_model(ref, out);
 }
-
-// One draw of the float baseline on a prompt from an empty cache, reading ref's forced taps.
-std::function<std::vector<reference::Tap>()> prompt_baseline(const ModelConfig& m,
-                                                             const reference::TinyModelWeights& w,
-                                                             const ModelPrompt& p,
-                                                             const ModelReference& ref) {
-  return [&] { return reference_taps<float>(m, w, p, ref.forced.empty() ? nullptr : &ref.forced); };
-}
-
-}  // namespace
 
 void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeights& w,
                           const ModelPrompt& p, ModelReference& ref) {

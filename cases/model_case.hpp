@@ -4,6 +4,7 @@
 // sums) and the optimized model, compared tap by tap in execution order; the first failing tap is
 // where the two models diverge. Shared by tests, verify and golden.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,5 +89,9 @@ void widen_model_baseline(const ModelConfig& m, const reference::TinyModelWeight
 std::vector<TensorCheck> check_model(const ModelConfig& m, const reference::TinyModelWeights& w,
                                      const ModelPrompt& p, ModelReference& ref,
                                      const ModelRun& out);
+// The same for any run compared by compare_model (the DSpark drafter's pass): `draw` runs the
+// float baseline once (reading ref.forced) in the current sum order.
+std::vector<TensorCheck> check_widening(ModelReference& ref, const ModelRun& out,
+                                        const std::function<std::vector<reference::Tap>()>& draw);
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/vision_config.hpp"
+#include "optimized/block_runner.hpp"
 #include "optimized/dense.hpp"
 #include "optimized/engram.hpp"
 #include "optimized/indexer.hpp"
@@ -16,17 +17,17 @@
 
 namespace tandem {
 
-class ModelRunner {
+class ModelRunner : BlockRunner {
  public:
   ModelRunner(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt)
-      : m_(m), w_(w), opt_(opt), d_(m.residual.d) {}
+      : BlockRunner(m.residual, opt), m_(m), w_(w), d_(m.residual.d) {}
 
   ModelRun append(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
     if (faulted_)
       throw_bad_input(
           "optimized model: a kernel fault left this sequence's cache partly "
           "updated; start a new sequence");
-    out_ = {}, is_image_.clear(), compressed_.clear(), f_ = {}, coef_ = {}, pending_.clear();
+    out_ = {}, is_image_.clear(), compressed_.clear();
     embed(ids, visual);  // the chunk's validation (bad input leaves the sequence as it was)
     // From here every launch's input is an earlier launch's output (the weights and options
     // were checked by OptimizedModel): a launch refusing one is a fault of the kernels.
@@ -80,9 +81,6 @@ class ModelRunner {
     tap("logits", dense(y_, w_.unembed));
   }
 
-  void tap(std::string name, const Tensor<float>& v) { out_.taps.push_back({std::move(name), v}); }
-  void log(const LaunchLog& l) { out_.launches.insert(out_.launches.end(), l.begin(), l.end()); }
-
   void embed(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
     const int64_t T = int64_t(ids.size()), V = w_.embed.dim(0);
     if (T < 1) throw_bad_input("model prompt: no tokens");
@@ -119,21 +117,10 @@ class ModelRunner {
       compressed_.push_back(id < 0 ? -2 : w_.compression_map[size_t(id)]);
     }
     tap("embed", e);
-    x_ = Tensor<float>({T, 4, d_});
+    Tensor<float> x({T, 4, d_});
     for (int64_t t = 0; t < T; ++t)
-      for (int s = 0; s < 4; ++s) std::copy_n(e.ptr() + t * d_, d_, x_.ptr() + (t * 4 + s) * d_);
-  }
-
-  // Closes the pending site (when its f is there) and opens `next` (when it has a norm weight),
-  // tapping the closed site's state and the opened site's sublayer input.
-  void boundary(const ResidualSiteWeights& next, const std::string& name) {
-    ResidualBoundaryInputs in{m_.residual, ActDType::f32, x_, f_, coef_, next};
-    const ResidualBoundaryOutputs o = run_residual_boundary(in, opt_);
-    log(o.launches);
-    if (!f_.data.empty()) x_ = o.x, tap(pending_ + ".x", x_), f_ = {};
-    if (next.norm_w.data.empty()) return;  // closed only: coef_ keeps the pre to carry
-    y_ = o.y, coef_ = o.coef, pending_ = name;
-    tap(name + ".y", y_);
+      for (int s = 0; s < 4; ++s) std::copy_n(e.ptr() + t * d_, d_, x.ptr() + (t * 4 + s) * d_);
+    start_chunk(std::move(x));
   }
 
   void engram(const ModelWeights::EngramLayer& e, const std::string& name) {
@@ -151,12 +138,6 @@ class ModelRunner {
     log(o.launches);
     x_ = std::move(o.h_out);
     tap(name, x_);
-  }
-
-  Tensor<float> dense(const Tensor<float>& x, const Tensor<float>& w) {
-    DenseOutputs o = run_dense_rows({ActDType::f32, x, w, {}, false}, opt_);
-    log(o.launches);
-    return std::move(o.y);
   }
 
   // Block b's attention over the compressed cache (reference/model_cache.hpp) for the chunk at
@@ -312,19 +293,6 @@ class ModelRunner {
     tap(pending_ + kSelectionSuffix, tensor_cast<float>(mine.selection));
   }
 
-  // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims] at positions start..
-  Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims, int64_t start) {
-    q.shape = {q.dim(0), heads, dims};
-    RopeQueriesOutputs o =
-        run_rope_queries({start, KvStoreOptions{}.rope_theta, std::move(q)}, opt_);
-    log(o.launches);
-    return std::move(o.q);
-  }
-
-  KvStoreOptions options(KvFormat f, int64_t records) const {
-    return model_store_options(f, records, m_.residual.norm_eps);
-  }
-
   // Slots first..last-1.
   static std::vector<int64_t> slot_range(int64_t first, int64_t last) {
     std::vector<int64_t> slots;
@@ -346,22 +314,6 @@ class ModelRunner {
     }
   }
 
-  // The stored values of the chunk's new records, then the records' bytes (row i: slots[i]).
-  void tap_records(const std::string& name, const Tensor<float>& stored,
-                   const Tensor<uint8_t>& pool, KvFormat f, const std::vector<int64_t>& slots) {
-    if (slots.empty()) return;
-    tap(name, stored);
-    const KvPageLayout at{kv_format_info(f), kModelKvPage};
-    const int64_t bytes = at.f.record_bytes();
-    std::vector<uint8_t> row(static_cast<size_t>(bytes));
-    Tensor<float> records({int64_t(slots.size()), bytes});
-    for (size_t i = 0; i < slots.size(); ++i) {
-      copy_record_out(at, pool.ptr(), slots[i], row.data());
-      std::copy(row.begin(), row.end(), records.ptr() + int64_t(i) * bytes);
-    }
-    tap(name + kRecordsSuffix, records);
-  }
-
   void moe(const ModelWeights::Block& k, const std::string& name) {
     MoeGateInputs gate;
     gate.logits = dense(y_, k.router);
@@ -381,7 +333,6 @@ class ModelRunner {
 
   const ModelConfig m_;
   const ModelWeights& w_;
-  const RunOptions opt_;
   int64_t d_;
   // The sequence: its length, the window ring's slots, the last compressed ids (Engram's
   // look-back into the next chunk), every block's cache.
@@ -392,12 +343,6 @@ class ModelRunner {
   // The chunk being appended.
   std::vector<uint8_t> is_image_;
   std::vector<int64_t> compressed_;
-  Tensor<float> x_;      // [T, 4, d] the streams
-  Tensor<float> y_;      // [T, d] the open site's sublayer input
-  Tensor<float> f_;      // [T, d] its output, until the site is closed
-  Tensor<float> coef_;   // [T, 24] its coefficients (empty before the first site)
-  std::string pending_;  // the open site's name
-  ModelRun out_;
 };
 
 namespace {

@@ -2,8 +2,11 @@
 // DSpark's drafter as data (DESIGN 5.4, as released): its weights as the kernels take them.
 // reference/drafter.hpp computes the pass in double from these values; optimized/drafter.hpp
 // runs it on the model's kernels.
+#include <cstdint>
 #include <vector>
 
+#include "core/dspark_config.hpp"
+#include "core/residual_config.hpp"
 #include "core/tensor.hpp"
 #include "problem/model.hpp"  // ModelWeights::Attention, ResidualSiteWeights
 
@@ -32,5 +35,21 @@ struct DrafterWeights {
   Tensor<float> markov_out;  // W2 [r, V]
   Tensor<float> confidence;  // [width + r]
 };
+
+// The stages' and head's mHC mixing: V4.1's (20 Sinkhorn iterations, hc_eps 1e-6) at the
+// drafter's width and norm eps.
+inline ResidualConfig dspark_mhc_config(const DsparkConfig& c) {
+  ResidualConfig r;
+  r.d = c.width, r.norm_eps = c.norm_eps;
+  return r;
+}
+
+// BadInput naming the tensor unless `w` is a drafter of config c over feature rows of
+// `feature_dim` (shapes, finite values).
+void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const DrafterWeights& w);
+// BadInput unless features are [T >= 0, feature_dim] finite values, `last` a token of the
+// vocabulary and `first` (the first row's position) >= 0.
+void validate_drafter_inputs(const DsparkConfig& c, int64_t feature_dim,
+                             const Tensor<float>& features, int32_t last, int64_t first);
 
 }  // namespace tandem

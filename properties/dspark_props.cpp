@@ -931,6 +931,46 @@ TEST(DsparkDecode, AVerifierReturningInvalidDecisionsIsAKernelFault) {
   }
 }
 
+// ---------------------------------------------------------------- the optimized drafter (issue 15)
+
+// Every tap of the optimized pass passes against the reference (the first failure reported).
+std::string first_failure(const std::vector<TensorCheck>& checks) {
+  for (const TensorCheck& c : checks)
+    if (!c.result.pass) return c.name + ": " + c.result.summary();
+  return "";
+}
+
+// A drafter config drawn around the tiny one: any width, heads, experts, window and block size
+// the stages take, both norm eps.
+DsparkConfig drawn_drafter_config() {
+  DsparkConfig c = drafter_config(kVocab);
+  c.width = *rc::gen::element(8, 16, 32);
+  c.heads = *rc::gen::element(4, 8);
+  c.experts = *rc::gen::inRange(1, 6);
+  c.top_k = *rc::gen::inRange(1, c.experts + 1);
+  c.expert_hidden = *rc::gen::element(8, 24);
+  c.window = *rc::gen::inRange(1, 24);
+  c.gamma = *rc::gen::inRange(1, 6);
+  c.blocks = *rc::gen::inRange(1, 4);
+  c.norm_eps = *rc::gen::element(1e-6, 1e-20);
+  return c;
+}
+
+RC_GTEST_PROP(DsparkDrafterEmu, ThePassMatchesTheReferenceTapByTap, ()) {
+  const DsparkConfig c = drawn_drafter_config();
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  // Fewer rows than the window, as many, more (only the newest are read), none.
+  const int64_t T = *rc::gen::inRange<int64_t>(0, 2 * c.window + 2);
+  const int64_t first = *rc::gen::inRange<int64_t>(0, 5000);
+  const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
+  const DsparkDrafter d(c, 3 * kDim, seed);
+  const DrafterPassCheck r =
+      check_drafter_pass(d, seeded_features(T, 3 * kDim, seed), last, first, RunOptions{});
+  RC_ASSERT(!r.checks.empty());
+  const std::string failure = first_failure(r.checks);
+  if (!failure.empty()) RC_FAIL(failure);
+}
+
 // ---------------------------------------------------------------- the training step (issue 15)
 
 bool same_heads(const DsparkDrafter& a, const DsparkDrafter& b) {

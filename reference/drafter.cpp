@@ -76,7 +76,7 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
   };
   const int64_t d = c.width, D = kKvMainDims, HD = int64_t(c.heads) * D, F = c.expert_hidden;
   const int64_t V = c.vocab, r = c.markov_rank, E = c.experts;
-  mhc_.d = c.width, mhc_.norm_eps = c.norm_eps;
+  mhc_ = dspark_mhc_config(c);
   const double a = 1 / std::sqrt(double(feature_dim));
   w_.main_proj = uniform({d, feature_dim}, 1, -a, a);
   w_.embed = uniform({V, d}, 2, -1, 1);

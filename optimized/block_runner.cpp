@@ -1,0 +1,63 @@
+#include "optimized/block_runner.hpp"
+
+#include "optimized/dense.hpp"
+#include "optimized/residual.hpp"
+#include "optimized/sparse_attn.hpp"
+
+namespace tandem {
+
+void BlockRunner::start_chunk(Tensor<float> x) {
+  x_ = std::move(x), y_ = {}, f_ = {}, coef_ = {}, pending_.clear();
+}
+
+void BlockRunner::boundary(const ResidualSiteWeights& next, const std::string& name) {
+  ResidualBoundaryInputs in{cfg_, ActDType::f32, x_, f_, coef_, next};
+  const ResidualBoundaryOutputs o = run_residual_boundary(in, opt_);
+  log(o.launches);
+  if (!f_.data.empty()) x_ = o.x, tap(pending_ + ".x", x_), f_ = {};
+  if (next.norm_w.data.empty()) return;  // closed only: coef_ keeps the pre to carry
+  y_ = o.y, coef_ = o.coef, pending_ = name;
+  tap(name + ".y", y_);
+}
+
+void BlockRunner::tap(std::string name, const Tensor<float>& v) {
+  out_.taps.push_back({std::move(name), v});
+}
+void BlockRunner::log(const LaunchLog& l) {
+  out_.launches.insert(out_.launches.end(), l.begin(), l.end());
+}
+
+Tensor<float> BlockRunner::dense(const Tensor<float>& x, const Tensor<float>& w) {
+  DenseOutputs o = run_dense_rows({ActDType::f32, x, w, {}, false}, opt_);
+  log(o.launches);
+  return std::move(o.y);
+}
+
+Tensor<float> BlockRunner::rope(Tensor<float> q, int64_t heads, int64_t dims, int64_t start) {
+  q.shape = {q.dim(0), heads, dims};
+  RopeQueriesOutputs o = run_rope_queries({start, KvStoreOptions{}.rope_theta, std::move(q)}, opt_);
+  log(o.launches);
+  return std::move(o.q);
+}
+
+KvStoreOptions BlockRunner::options(KvFormat f, int64_t records) const {
+  return model_store_options(f, records, cfg_.norm_eps);
+}
+
+void BlockRunner::tap_records(const std::string& name, const Tensor<float>& stored,
+                              const Tensor<uint8_t>& pool, KvFormat f,
+                              const std::vector<int64_t>& slots) {
+  if (slots.empty()) return;
+  tap(name, stored);
+  const KvPageLayout at{kv_format_info(f), kModelKvPage};
+  const int64_t bytes = at.f.record_bytes();
+  std::vector<uint8_t> row(static_cast<size_t>(bytes));
+  Tensor<float> records({int64_t(slots.size()), bytes});
+  for (size_t i = 0; i < slots.size(); ++i) {
+    copy_record_out(at, pool.ptr(), slots[i], row.data());
+    std::copy(row.begin(), row.end(), records.ptr() + int64_t(i) * bytes);
+  }
+  tap(name + kRecordsSuffix, records);
+}
+
+}  // namespace tandem

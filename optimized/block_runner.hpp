@@ -1,0 +1,47 @@
+#pragma once
+// What the optimized end-to-end model (optimized/model.cpp) and DSpark's drafter
+// (optimized/drafter.cpp) share on the host: a chunk's residual streams through mHC sites on the
+// residual boundary kernel (V4.1 recipe shift: one residual_single_pass closes a site and opens
+// the next), the dense and RoPE launches between them, and the run's taps and launches (named as
+// the reference's, problem/model.hpp).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optimized/backend.hpp"
+#include "problem/model.hpp"
+#include "problem/residual.hpp"
+
+namespace tandem {
+
+class BlockRunner {
+ protected:
+  BlockRunner(const ResidualConfig& cfg, const RunOptions& opt) : cfg_(cfg), opt_(opt) {}
+
+  // A new chunk's streams [T, 4, d]: no site open, the first opens with pre [1, 0, 0, 0].
+  void start_chunk(Tensor<float> x);
+  // Closes the pending site (when its f is there) and opens `next` (when it has a norm weight),
+  // tapping the closed site's state "<site>.x" and the opened site's sublayer input "<name>.y".
+  void boundary(const ResidualSiteWeights& next, const std::string& name);
+  void tap(std::string name, const Tensor<float>& v);
+  void log(const LaunchLog& l);
+  // x [T, n_in] times w [n_out, n_in]^T (dense_rows, f32).
+  Tensor<float> dense(const Tensor<float>& x, const Tensor<float>& w);
+  // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims] at positions start..
+  Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims, int64_t start);
+  KvStoreOptions options(KvFormat f, int64_t records) const;
+  // The stored values of a launch's new records, then the records' bytes (row i: slots[i]).
+  void tap_records(const std::string& name, const Tensor<float>& stored,
+                   const Tensor<uint8_t>& pool, KvFormat f, const std::vector<int64_t>& slots);
+
+  const ResidualConfig cfg_;
+  const RunOptions opt_;
+  Tensor<float> x_;      // [T, 4, d] the streams
+  Tensor<float> y_;      // [T, d] the open site's sublayer input
+  Tensor<float> f_;      // [T, d] its output, until the site is closed
+  Tensor<float> coef_;   // [T, 24] its coefficients (empty before the first site)
+  std::string pending_;  // the open site's name
+  ModelRun out_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,158 @@
+#include "optimized/drafter.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "optimized/block_runner.hpp"
+#include "optimized/kvcache.hpp"
+#include "optimized/moe.hpp"
+#include "optimized/residual.hpp"
+#include "optimized/sparse_attn.hpp"
+#include "optimized/vision.hpp"
+
+namespace tandem {
+namespace {
+
+class DrafterRunner : BlockRunner {
+ public:
+  DrafterRunner(const DsparkConfig& c, const DrafterWeights& w, const RunOptions& opt)
+      : BlockRunner(dspark_mhc_config(c), opt), c_(c), w_(w) {}
+
+  ModelRun run(const Tensor<float>& features, int32_t last, int64_t first) {
+    inject(features, first);
+    const int64_t g = c_.gamma, d = c_.width;
+    Tensor<float> x({g, 4, d});  // the block [last, noise x (gamma - 1)] on 4 equal streams
+    for (int64_t i = 0; i < g; ++i)
+      for (int s = 0; s < 4; ++s)
+        std::copy_n(w_.embed.ptr() + (i == 0 ? last : c_.noise_id) * d, d,
+                    x.ptr() + (i * 4 + s) * d);
+    start_chunk(std::move(x));
+    for (int b = 0; b < c_.blocks; ++b) {
+      const std::string stage = fmt::format("stage{}", b);
+      boundary(w_.stages[size_t(b)].attn_site, stage + ".attn");
+      attention(b);
+      boundary(w_.stages[size_t(b)].ffn_site, stage + ".moe");
+      moe(b);
+    }
+    ResidualSiteWeights head;
+    head.norm_w = w_.head_norm;
+    boundary(head, "head");
+    tap("logits", dense(y_, w_.unembed));
+    return std::move(out_);
+  }
+
+ private:
+  // The newest `window` feature rows through main_proj and main_norm: the rows each stage's
+  // wkv writes into its window ("KV injection") at positions start_..
+  void inject(const Tensor<float>& features, int64_t first) {
+    const int64_t T = features.dim(0), F = features.dim(1);
+    const int64_t W = std::min<int64_t>(T, c_.window);
+    start_ = first + T - W;
+    context_ = Tensor<float>({0, c_.width});
+    if (W == 0) return;
+    const Tensor<float> newest(
+        {W, F}, std::vector<float>(features.data.end() - W * F, features.data.end()));
+    RmsNormOutputs n = run_rms_norm_rows(
+        {ActDType::f32, dense(newest, w_.main_proj), w_.main_norm, c_.norm_eps}, opt_);
+    log(n.launches);
+    context_ = std::move(n.y);
+    tap("context", context_);
+  }
+
+  // Stage b's window attention: the window's records (injected rows, then the block's own) into a
+  // ring of W + gamma slots (position p in slot p mod slots), read by every block position.
+  void attention(int b) {
+    const ModelWeights::Attention& a = w_.stages[size_t(b)].attn;
+    const int64_t W = context_.dim(0), g = c_.gamma, n = W + g, d = c_.width, H = c_.heads;
+    KvWindowInputs win;
+    win.store = options(KvFormat::v41_window, n);
+    win.window = int(n), win.start = start_;
+    win.x = Tensor<float>({n, d});  // [context ; block]
+    std::copy(context_.data.begin(), context_.data.end(), win.x.data.begin());
+    std::copy(y_.data.begin(), y_.data.end(), win.x.data.begin() + W * d);
+    win.wkv = a.window_wkv, win.norm_w = a.window_norm;
+    KvStoreOutputs records = run_kv_window_store(win, opt_);
+    log(records.launches);
+    std::vector<int64_t> slots;
+    for (int64_t r = 0; r < n; ++r) slots.push_back((start_ + r) % n);
+    tap_records(pending_ + ".window", records.stored, records.pool, KvFormat::v41_window, slots);
+    SparseAttnInputs in;
+    in.heads = c_.heads, in.start = start_ + W;
+    Tensor<float> projection = dense(y_, a.wq);
+    projection.shape = {g, H, kKvMainDims};
+    tap(pending_ + ".q_proj", projection);
+    in.q = rope(std::move(projection), H, kKvMainDims, in.start);
+    tap(pending_ + ".q", in.q);
+    in.sinks = a.sinks;
+    in.window = win.store, in.window_pool = std::move(records.pool);
+    in.window_idx = Tensor<int32_t>({g, n});  // every slot, oldest first, from every position
+    for (int64_t i = 0; i < g * n; ++i)
+      in.window_idx.data[size_t(i)] = int32_t(slots[size_t(i % n)]);
+    in.comp = options(KvFormat::v41_fp4, 0);  // window-only: an empty pool (never read)
+    in.comp_pool = Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison);
+    in.page_table = model_page_table(0);
+    in.comp_idx = Tensor<int32_t>({g, 0});
+    SparseAttnOutputs o = run_sparse_attn(in, opt_);
+    log(o.launches);
+    tap(pending_ + ".o", o.o);
+    o.o.shape = {g, H * kKvMainDims};
+    f_ = dense(o.o, a.wo);
+    tap(pending_ + ".f", f_);
+  }
+
+  // Stage b's MoE: the routed experts at their gate weights, then the shared expert (the last
+  // of w_in / w_out) at weight 1, in one launch of the experts kernel.
+  void moe(int b) {
+    const DrafterWeights::Stage& st = w_.stages[size_t(b)];
+    const int64_t g = c_.gamma, k = c_.top_k;
+    MoeGateInputs gate;
+    gate.logits = dense(y_, st.router);
+    gate.is_image.assign(size_t(g), 0);
+    gate.bias_text = gate.bias_vl = st.bias;
+    gate.top_k = c_.top_k;
+    const MoeGateOutputs routed = run_moe_gate(gate, opt_);
+    log(routed.launches);
+    tap(pending_ + ".experts", tensor_cast<float>(routed.experts));
+    Tensor<int32_t> experts({g, k + 1});
+    Tensor<float> weights({g, k + 1});
+    for (int64_t i = 0; i < g; ++i) {
+      std::copy_n(routed.experts.ptr() + i * k, k, experts.ptr() + i * (k + 1));
+      std::copy_n(routed.weights.ptr() + i * k, k, weights.ptr() + i * (k + 1));
+      experts.data[size_t(i * (k + 1) + k)] = c_.experts, weights.data[size_t(i * (k + 1) + k)] = 1;
+    }
+    const MoeExpertOutputs o =
+        run_moe_experts({ActDType::f32, y_, experts, weights, st.w_in, st.w_out}, opt_);
+    log(o.launches);
+    f_ = o.f;
+    tap(pending_ + ".f", f_);
+  }
+
+  const DsparkConfig c_;
+  const DrafterWeights& w_;
+  int64_t start_ = 0;      // the window's first position
+  Tensor<float> context_;  // [W, width] the injected rows
+};
+
+}  // namespace
+
+ModelRun run_drafter_pass(const DsparkConfig& c, const DrafterWeights& w,
+                          const Tensor<float>& features, int32_t last, int64_t first,
+                          const RunOptions& opt) {
+  const int64_t feature_dim = w.main_proj.shape.size() == 2 ? w.main_proj.dim(1) : 0;
+  validate_drafter_weights(c, feature_dim, w);
+  validate_drafter_inputs(c, feature_dim, features, last, first);
+  validate_block_threads(opt, 256, "the residual kernels use ~200 registers per thread");
+  DrafterRunner runner(c, w, opt);
+  // From here every launch's input is an earlier launch's output.
+  try {
+    return runner.run(features, last, first);
+  } catch (const BadInput& e) {
+    throw KernelFault("drafter", fmt::format("optimized drafter: a kernel output was refused by "
+                                             "the next launch: {}",
+                                             e.what()));
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,80 @@
+#include "problem/drafter.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace tandem {
+namespace {
+
+void expect(const Tensor<float>& t, const Shape& s, const std::string& name) {
+  if (t.shape != s)
+    throw_bad_input("dspark drafter weight '{}': shape [{}] where [{}] is expected", name,
+                    fmt::join(t.shape, ", "), fmt::join(s, ", "));
+  for (size_t i = 0; i < t.data.size(); ++i)
+    if (!std::isfinite(t.data[i]))
+      throw_bad_input("dspark drafter weight '{}'[{}] is not finite ({})", name, i, t.data[i]);
+}
+
+void expect_site(const ResidualSiteWeights& w, int64_t d, const std::string& name) {
+  expect(w.fn, {24, 4 * d}, name + ".fn");
+  expect(w.base, {24}, name + ".base");
+  expect(w.scale, {3}, name + ".scale");
+  expect(w.norm_w, {d}, name + ".norm_w");
+}
+
+}  // namespace
+
+void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const DrafterWeights& w) {
+  if (!dspark_stage_shape_ok(c) || c.top_k < 1 || c.top_k > c.experts || c.expert_hidden < 1 ||
+      c.noise_id < 0 || c.noise_id >= c.vocab || feature_dim < 1)
+    throw_bad_input("dspark drafter: config not runnable (width {}, heads {}, top_k {} of {})",
+                    c.width, c.heads, c.top_k, c.experts);
+  const int64_t d = c.width, V = c.vocab, r = c.markov_rank, HD = int64_t(c.heads) * 512;
+  const int64_t E = c.experts, F = c.expert_hidden;
+  expect(w.main_proj, {d, feature_dim}, "main_proj");
+  expect(w.main_norm, {d}, "main_norm");
+  expect(w.embed, {V, d}, "embed");
+  expect(w.head_norm, {d}, "head_norm");
+  expect(w.unembed, {V, d}, "unembed");
+  expect(w.markov_in, {V, r}, "markov_in");
+  expect(w.markov_out, {r, V}, "markov_out");
+  expect(w.confidence, {d + r}, "confidence");
+  if (w.stages.size() != size_t(c.blocks))
+    throw_bad_input("dspark drafter weights: {} stages where the config has {}", w.stages.size(),
+                    c.blocks);
+  for (size_t b = 0; b < w.stages.size(); ++b) {
+    const DrafterWeights::Stage& st = w.stages[b];
+    const std::string name = fmt::format("stage{}", b);
+    expect_site(st.attn_site, d, name + ".attn_site");
+    expect_site(st.ffn_site, d, name + ".ffn_site");
+    expect(st.attn.wq, {HD, d}, name + ".wq");
+    expect(st.attn.wo, {d, HD}, name + ".wo");
+    expect(st.attn.sinks, {c.heads}, name + ".sinks");
+    expect(st.attn.window_wkv, {512, d}, name + ".window_wkv");
+    expect(st.attn.window_norm, {512}, name + ".window_norm");
+    expect(st.router, {E, d}, name + ".router");
+    expect(Tensor<float>({int64_t(st.bias.size())}, st.bias), {E}, name + ".bias");
+    expect(st.w_in, {E + 1, F, d}, name + ".w_in");
+    expect(st.w_out, {E + 1, d, F}, name + ".w_out");
+  }
+}
+
+void validate_drafter_inputs(const DsparkConfig& c, int64_t feature_dim,
+                             const Tensor<float>& features, int32_t last, int64_t first) {
+  if (features.shape.size() != 2 || features.dim(1) != feature_dim)
+    throw_bad_input("dspark drafter input 'features': expected [T, {}]", feature_dim);
+  for (size_t i = 0; i < features.data.size(); ++i)
+    if (!std::isfinite(features.data[i]))
+      throw_bad_input("dspark drafter input 'features'[{}] is not finite ({})", i,
+                      features.data[i]);
+  if (last < 0 || last >= c.vocab)
+    throw_bad_input("dspark drafter input 'last': {} is outside [0, {})", last, c.vocab);
+  if (first < 0) throw_bad_input("dspark drafter input 'first': {} is negative", first);
+}
+
+}  // namespace tandem
