@@ -146,21 +146,25 @@ AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma)
 }
 
 // ================================================================ the dspark component
-DrafterPassCheck check_drafter_pass(const reference::DsparkDrafter& drafter,
-                                    const Eigen::MatrixXd& features, int32_t last, int64_t first,
-                                    const RunOptions& opt) {
+DrafterCheck check_drafter(const reference::DsparkDrafter& drafter, const Eigen::MatrixXd& features,
+                           int32_t last, int64_t first, int K, const DraftChoice& choice,
+                           const RunOptions& opt) {
   Tensor<float> f({features.rows(), features.cols()});
   for (Eigen::Index i = 0; i < features.rows(); ++i)
     for (Eigen::Index j = 0; j < features.cols(); ++j)
       f.data[size_t(i * features.cols() + j)] = float(features(i, j));
-  DrafterPassCheck out;
-  out.run = run_drafter_pass(drafter.config(), drafter.weights(), f, last, first, opt);
+  DrafterCheck out;
+  out.run = run_drafter(drafter.config(), drafter.weights(), f, last, first, K, choice, opt);
   ModelReference ref;
   ref.forced = model_forced_taps(out.run);
-  ref.truth = drafter.pass_taps<double>(features, last, first, &ref.forced);
-  ref.baseline = drafter.pass_taps<float>(features, last, first, &ref.forced);
-  out.checks = check_widening(
-      ref, out.run, [&] { return drafter.pass_taps<float>(features, last, first, &ref.forced); });
+  for (const ModelTap& t : out.run.taps)
+    if (t.name == "draft.tokens") ref.forced[t.name] = t.value;  // the tokens both follow
+  auto draw = [&](auto scalar) {
+    return drafter.draft_taps<decltype(scalar)>(features, last, first, K, choice, &ref.forced);
+  };
+  ref.truth = draw(0.0);
+  ref.baseline = draw(0.0f);
+  out.checks = check_widening(ref, out.run, [&] { return draw(0.0f); });
   return out;
 }
 

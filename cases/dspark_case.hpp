@@ -60,16 +60,17 @@ struct AcceptanceProfile {
 };
 AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma);
 
-// The optimized drafter pass (optimized/drafter.hpp) of `drafter`'s weights on `features` (read
-// as float) after `last` against the reference: truth and baseline read the pass's records,
-// queries and attention outputs (model_forced_taps) and are compared with it tap by tap by the
-// end-to-end model's rules (compare_model; the baseline widened where a tolerance check fails).
-struct DrafterPassCheck {
+// The optimized drafter (optimized/drafter.hpp: its pass and K drafted tokens) of `drafter`'s
+// weights on `features` (read as float) after `last` against the reference: truth and baseline
+// read the run's records, queries and attention outputs (model_forced_taps) and follow its
+// drafted tokens, and are compared with it tap by tap by the end-to-end model's rules
+// (compare_model: the tokens exact; the baseline widened where a tolerance check fails).
+struct DrafterCheck {
   ModelRun run;
   std::vector<TensorCheck> checks;
 };
-DrafterPassCheck check_drafter_pass(const reference::DsparkDrafter& drafter,
-                                    const Eigen::MatrixXd& features, int32_t last, int64_t first,
-                                    const RunOptions& opt);
+DrafterCheck check_drafter(const reference::DsparkDrafter& drafter, const Eigen::MatrixXd& features,
+                           int32_t last, int64_t first, int K, const DraftChoice& choice,
+                           const RunOptions& opt);
 
 }  // namespace tandem

@@ -121,7 +121,8 @@ std::vector<reference::Tap> reference_taps(const ModelConfig& m,
 // Taps compared exactly, whose differences change what is computed after them: the routing and
 // the selections.
 bool is_decision(const std::string& tap) {
-  return tap.ends_with(".experts") || tap.ends_with(kSelectionSuffix);
+  return tap.ends_with(".experts") || tap.ends_with(kSelectionSuffix) ||
+         tap.ends_with(".tokens");  // the DSpark drafter's choices
 }
 bool is_records(const std::string& tap) { return tap.ends_with(kRecordsSuffix); }
 // The attention's queries and output, stored bf16 between kernels.

@@ -8,6 +8,9 @@ namespace tandem {
 
 // The most drafted tokens one verification pass checks (the kernel keeps K + 1 rows per request).
 inline constexpr int kDsparkMaxDraft = 8;
+// The largest Markov rank r the Markov step kernel takes (a warp stages one W1 row in shared
+// memory; the release's is 256).
+inline constexpr int kMarkovMaxRank = 1024;
 
 // The public DSpark code's two guards in verification: p_d is clamped below at 1e-8 in the
 // acceptance ratio (a token the drafter gave probability 0 is accepted with probability

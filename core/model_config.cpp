@@ -180,7 +180,7 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   c.blocks = static_cast<int>(f.integer("blocks", 1, 64));
   c.window = static_cast<int>(f.integer("window", 1, 1 << 20));
   c.gamma = static_cast<int>(f.integer("gamma", 1, kDsparkMaxDraft));
-  c.markov_rank = static_cast<int>(f.integer("markov_rank", 1, 4096));
+  c.markov_rank = static_cast<int>(f.integer("markov_rank", 1, kMarkovMaxRank));
   c.requests = static_cast<int>(f.integer("requests", 1, 1 << 16));
   c.temperature = f.number("temperature", 1e-3, 1e3);
   // The released stages' attention and MoE (DESIGN 5.4 "As released"); the defaults are the tiny

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "optimized/block_runner.hpp"
+#include "optimized/dspark.hpp"
 #include "optimized/kvcache.hpp"
 #include "optimized/moe.hpp"
 #include "optimized/residual.hpp"
@@ -20,7 +22,8 @@ class DrafterRunner : BlockRunner {
   DrafterRunner(const DsparkConfig& c, const DrafterWeights& w, const RunOptions& opt)
       : BlockRunner(dspark_mhc_config(c), opt), c_(c), w_(w) {}
 
-  ModelRun run(const Tensor<float>& features, int32_t last, int64_t first) {
+  ModelRun run(const Tensor<float>& features, int32_t last, int64_t first, int K,
+               const DraftChoice& choice) {
     inject(features, first);
     const int64_t g = c_.gamma, d = c_.width;
     Tensor<float> x({g, 4, d});  // the block [last, noise x (gamma - 1)] on 4 equal streams
@@ -36,10 +39,13 @@ class DrafterRunner : BlockRunner {
       boundary(w_.stages[size_t(b)].ffn_site, stage + ".moe");
       moe(b);
     }
+    const Tensor<float> last_coef = coef_;  // its pre collapses the head (no hc_head)
     ResidualSiteWeights head;
     head.norm_w = w_.head_norm;
     boundary(head, "head");
-    tap("logits", dense(y_, w_.unembed));
+    const Tensor<float> logits = dense(y_, w_.unembed);
+    tap("logits", logits);
+    if (K > 0) draft(logits, last_coef, last, K, choice);
     return std::move(out_);
   }
 
@@ -129,6 +135,27 @@ class DrafterRunner : BlockRunner {
     tap(pending_ + ".f", f_);
   }
 
+  // The Markov step over the pass's logits and closed streams: one request.
+  void draft(const Tensor<float>& logits, const Tensor<float>& coef, int32_t last, int K,
+             const DraftChoice& choice) {
+    const int64_t g = c_.gamma, V = c_.vocab;
+    MarkovDraftInputs in;
+    in.requests = 1, in.budget = K;
+    in.base = Tensor<float>({1, g, V}, logits.data);
+    in.streams = Tensor<float>({1, g, 4, c_.width}, x_.data);
+    in.coef = Tensor<float>({1, g, 24}, coef.data);
+    in.markov_in = w_.markov_in, in.markov_out = w_.markov_out, in.confidence = w_.confidence;
+    in.last = {last}, in.request = {choice.request}, in.position = {choice.position};
+    in.seed = choice.seed, in.greedy = choice.greedy, in.temperature = float(choice.temperature);
+    MarkovDraftOutputs o = run_markov_draft(in, opt_);
+    log(o.launches);
+    o.logits.shape = {K, V}, o.p.shape = {K, V}, o.confidence.shape = {K};
+    tap("draft.logits", o.logits);
+    tap("draft.p", o.p);
+    tap("draft.confidence", o.confidence);
+    tap("draft.tokens", Tensor<float>({K}, {o.tokens.data.begin(), o.tokens.data.end()}));
+  }
+
   const DsparkConfig c_;
   const DrafterWeights& w_;
   int64_t start_ = 0;      // the window's first position
@@ -137,17 +164,21 @@ class DrafterRunner : BlockRunner {
 
 }  // namespace
 
-ModelRun run_drafter_pass(const DsparkConfig& c, const DrafterWeights& w,
-                          const Tensor<float>& features, int32_t last, int64_t first,
-                          const RunOptions& opt) {
+ModelRun run_drafter(const DsparkConfig& c, const DrafterWeights& w, const Tensor<float>& features,
+                     int32_t last, int64_t first, int K, const DraftChoice& choice,
+                     const RunOptions& opt) {
   const int64_t feature_dim = w.main_proj.shape.size() == 2 ? w.main_proj.dim(1) : 0;
   validate_drafter_weights(c, feature_dim, w);
   validate_drafter_inputs(c, feature_dim, features, last, first);
+  if (K < 0 || K > c.gamma)
+    throw_bad_input("dspark drafter: {} drafted tokens, at most gamma = {}", K, c.gamma);
+  if (!choice.greedy && !(choice.temperature > 0 && std::isfinite(choice.temperature)))
+    throw_bad_input("dspark drafter: temperature {} must be finite and > 0", choice.temperature);
   validate_block_threads(opt, 256, "the residual kernels use ~200 registers per thread");
   DrafterRunner runner(c, w, opt);
   // From here every launch's input is an earlier launch's output.
   try {
-    return runner.run(features, last, first);
+    return runner.run(features, last, first, K, choice);
   } catch (const BadInput& e) {
     throw KernelFault("drafter", fmt::format("optimized drafter: a kernel output was refused by "
                                              "the next launch: {}",

@@ -10,7 +10,8 @@
 //     -> residual boundary (closes it, opens the MoE site) -> dense_rows (router) -> moe gate
 //       -> moe experts (the shared expert as one more expert at weight 1);
 //   residual boundary (closes the last site, opens the head: its norm with the carried pre)
-//   -> dense_rows (unembed).
+//   -> dense_rows (unembed); then, for K > 0 drafted tokens, the Markov step kernel
+//   (dspark_markov_draft: the Markov head left to right, the confidence, the choice).
 // Activations f32 between kernels (the kernels round where they store bf16: window rows, queries,
 // attention output), as the end-to-end model runs them.
 #include <cstdint>
@@ -22,11 +23,12 @@
 
 namespace tandem {
 
-// One pass: features [T, feature_dim] from position `first` on (T may be 0), the last token.
-// Weights and inputs are validated first (BadInput); a launch refusing an earlier launch's output
-// is a KernelFault naming the last tap.
-ModelRun run_drafter_pass(const DsparkConfig& c, const DrafterWeights& w,
-                          const Tensor<float>& features, int32_t last, int64_t first,
-                          const RunOptions& opt);
+// One pass on features [T, feature_dim] from position `first` on (T may be 0) after the last
+// token, then the first K (0..gamma) drafted tokens chosen as `choice` says; taps as
+// reference::DsparkDrafter::draft_taps names them. Weights and inputs are validated first
+// (BadInput); a launch refusing an earlier launch's output is a KernelFault.
+ModelRun run_drafter(const DsparkConfig& c, const DrafterWeights& w, const Tensor<float>& features,
+                     int32_t last, int64_t first, int K, const DraftChoice& choice,
+                     const RunOptions& opt);
 
 }  // namespace tandem

@@ -155,4 +155,93 @@ __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __
   }
 }
 
+// ---------------------------------------------------------------- drafting: the Markov step
+// (problem/dspark.hpp MarkovDraftInputs). One warp per request, draft positions in order (each
+// reads the token chosen before it); W1[x_{k-1}] is staged in this warp's shared-memory row.
+// Lanes own vocabulary entries v = lane + 32 m (coalesced rows of W2), each logit one fmaf chain
+// over j in order; the confidence is a warp sum.
+inline constexpr int kMarkovWarpsPerBlock = 4;
+// The residual's state and coefficient layout (optimized/residual.cuh): 4 streams, 24
+// coefficients per token with pre first.
+inline constexpr int kHcStreams = 4, kMixes = 24;
+static_assert(kMarkovWarpsPerBlock * kMarkovMaxRank * sizeof(float) <= 48 * 1024,
+              "the staged W1 rows must fit the default 48 KiB of shared memory");
+
+// c = sigmoid(w . [sum_s pre_s X[s] ; w1]) over X [4, d] and the staged w1 [rank].
+__device__ __forceinline__ float markov_confidence(const float* x, const float* coef,
+                                                   const float* w, const float* w1, int d,
+                                                   int rank) {
+  const int lane = threadIdx.x % kWarpSize;
+  float own_pre = 0.0f;
+  if (lane < kHcStreams) own_pre = ld(coef + lane, Traffic::coefficient);
+  float pre[kHcStreams];
+#pragma unroll
+  for (int s = 0; s < kHcStreams; ++s) pre[s] = __shfl_sync(0xffffffffu, own_pre, s);
+  float dot = 0.0f;
+  for (int i = lane; i < d; i += kWarpSize) {
+    float u = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kHcStreams; ++s)
+      u = fmaf(pre[s], ld(x + s * d + i, Traffic::activation), u);
+    dot = fmaf(u, ld(w + i, Traffic::weight), dot);
+  }
+  for (int j = lane; j < rank; j += kWarpSize)
+    dot = fmaf(w1[j], ld(w + d + j, Traffic::weight), dot);
+  return 1.0f / (1.0f + expf(-warp_sum(dot)));
+}
+
+// base: [R, G, V]; streams: [R, G, 4, d]; coef: [R, G, 24]; w1: [V, rank]; w2: [rank, V];
+// conf: [d + rank]; last, request, position: [R]; tokens: [R, K]; logits, p: [R, K, V];
+// confidence: [R, K]. Dynamic shared memory: kMarkovWarpsPerBlock x rank floats.
+__global__ void dspark_markov_draft(
+    const float* __restrict__ base, const float* __restrict__ streams,
+    const float* __restrict__ coef, const float* __restrict__ w1, const float* __restrict__ w2,
+    const float* __restrict__ conf, const int32_t* __restrict__ last,
+    const uint32_t* __restrict__ request, const uint32_t* __restrict__ position, int R, int G,
+    int K, int64_t V, int d, int rank, uint64_t seed, bool greedy, float temperature,
+    int32_t* __restrict__ tokens, float* __restrict__ logits, float* __restrict__ p,
+    float* __restrict__ confidence) {
+  TANDEM_DYNAMIC_SHARED(float, staged);  // [warps, rank]
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int r = blockIdx.x * kMarkovWarpsPerBlock + warp;
+  if (r >= R) return;  // whole warps: one request per warp
+  float* row = staged + warp * rank;
+  int32_t previous = warp_request_word(last, r, 0);
+  const uint32_t id = warp_request_word(request, r, 0u), pos0 = warp_request_word(position, r, 0u);
+  const float t = greedy ? 1.0f : temperature;
+  for (int k = 0; k < K; ++k) {
+    for (int j = lane; j < rank; j += kWarpSize)
+      row[j] = ld(w1 + static_cast<size_t>(previous) * rank + j, Traffic::weight);
+    __syncwarp();
+    const size_t at = static_cast<size_t>(r) * G + k, out = static_cast<size_t>(r) * K + k;
+    const float* b = base + at * V;
+    float* l = logits + out * V;
+    float* pk = p + out * V;
+    float top = -INFINITY;
+    for (int64_t v = lane; v < V; v += kWarpSize) {
+      float acc = ld(b + v, Traffic::activation);
+      for (int j = 0; j < rank; ++j)
+        acc = fmaf(row[j], ld(w2 + static_cast<size_t>(j) * V + v, Traffic::weight), acc);
+      st(l + v, acc, Traffic::activation);
+      top = fmaxf(top, acc);
+    }
+    top = warp_max(top);
+    const float c =
+        markov_confidence(streams + at * kHcStreams * d, coef + at * kMixes, conf, row, d, rank);
+    if (lane == 0) st(confidence + out, c, Traffic::activation);
+    float sum = 0.0f;  // softmax(l / t): each lane rereads its own logits
+    for (int64_t v = lane; v < V; v += kWarpSize)
+      sum += expf((ld(l + v, Traffic::activation) - top) / t);
+    sum = warp_sum(sum);
+    for (int64_t v = lane; v < V; v += kWarpSize)
+      st(pk + v, expf((ld(l + v, Traffic::activation) - top) / t) / sum, Traffic::activation);
+    __syncwarp();  // the rows are the warp's to read
+    previous = greedy ? warp_argmax(l, V)
+                      : warp_inverse_cdf(pk, nullptr, V,
+                                         philox_uniform(philox_draw(seed, id, pos0 + k, 2).v[0]));
+    if (lane == 0) st(tokens + out, previous, Traffic::activation);
+    __syncwarp();  // every lane is done with this row of W1 before the next is staged
+  }
+}
+
 }  // namespace tandem::TANDEM_BACKEND_NS

@@ -36,6 +36,16 @@ struct DrafterWeights {
   Tensor<float> confidence;  // [width + r]
 };
 
+// How the drafter chooses: greedy (argmax, lower index wins ties) or sampled from
+// softmax(logits / temperature) rounded to float, with the uniform of Philox (seed, request,
+// position of x_k, stream 2); verification uses streams 0 and 1 of the same keys.
+struct DraftChoice {
+  bool greedy = true;
+  uint64_t seed = 0;
+  uint32_t request = 0, position = 0;  // position: the sequence position of x_1
+  double temperature = 1.0;
+};
+
 // The stages' and head's mHC mixing: V4.1's (20 Sinkhorn iterations, hc_eps 1e-6) at the
 // drafter's width and norm eps.
 inline ResidualConfig dspark_mhc_config(const DsparkConfig& c) {

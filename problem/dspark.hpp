@@ -50,6 +50,39 @@ struct VerifyOutputs {
 // BadInput naming the tensor: shapes the kernel supports, valid values.
 void validate_verify_inputs(const VerifyInputs& in);
 
+// DSpark's Markov head and confidence head after a drafter pass (DESIGN 5.4), left to right per
+// request: for k = 0..K-1, with x_{-1} = last,
+//   logits_k = base_k + sum_j W1[x_{k-1}, j] W2[j, :] (j in order),
+//   p_k = softmax(logits_k / t) (t = 1 when greedy), x_k = argmax logits_k (lower index on
+//   ties) or the inverse CDF of p_k at the uniform of Philox (seed, request, position + k,
+//   stream 2) (32 contiguous blocks, as verification draws),
+//   c_k = sigmoid(w . [u_k ; W1[x_{k-1}]]), u_k = sum_s pre_s X_k[s] the collapsed hidden before
+//   the head's norm (pre: the last site's, coef[0:4]).
+struct MarkovDraftInputs {
+  int64_t requests = 0;
+  int budget = 0;                           // K tokens drafted per request (1..gamma)
+  Tensor<float> base;                       // [R, gamma, V] the pass's logits
+  Tensor<float> streams;                    // [R, gamma, 4, width] after the last stage
+  Tensor<float> coef;                       // [R, gamma, 24] the last site's coefficients
+  Tensor<float> markov_in;                  // W1 [V, r]
+  Tensor<float> markov_out;                 // W2 [r, V]
+  Tensor<float> confidence;                 // w [width + r]
+  std::vector<int32_t> last;                // [R]
+  std::vector<uint32_t> request, position;  // [R] the draws' keys
+  uint64_t seed = 0;
+  bool greedy = true;
+  float temperature = 1;
+};
+struct MarkovDraftOutputs {
+  Tensor<int32_t> tokens;    // [R, K]
+  Tensor<float> logits;      // [R, K, V] with the Markov head
+  Tensor<float> p;           // [R, K, V] the distributions the tokens came from
+  Tensor<float> confidence;  // [R, K] c_k
+  LaunchLog launches;
+};
+// BadInput naming the tensor: shapes, rank <= kMarkovMaxRank, tokens in range, finite values.
+void validate_markov_draft_inputs(const MarkovDraftInputs& in);
+
 // The DSpark drafter's inputs for one pass (its weights come from the config's seed): the
 // backbone's target features over the window, and the last token.
 struct DrafterInputs {

@@ -956,7 +956,7 @@ DsparkConfig drawn_drafter_config() {
   return c;
 }
 
-RC_GTEST_PROP(DsparkDrafterEmu, ThePassMatchesTheReferenceTapByTap, ()) {
+RC_GTEST_PROP(DsparkDrafterEmu, TheDraftMatchesTheReferenceTapByTap, ()) {
   const DsparkConfig c = drawn_drafter_config();
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
   // Fewer rows than the window, as many, more (only the newest are read), none.
@@ -964,8 +964,13 @@ RC_GTEST_PROP(DsparkDrafterEmu, ThePassMatchesTheReferenceTapByTap, ()) {
   const int64_t first = *rc::gen::inRange<int64_t>(0, 5000);
   const int32_t last = *rc::gen::inRange<int32_t>(0, kVocab);
   const DsparkDrafter d(c, 3 * kDim, seed);
-  const DrafterPassCheck r =
-      check_drafter_pass(d, seeded_features(T, 3 * kDim, seed), last, first, RunOptions{});
+  DraftChoice choice;
+  choice.greedy = *rc::gen::arbitrary<bool>();
+  choice.seed = seed, choice.request = *rc::gen::arbitrary<uint32_t>();
+  choice.position = uint32_t(first + T), choice.temperature = *rc::gen::element(0.5, 1.0, 2.0);
+  const int K = *rc::gen::inRange(0, c.gamma + 1);
+  const DrafterCheck r =
+      check_drafter(d, seeded_features(T, 3 * kDim, seed), last, first, K, choice, RunOptions{});
   RC_ASSERT(!r.checks.empty());
   const std::string failure = first_failure(r.checks);
   if (!failure.empty()) RC_FAIL(failure);

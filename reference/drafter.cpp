@@ -283,48 +283,89 @@ DsparkDrafter::PassOutputs DsparkDrafter::forward(const Eigen::MatrixXd& feature
 }
 
 template <class S>
-std::vector<Tap> DsparkDrafter::pass_taps(const Eigen::MatrixXd& features, int32_t last,
-                                          int64_t first, const ForcedTaps* forced) const {
+Draft DsparkDrafter::markov(const Params<S>& p, const PassOutputs& pass, int32_t last, int K,
+                            const DraftChoice& choice, const Tensor<float>* follow) const {
+  const int64_t V = c_.vocab, r = c_.markov_rank, d = c_.width;
+  const S t = S(choice.greedy ? 1.0 : choice.temperature);
+  Draft out;
+  out.logits.resize(K, V);
+  int32_t previous = last;
+  for (int k = 0; k < K; ++k) {
+    const Vec<S> w1 = p.markov_in.row(previous).transpose();  // W1[x_{k-1}]  [r]
+    Vec<S> logits(V);
+    for (int64_t v = 0; v < V; ++v) {
+      S acc = S(pass.logits(k, v));
+      for (int64_t j = 0; j < r; ++j) acc += w1(j) * p.markov_out(j, v);
+      logits(v) = acc;
+    }
+    out.logits.row(k) = logits.transpose().template cast<double>();
+    // As released: the confidence reads the collapsed hidden before the norm.
+    S dot = 0;
+    for (int64_t i = 0; i < d; ++i) dot += S(pass.collapsed(k, i)) * p.confidence(i);
+    for (int64_t j = 0; j < r; ++j) dot += w1(j) * p.confidence(d + j);
+    out.confidence.push_back(double(S(1) / (S(1) + std::exp(-dot))));
+    const Vec<S> e = ((logits.array() - logits.maxCoeff()) / t).exp();
+    const S sum = naive_dot<S>(e, Vec<S>::Ones(V));
+    std::vector<float> prob(static_cast<size_t>(V));
+    for (int64_t v = 0; v < V; ++v) prob[size_t(v)] = float(e(v) / sum);
+    out.p_draft.push_back(std::move(prob));
+    const int32_t own =
+        choice.greedy ? first_argmax(out.logits.row(k))
+                      : inverse_cdf(out.p_draft.back(),
+                                    philox_uniform(philox_draw(choice.seed, choice.request,
+                                                               choice.position + uint32_t(k), 2)
+                                                       .v[0]));
+    out.tokens.push_back(own);
+    previous = follow ? int32_t(follow->data[size_t(k)]) : own;
+  }
+  return out;
+}
+
+Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int K,
+                             const DraftChoice& choice, int64_t first) const {
+  return markov(p_, forward(features, last, first), last, K, choice, nullptr);
+}
+
+template <class S>
+std::vector<Tap> DsparkDrafter::draft_taps(const Eigen::MatrixXd& features, int32_t last,
+                                           int64_t first, int K, const DraftChoice& choice,
+                                           const ForcedTaps* forced) const {
   std::vector<Tap> taps;
   const TapSink tap = [&](std::string name, Tensor<double> v) {
     taps.push_back({std::move(name), std::move(v)});
   };
+  auto run = [&](const Params<S>& p) {
+    const PassOutputs pass = this->pass(p, features, last, first, tap, forced);
+    if (K == 0) return;
+    const Tensor<float>* follow = nullptr;
+    if (forced)
+      if (const auto it = forced->find("draft.tokens");
+          it != forced->end() && it->second.shape == Shape{K})
+        follow = &it->second;
+    const Draft d = markov(p, pass, last, K, choice, follow);
+    const int64_t V = c_.vocab;
+    Tensor<double> logits({K, V}), prob({K, V});
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t v = 0; v < V; ++v)
+        logits.data[size_t(k * V + v)] = d.logits(k, v),
+                                   prob.data[size_t(k * V + v)] = d.p_draft[size_t(k)][size_t(v)];
+    tap("draft.logits", std::move(logits));
+    tap("draft.p", std::move(prob));
+    tap("draft.confidence", Tensor<double>({K}, d.confidence));
+    tap("draft.tokens", Tensor<double>({K}, std::vector<double>(d.tokens.begin(), d.tokens.end())));
+  };
   if constexpr (std::is_same_v<S, double>)
-    pass(p_, features, last, first, tap, forced);
+    run(p_);
   else
-    pass(params_of<S>(w_), features, last, first, tap, forced);
+    run(params_of<S>(w_));
   return taps;
 }
-template std::vector<Tap> DsparkDrafter::pass_taps<double>(const Eigen::MatrixXd&, int32_t, int64_t,
+template std::vector<Tap> DsparkDrafter::draft_taps<double>(const Eigen::MatrixXd&, int32_t,
+                                                            int64_t, int, const DraftChoice&,
+                                                            const ForcedTaps*) const;
+template std::vector<Tap> DsparkDrafter::draft_taps<float>(const Eigen::MatrixXd&, int32_t, int64_t,
+                                                           int, const DraftChoice&,
                                                            const ForcedTaps*) const;
-template std::vector<Tap> DsparkDrafter::pass_taps<float>(const Eigen::MatrixXd&, int32_t, int64_t,
-                                                          const ForcedTaps*) const;
-
-Draft DsparkDrafter::propose(const Eigen::MatrixXd& features, int32_t last, int K,
-                             const DraftChoice& choice, int64_t first) const {
-  const PassOutputs pass = forward(features, last, first);
-  Draft d;
-  d.logits.resize(K, c_.vocab);
-  int32_t previous = last;
-  for (int k = 0; k < K; ++k) {
-    const Eigen::RowVectorXd w1 = p_.markov_in.row(previous);  // W1[x_{k-1}]  [r]
-    d.logits.row(k) = pass.logits.row(k) + w1 * p_.markov_out;
-    Eigen::RowVectorXd joined(c_.width + c_.markov_rank);  // as released: before the norm
-    joined << pass.collapsed.row(k), w1;
-    d.confidence.push_back(1.0 / (1.0 + std::exp(-joined.dot(p_.confidence))));
-    const Eigen::RowVectorXd p = softmax(d.logits.row(k), choice.greedy ? 1.0 : choice.temperature);
-    d.p_draft.emplace_back(p.data(), p.data() + p.size());
-    if (choice.greedy) {
-      previous = first_argmax(d.logits.row(k));
-    } else {
-      const float u = philox_uniform(
-          philox_draw(choice.seed, choice.request, choice.position + uint32_t(k), 2).v[0]);
-      previous = inverse_cdf(d.p_draft.back(), u);
-    }
-    d.tokens.push_back(previous);
-  }
-  return d;
-}
 
 namespace {
 

@@ -29,15 +29,7 @@
 
 namespace tandem::reference {
 
-// How the drafter chooses: greedy (argmax, lower index wins ties) or sampled from
-// softmax(logits / temperature) rounded to float, with the uniform of Philox (seed, request,
-// position of x_k, stream 2); verification uses streams 0 and 1 of the same keys.
-struct DraftChoice {
-  bool greedy = true;
-  uint64_t seed = 0;
-  uint32_t request = 0, position = 0;  // position: the sequence position of x_1
-  double temperature = 1.0;
-};
+using DraftChoice = tandem::DraftChoice;
 
 struct Draft {
   std::vector<int32_t> tokens;              // [K]
@@ -106,16 +98,19 @@ class DsparkDrafter {
   };
   PassOutputs forward(const Eigen::MatrixXd& features, int32_t last, int64_t first = 0) const;
 
-  // The same pass as named taps in execution order, in scalar S (double: the truth; float with
-  // plain-order sums: the tolerance policy's baseline), names as the model's (problem/model.hpp):
-  // "context" (the projected, normed features; left out with none), per stage b
-  // "stage{b}.attn.y", ".attn.window" (+ ".records": the injected rows, then the block's),
-  // ".attn.q_proj", ".attn.q", ".attn.o", ".attn.f", ".attn.x", ".moe.y", ".moe.experts" (the
-  // routed ones), ".moe.f", ".moe.x"; then "head.y", "logits". `forced`: another run's records,
-  // queries and attention outputs read in place of the pass's own (reference::ForcedTaps).
+  // The same pass, then the first K (0..gamma) drafted tokens, as named taps in execution order,
+  // in scalar S (double: the truth; float with plain-order sums: the tolerance policy's
+  // baseline), names as the model's (problem/model.hpp): "context" (the projected, normed
+  // features; left out with none), per stage b "stage{b}.attn.y", ".attn.window" (+ ".records":
+  // the injected rows, then the block's), ".attn.q_proj", ".attn.q", ".attn.o", ".attn.f",
+  // ".attn.x", ".moe.y", ".moe.experts" (the routed ones), ".moe.f", ".moe.x"; "head.y",
+  // "logits"; with K > 0 the Markov step's "draft.logits" [K, V], "draft.p" [K, V],
+  // "draft.confidence" [K] and "draft.tokens" [K] (the draft's own choices). `forced`: another
+  // run's records, queries and attention outputs read in place of the pass's own
+  // (reference::ForcedTaps), and its "draft.tokens" as the tokens each Markov step follows.
   template <class S>
-  std::vector<Tap> pass_taps(const Eigen::MatrixXd& features, int32_t last, int64_t first,
-                             const ForcedTaps* forced) const;
+  std::vector<Tap> draft_taps(const Eigen::MatrixXd& features, int32_t last, int64_t first, int K,
+                              const DraftChoice& choice, const ForcedTaps* forced) const;
 
   // The first K (<= gamma) drafted tokens after `last`.
   Draft propose(const Eigen::MatrixXd& features, int32_t last, int K, const DraftChoice& choice,
@@ -163,6 +158,11 @@ class DsparkDrafter {
   template <class S>
   std::vector<Vec<S>> moe(const Params<S>& p, int b, const std::vector<Vec<S>>& y,
                           const TapSink& tap) const;
+  // The Markov and confidence heads over a pass, left to right (problem/dspark.hpp
+  // MarkovDraftInputs), in S; `follow`: the tokens each step follows in place of its own choice.
+  template <class S>
+  Draft markov(const Params<S>& p, const PassOutputs& pass, int32_t last, int K,
+               const DraftChoice& choice, const Tensor<float>* follow) const;
   // A fitted head into the weights (rounded to float) and the double parameters.
   void set_head(Tensor<float>& weight, Mat<double>& param, const Eigen::MatrixXd& value);
   void fit_markov_in(const std::vector<DrafterExample>& examples);
