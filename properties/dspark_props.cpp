@@ -974,6 +974,12 @@ RC_GTEST_PROP(DsparkDrafterEmu, TheDraftMatchesTheReferenceTapByTap, ()) {
   RC_ASSERT(!r.checks.empty());
   const std::string failure = first_failure(r.checks);
   if (!failure.empty()) RC_FAIL(failure);
+  // Its bytes are the simulator's, launch by launch.
+  std::vector<int32_t> tokens;
+  for (const ModelTap& t : r.run.taps)
+    if (t.name == "draft.tokens") tokens.assign(t.value.data.begin(), t.value.data.end());
+  RC_ASSERT(
+      same_traffic(r.run.launches, sim::predict_drafter(c, 3 * kDim, T, K, choice.greedy, tokens)));
 }
 
 // ---------------------------------------------------------------- the training step (issue 15)

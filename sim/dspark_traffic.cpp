@@ -3,6 +3,13 @@
 #include <algorithm>
 
 #include "core/dspark_config.hpp"
+#include "problem/model.hpp"
+#include "sim/dense_traffic.hpp"
+#include "sim/kvcache_traffic.hpp"
+#include "sim/moe_traffic.hpp"
+#include "sim/residual_traffic.hpp"
+#include "sim/sparse_attn_traffic.hpp"
+#include "sim/vision_traffic.hpp"
 
 namespace tandem::sim {
 namespace {
@@ -67,6 +74,70 @@ LaunchLog predict_dspark_verify(const VerifyInputs& in, const VerifyOutputs& dec
     c.written[A] += kWord * uint64_t(1 + K + 1);  // accepted, emitted row
   }
   return {c};
+}
+
+LaunchCounts predict_markov_draft(const MarkovDraftInputs& in, const Tensor<int32_t>& tokens) {
+  constexpr int A = int(Traffic::activation), C = int(Traffic::coefficient),
+                W = int(Traffic::weight);
+  const int64_t K = in.budget, V = in.base.dim(2), d = in.streams.dim(3);
+  const uint64_t r = uint64_t(in.markov_in.dim(1)), row = uint64_t(V) * kWord;
+  LaunchCounts c{"dspark_markov_draft"};
+  for (int64_t q = 0; q < in.requests; ++q) {
+    c.read[C] += 3 * kWord;  // last, request, position
+    for (int64_t k = 0; k < K; ++k) {
+      // W1[x_{k-1}] and W2 in full; the confidence's weights; the pre.
+      c.read[W] += (r + r * uint64_t(V) + uint64_t(d) + r) * kWord;
+      c.read[C] += 4 * kWord;
+      // The base row and the streams; the logits twice more (softmax's sum, then p); the choice:
+      // an argmax over the logits, or the inverse CDF over p.
+      c.read[A] += row + uint64_t(4 * d) * kWord + 2 * row;
+      c.read[A] += in.greedy ? row : inverse_cdf_bytes(V, tokens.data[size_t(q * K + k)], 1);
+      c.written[A] += 2 * row + 2 * kWord;  // logits, p, the confidence, the token
+    }
+  }
+  return c;
+}
+
+LaunchLog predict_drafter(const DsparkConfig& c, int64_t feature_dim, int64_t T, int K, bool greedy,
+                          const std::vector<int32_t>& tokens) {
+  constexpr ActDType f32 = ActDType::f32;
+  const int64_t W = std::min<int64_t>(T, c.window), g = c.gamma, d = c.width, n = W + g;
+  const int64_t H = c.heads, E = c.experts, k = c.top_k, V = c.vocab;
+  LaunchLog log;
+  auto add = [&](const LaunchLog& l) { log.insert(log.end(), l.begin(), l.end()); };
+  if (W > 0) {  // the injected rows: main_proj, main_norm
+    log.push_back(predict_dense_rows(W, feature_dim, d, f32));
+    log.push_back(predict_rms_norm_rows(W, d, f32));
+  }
+  SparseAttnInputs attn;  // every record from every block position; no compressed entries
+  attn.heads = c.heads;
+  attn.q.shape = {g, H, kKvMainDims};
+  attn.window = model_store_options(KvFormat::v41_window, n, 0);
+  attn.comp = model_store_options(KvFormat::v41_fp4, 0, 0);
+  attn.window_idx = Tensor<int32_t>({g, n}, 0);
+  attn.comp_idx = Tensor<int32_t>({g, 0});
+  for (int b = 0; b < c.blocks; ++b) {
+    log.push_back(predict_residual_boundary(g, d, f32, b > 0, b > 0, true, true));
+    add(predict_kv_window_store(KvFormat::v41_window, n, d));
+    log.push_back(predict_dense_rows(g, d, H * kKvMainDims, f32));
+    log.push_back(predict_rope_queries(g, H, kKvMainDims));
+    log.push_back(predict_sparse_attn(attn));
+    log.push_back(predict_dense_rows(g, H * kKvMainDims, d, f32));
+    log.push_back(predict_residual_boundary(g, d, f32, true, true, true, true));
+    log.push_back(predict_dense_rows(g, d, E, f32));
+    log.push_back(predict_moe_gate(g, E, k));
+    add(predict_moe_experts(g, d, c.expert_hidden, k + 1, f32));  // + the shared expert
+  }
+  log.push_back(predict_residual_boundary(g, d, f32, true, true, true, false));  // the head
+  log.push_back(predict_dense_rows(g, d, V, f32));
+  if (K > 0) {
+    MarkovDraftInputs in;
+    in.requests = 1, in.budget = K, in.greedy = greedy;
+    in.base.shape = {1, g, V}, in.streams.shape = {1, g, 4, d};
+    in.markov_in.shape = {V, c.markov_rank};
+    log.push_back(predict_markov_draft(in, Tensor<int32_t>({1, K}, tokens)));
+  }
+  return log;
 }
 
 }  // namespace tandem::sim
