@@ -533,6 +533,62 @@ VerifyRow verify_dspark_decode(const ModelConfig& model,
   return row;
 }
 
+// The trained drafter (decode_drafter) on the optimized kernels against its reference: one pass
+// after a seeded text of window + 6 tokens in the config's small backbone (its newest `window`
+// rows read), then gamma drafted tokens, tap by tap (check_drafter); under the emulator
+// bit-identical under every schedule and the simulator's bytes.
+VerifyRow verify_dspark_drafter(const ModelConfig& model,
+                                const std::shared_future<reference::DsparkDrafter>& trained,
+                                bool greedy, const RunOptions& opt) {
+  const DsparkConfig& c = model.dspark;
+  const reference::DsparkDrafter& drafter = trained.get();
+  reference::TinyBackbone backbone(c.vocab, c.backbone_width, model.seed, c.backbone_layers);
+  std::vector<int32_t> text;
+  for (int i = 0; i < c.window + 6; ++i)
+    text.push_back(int32_t(philox_draw(model.seed, 11, uint32_t(i)).v[0] % uint64_t(c.vocab)));
+  backbone.append({text.begin(), text.end() - 1});
+  const Eigen::MatrixXd features = backbone.target_features();
+  DraftChoice choice;
+  choice.greedy = greedy, choice.seed = model.seed, choice.temperature = c.temperature;
+  choice.position = uint32_t(text.size());
+  VerifyRow row;
+  row.component = "dspark";
+  row.name = fmt::format("drafter/{} {} features, K={} V={} blocks={} heads={}",
+                         greedy ? "greedy" : "sampling", features.rows(), c.gamma, c.vocab,
+                         c.blocks, c.heads);
+  row.backend = backend_name(opt.backend);
+  const DrafterCheck r = check_drafter(drafter, features, text.back(), 0, c.gamma, choice, opt);
+  row.launches = r.run.launches;
+  fold_checks(row, r.checks);
+  if (opt.backend != Backend::emu) return row;
+  const Tensor<float> f = [&] {
+    Tensor<float> t({features.rows(), features.cols()});
+    for (Eigen::Index i = 0; i < features.rows(); ++i)
+      for (Eigen::Index j = 0; j < features.cols(); ++j)
+        t.data[size_t(i * features.cols() + j)] = float(features(i, j));
+    return t;
+  }();
+  check_schedules(
+      row, opt,
+      [&](const RunOptions& o) {
+        return run_drafter(c, drafter.weights(), f, text.back(), 0, c.gamma, choice, o);
+      },
+      [&](const ModelRun& other) {
+        if (other.taps.size() != r.run.taps.size()) return false;
+        for (size_t i = 0; i < other.taps.size(); ++i)
+          if (other.taps[i].value.data != r.run.taps[i].value.data) return false;
+        return true;
+      });
+  std::vector<int32_t> tokens;
+  for (const ModelTap& t : r.run.taps)
+    if (t.name == "draft.tokens") tokens.assign(t.value.data.begin(), t.value.data.end());
+  row.bytes = fmt::format("{} launches", row.launches.size());
+  check_against_sim(
+      row, row.launches,
+      sim::predict_drafter(c, features.cols(), features.rows(), c.gamma, greedy, tokens));
+  return row;
+}
+
 }  // namespace
 
 Component dspark_component() {
@@ -546,6 +602,9 @@ Component dspark_component() {
       jobs.push_back({"dspark", [=, &model, &opt] { return verify_dspark(model, greedy, opt); }});
       jobs.push_back({"dspark decode", [=, &model, &opt] {
                         return verify_dspark_decode(model, drafter, greedy, opt);
+                      }});
+      jobs.push_back({"dspark drafter", [=, &model, &opt] {
+                        return verify_dspark_drafter(model, drafter, greedy, opt);
                       }});
     }
     return jobs;
