@@ -1,8 +1,10 @@
 // DSpark batched verification throughput: the reference and the kernel (emu always; cuda with a
-// GPU), sampling and greedy; the drafter's one pass (reference); a scheduled batch's decode.
+// GPU), sampling and greedy; the drafter's pass and draft (reference; the optimized twin under
+// the emulator and on a GPU); a scheduled batch's decode.
 #include <benchmark/benchmark.h>
 
 #include "cases/dspark_case.hpp"
+#include "optimized/drafter.hpp"
 #include "reference/drafter.hpp"
 #include "reference/dspark.hpp"
 #include "reference/model_util.hpp"
@@ -47,6 +49,28 @@ void BM_DsparkDrafterPass(benchmark::State& st) {
   st.SetLabel(fmt::format("{} cached positions, window {}", st.range(0), c.window));
 }
 
+// The optimized drafter (optimized/drafter.hpp): one pass and gamma sampled tokens, passes/s.
+void BM_DsparkDrafterKernel(benchmark::State& st, Backend backend) {
+  if (backend == Backend::cuda && !cuda_status().available) {
+    st.SkipWithError(cuda_status().detail.c_str());
+    return;
+  }
+  DsparkConfig c;
+  const int64_t features = 3 * c.backbone_width;
+  const reference::DsparkDrafter drafter(c, features, 1);
+  const Eigen::MatrixXd m = reference::seeded_matrix(st.range(0), features, 2, 1, 1.0);
+  Tensor<float> f({m.rows(), m.cols()});
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) f.data[size_t(i * m.cols() + j)] = float(m(i, j));
+  const DraftChoice choice{false, 1, 0, uint32_t(m.rows()), 1.0};
+  for (auto _ : st)
+    benchmark::DoNotOptimize(
+        run_drafter(c, drafter.weights(), f, 3, 0, c.gamma, choice, {backend, {}, 128}));
+  st.counters["passes"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(
+      fmt::format("{} cached positions, window {}, {} stages", st.range(0), c.window, c.blocks));
+}
+
 // A scheduled batch decoding 8 tokens per request: the drafter (trained on the backbone),
 // scheduler, backbone and batched verification (reference or the kernel under the emulator), per
 // generated token.
@@ -78,6 +102,14 @@ BENCHMARK_CAPTURE(BM_DsparkVerifyKernel, cuda, Backend::cuda)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DsparkVerifyReference)->Apply(emu_args);
 BENCHMARK(BM_DsparkDrafterPass)->Arg(16)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DsparkDrafterKernel, emu, Backend::emu)
+    ->Arg(16)
+    ->Arg(1000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DsparkDrafterKernel, cuda, Backend::cuda)
+    ->Arg(16)
+    ->Arg(1000)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DsparkScheduledDecode, reference, false)
     ->Arg(16)
     ->Unit(benchmark::kMillisecond);

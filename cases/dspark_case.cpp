@@ -210,13 +210,17 @@ struct DrafterOutputs {
   Tensor<int32_t> draft, text;
   Tensor<double> logits, confidence;
 };
+// The golden drafter case's draw: sampled, keyed by the seed, after the features' positions.
+DraftChoice case_choice(const DsparkConfig& cfg, const Tensor<double>& features, uint64_t seed) {
+  return {false, seed, 0, uint32_t(features.dim(0)) + 1, cfg.temperature};
+}
+
 DrafterOutputs run_drafter_case(const DsparkConfig& cfg, const Tensor<double>& features,
                                 int32_t last, uint64_t seed, const reference::Verifier& verify,
                                 DraftMemo* memo = nullptr) {
   const reference::DsparkDrafter drafter(cfg, features.dim(1), seed);
-  const reference::DraftChoice choice{false, seed, 0, uint32_t(features.dim(0)) + 1,
-                                      cfg.temperature};
-  const reference::Draft d = drafter.propose(to_matrix(features), last, cfg.gamma, choice);
+  const reference::Draft d =
+      drafter.propose(to_matrix(features), last, cfg.gamma, case_choice(cfg, features, seed));
   const DsparkDecode decode =
       dspark_decode(cfg, drafter, seed, kDecodeRequests, false, kDecodeSteps, verify, memo);
   Tensor<int32_t> text({kDecodeRequests, int64_t(decode.decode.text[0].size())});
@@ -415,6 +419,12 @@ CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
   const Tensor<int32_t> text = get_shaped<int32_t>(c, "expected.text", now.text.shape);
   report.tensors.push_back(exact_output("text", "reference verification", text, now.text));
   report.tensors.push_back(exact_output("text", "optimized verification", text, got.text));
+  // The drafter on the kernels against its reference, tap by tap (check_drafter).
+  const reference::DsparkDrafter drafter(cfg, features.dim(1), seed);
+  for (const TensorCheck& t : check_drafter(drafter, to_matrix(features), last, 0, cfg.gamma,
+                                            case_choice(cfg, features, seed), opt)
+                                  .checks)
+    report.tensors.push_back({"kernel " + t.name, "tap", t.result.pass, t.result.summary()});
   return report;
 }
 
