@@ -58,11 +58,8 @@ void BM_DsparkDrafterKernel(benchmark::State& st, Backend backend) {
   DsparkConfig c;
   const int64_t features = 3 * c.backbone_width;
   const reference::DsparkDrafter drafter(c, features, 1);
-  const Eigen::MatrixXd m = reference::seeded_matrix(st.range(0), features, 2, 1, 1.0);
-  Tensor<float> f({m.rows(), m.cols()});
-  for (Eigen::Index i = 0; i < m.rows(); ++i)
-    for (Eigen::Index j = 0; j < m.cols(); ++j) f.data[size_t(i * m.cols() + j)] = float(m(i, j));
-  const DraftChoice choice{false, 1, 0, uint32_t(m.rows()), 1.0};
+  const Tensor<float> f = float_rows(reference::seeded_matrix(st.range(0), features, 2, 1, 1.0));
+  const DraftChoice choice{false, 1, 0, uint32_t(f.dim(0)) + 1, 1.0};
   for (auto _ : st)
     benchmark::DoNotOptimize(
         run_drafter(c, drafter.weights(), f, 3, 0, c.gamma, choice, {backend, {}, 128}));

@@ -146,15 +146,25 @@ AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma)
 }
 
 // ================================================================ the dspark component
+Tensor<float> float_rows(const Eigen::MatrixXd& m) {
+  Tensor<float> t({m.rows(), m.cols()});
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) t.data[size_t(i * m.cols() + j)] = float(m(i, j));
+  return t;
+}
+
+Tensor<float> drafted_p(const ModelRun& run) {
+  for (const ModelTap& t : run.taps)
+    if (t.name == "draft.p") return t.value;
+  return Tensor<float>({0});
+}
+
 DrafterCheck check_drafter(const reference::DsparkDrafter& drafter, const Eigen::MatrixXd& features,
                            int32_t last, int64_t first, int K, const DraftChoice& choice,
                            const RunOptions& opt) {
-  Tensor<float> f({features.rows(), features.cols()});
-  for (Eigen::Index i = 0; i < features.rows(); ++i)
-    for (Eigen::Index j = 0; j < features.cols(); ++j)
-      f.data[size_t(i * features.cols() + j)] = float(features(i, j));
   DrafterCheck out;
-  out.run = run_drafter(drafter.config(), drafter.weights(), f, last, first, K, choice, opt);
+  out.run = run_drafter(drafter.config(), drafter.weights(), float_rows(features), last, first, K,
+                        choice, opt);
   ModelReference ref;
   ref.forced = model_forced_taps(out.run);
   for (const ModelTap& t : out.run.taps)
@@ -571,13 +581,7 @@ VerifyRow verify_dspark_drafter(const ModelConfig& model,
   row.launches = r.run.launches;
   fold_checks(row, r.checks);
   if (opt.backend != Backend::emu) return row;
-  const Tensor<float> f = [&] {
-    Tensor<float> t({features.rows(), features.cols()});
-    for (Eigen::Index i = 0; i < features.rows(); ++i)
-      for (Eigen::Index j = 0; j < features.cols(); ++j)
-        t.data[size_t(i * features.cols() + j)] = float(features(i, j));
-    return t;
-  }();
+  const Tensor<float> f = float_rows(features);
   check_schedules(
       row, opt,
       [&](const RunOptions& o) {
@@ -589,13 +593,10 @@ VerifyRow verify_dspark_drafter(const ModelConfig& model,
           if (other.taps[i].value.data != r.run.taps[i].value.data) return false;
         return true;
       });
-  std::vector<int32_t> tokens;
-  for (const ModelTap& t : r.run.taps)
-    if (t.name == "draft.tokens") tokens.assign(t.value.data.begin(), t.value.data.end());
   row.bytes = fmt::format("{} launches", row.launches.size());
   check_against_sim(
       row, row.launches,
-      sim::predict_drafter(c, features.cols(), features.rows(), c.gamma, greedy, tokens));
+      sim::predict_drafter(c, features.cols(), features.rows(), c.gamma, choice, drafted_p(r.run)));
   return row;
 }
 

@@ -65,6 +65,10 @@ AcceptanceProfile acceptance_profile(const reference::BatchDecode& d, int gamma)
 // read the run's records, queries and attention outputs (model_forced_taps) and follow its
 // drafted tokens, and are compared with it tap by tap by the end-to-end model's rules
 // (compare_model: the tokens exact; the baseline widened where a tolerance check fails).
+// Features [T, F] as the kernels read them: float, row-major.
+Tensor<float> float_rows(const Eigen::MatrixXd& m);
+// A drafter run's "draft.p" tap (the distributions its tokens came from), or an empty [0] one.
+Tensor<float> drafted_p(const ModelRun& run);
 struct DrafterCheck {
   ModelRun run;
   std::vector<TensorCheck> checks;

@@ -122,7 +122,7 @@ std::vector<reference::Tap> reference_taps(const ModelConfig& m,
 // the selections.
 bool is_decision(const std::string& tap) {
   return tap.ends_with(".experts") || tap.ends_with(kSelectionSuffix) ||
-         tap.ends_with(".tokens");  // the DSpark drafter's choices
+         tap == "draft.tokens";  // the DSpark drafter's choices (not image.tokens: embeddings)
 }
 bool is_records(const std::string& tap) { return tap.ends_with(kRecordsSuffix); }
 // The attention's queries and output, stored bf16 between kernels.

@@ -172,8 +172,10 @@ ModelRun run_drafter(const DsparkConfig& c, const DrafterWeights& w, const Tenso
   validate_drafter_inputs(c, feature_dim, features, last, first);
   if (K < 0 || K > c.gamma)
     throw_bad_input("dspark drafter: {} drafted tokens, at most gamma = {}", K, c.gamma);
-  if (!choice.greedy && !(choice.temperature > 0 && std::isfinite(choice.temperature)))
-    throw_bad_input("dspark drafter: temperature {} must be finite and > 0", choice.temperature);
+  const float t = float(choice.temperature);  // the Markov kernel's
+  if (!choice.greedy && !(t > 0 && std::isfinite(t)))
+    throw_bad_input("dspark drafter: temperature {} must be finite and > 0 in float",
+                    choice.temperature);
   validate_block_threads(opt, 256, "the residual kernels use ~200 registers per thread");
   DrafterRunner runner(c, w, opt);
   // From here every launch's input is an earlier launch's output.

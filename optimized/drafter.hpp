@@ -1,6 +1,6 @@
 #pragma once
 // DSpark's drafter pass on the optimized kernels (DESIGN 5.4 as released): the twin of
-// reference::DsparkDrafter::pass_taps, tap for tap, built from the model's kernels.
+// reference::DsparkDrafter::draft_taps, tap for tap, built from the model's kernels.
 //   features (newest `window` rows) -> dense_rows (main_proj) -> residual_rmsnorm (main_norm);
 //   the block [last, noise x (gamma - 1)] on 4 streams; per stage:
 //     residual boundary (opens the attention site) -> kv_window_store over [context ; block]

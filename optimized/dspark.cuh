@@ -9,6 +9,7 @@
 #include "core/dspark_config.hpp"
 #include "core/philox.hpp"
 #include "optimized/kernel.cuh"
+#include "optimized/residual.cuh"  // kHc, kMixes: the streams' and coefficients' layout
 
 // Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
 namespace tandem::TANDEM_BACKEND_NS {
@@ -75,10 +76,11 @@ __device__ __forceinline__ int32_t warp_inverse_cdf(const float* p_t, const floa
   return found;
 }
 
-// Warp-wide argmax of p[0..V) (lowest index of the largest); every lane returns it.
+// Warp-wide argmax of p[0..V) (lowest index of the largest); every lane returns it. A row with
+// no value above -inf (all -inf or NaN) gives 0, so the result is always a token.
 __device__ __forceinline__ int32_t warp_argmax(const float* p, int64_t V) {
   float best = -INFINITY;
-  int32_t best_v = INT32_MAX;
+  int32_t best_v = 0;
   for (int64_t v = threadIdx.x % kWarpSize; v < V; v += kWarpSize) {
     const float x = ld(p + v, Traffic::activation);
     if (x > best) best = x, best_v = static_cast<int32_t>(v);
@@ -161,9 +163,6 @@ __global__ void dspark_verify(const int32_t* __restrict__ draft, const float* __
 // Lanes own vocabulary entries v = lane + 32 m (coalesced rows of W2), each logit one fmaf chain
 // over j in order; the confidence is a warp sum.
 inline constexpr int kMarkovWarpsPerBlock = 4;
-// The residual's state and coefficient layout (optimized/residual.cuh): 4 streams, 24
-// coefficients per token with pre first.
-inline constexpr int kHcStreams = 4, kMixes = 24;
 static_assert(kMarkovWarpsPerBlock * kMarkovMaxRank * sizeof(float) <= 48 * 1024,
               "the staged W1 rows must fit the default 48 KiB of shared memory");
 
@@ -173,16 +172,15 @@ __device__ __forceinline__ float markov_confidence(const float* x, const float* 
                                                    int rank) {
   const int lane = threadIdx.x % kWarpSize;
   float own_pre = 0.0f;
-  if (lane < kHcStreams) own_pre = ld(coef + lane, Traffic::coefficient);
-  float pre[kHcStreams];
+  if (lane < kHc) own_pre = ld(coef + lane, Traffic::coefficient);
+  float pre[kHc];
 #pragma unroll
-  for (int s = 0; s < kHcStreams; ++s) pre[s] = __shfl_sync(0xffffffffu, own_pre, s);
+  for (int s = 0; s < kHc; ++s) pre[s] = __shfl_sync(0xffffffffu, own_pre, s);
   float dot = 0.0f;
   for (int i = lane; i < d; i += kWarpSize) {
     float u = 0.0f;
 #pragma unroll
-    for (int s = 0; s < kHcStreams; ++s)
-      u = fmaf(pre[s], ld(x + s * d + i, Traffic::activation), u);
+    for (int s = 0; s < kHc; ++s) u = fmaf(pre[s], ld(x + s * d + i, Traffic::activation), u);
     dot = fmaf(u, ld(w + i, Traffic::weight), dot);
   }
   for (int j = lane; j < rank; j += kWarpSize)
@@ -227,7 +225,7 @@ __global__ void dspark_markov_draft(
     }
     top = warp_max(top);
     const float c =
-        markov_confidence(streams + at * kHcStreams * d, coef + at * kMixes, conf, row, d, rank);
+        markov_confidence(streams + at * kHc * d, coef + at * kMixes, conf, row, d, rank);
     if (lane == 0) st(confidence + out, c, Traffic::activation);
     float sum = 0.0f;  // softmax(l / t): each lane rereads its own logits
     for (int64_t v = lane; v < V; v += kWarpSize)

@@ -18,14 +18,12 @@ ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualP
 ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
                                               const RunOptions& opt);
 RmsNormOutputs run_rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt);
-RmsNormOutputs run_rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt);
 }  // namespace emu_backend
 namespace cuda_backend {
 ResidualStackOutputs run_residual_stack(const ResidualStackInputs& in, ResidualPath path,
                                         const RunOptions& opt);
 ResidualBoundaryOutputs run_residual_boundary(const ResidualBoundaryInputs& in,
                                               const RunOptions& opt);
-RmsNormOutputs run_rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt);
 RmsNormOutputs run_rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt);
 }  // namespace cuda_backend
 

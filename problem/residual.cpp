@@ -86,11 +86,12 @@ void validate_rms_norm(const RmsNormInputs& in) {
     throw_bad_input("rms norm input 'u': expected [T, d] with T >= 1");
   check_width(in.u.dim(1));
   expect_shape(in.w, {in.u.dim(1)}, "w");
-  if (!(in.eps > 0) || !std::isfinite(in.eps))
-    throw_bad_input("rms norm: eps must be finite and > 0, got {}", in.eps);
-  for (size_t i = 0; i < in.u.data.size(); ++i)
-    if (!std::isfinite(in.u.data[i]))
-      throw_bad_input("rms norm input 'u'[{}] is not finite ({})", i, in.u.data[i]);
+  if (!(in.eps >= 0) || !std::isfinite(in.eps))
+    throw_bad_input("rms norm: eps must be finite and >= 0, got {}", in.eps);
+  for (const auto& [name, t] : {std::pair{"u", &in.u}, std::pair{"w", &in.w}})
+    for (size_t i = 0; i < t->data.size(); ++i)
+      if (!std::isfinite(t->data[i]))
+        throw_bad_input("rms norm input '{}'[{}] is not finite ({})", name, i, t->data[i]);
 }
 
 }  // namespace tandem

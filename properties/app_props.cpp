@@ -542,7 +542,11 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
     for (const char* part : c.message)
       EXPECT_NE(r.err.find(part), std::string::npos) << c.tag << ": " << r.err;
     EXPECT_EQ(listing(dir), before) << c.tag;
-    // regen over a broken case refuses to replace it (exit 1) and leaves no temporary file
+    // regen over a broken case refuses to replace it (exit 1) and leaves no temporary file;
+    // regen_one is the same for every component, and the DSpark drafter's generators (a training
+    // step, scheduled decodes) take minutes under ASan, where this suite runs too: the other
+    // components' cases check the refusal.
+    if (std::string_view(c.component).starts_with("dspark_drafter")) continue;
     const std::string manifest_text =
         read_file(fs::path(dir) / (std::string(c.component) + ".json"));
     const CliRun regen = tandem({"golden", "regen", "--dir", dir, c.component});

@@ -967,7 +967,8 @@ RC_GTEST_PROP(DsparkDrafterEmu, TheDraftMatchesTheReferenceTapByTap, ()) {
   DraftChoice choice;
   choice.greedy = *rc::gen::arbitrary<bool>();
   choice.seed = seed, choice.request = *rc::gen::arbitrary<uint32_t>();
-  choice.position = uint32_t(first + T), choice.temperature = *rc::gen::element(0.5, 1.0, 2.0);
+  choice.position = uint32_t(first + T + 1);  // x_1's: after `last` at first + T
+  choice.temperature = *rc::gen::element(0.5, 1.0, 2.0);
   const int K = *rc::gen::inRange(0, c.gamma + 1);
   const DrafterCheck r =
       check_drafter(d, seeded_features(T, 3 * kDim, seed), last, first, K, choice, RunOptions{});
@@ -975,11 +976,8 @@ RC_GTEST_PROP(DsparkDrafterEmu, TheDraftMatchesTheReferenceTapByTap, ()) {
   const std::string failure = first_failure(r.checks);
   if (!failure.empty()) RC_FAIL(failure);
   // Its bytes are the simulator's, launch by launch.
-  std::vector<int32_t> tokens;
-  for (const ModelTap& t : r.run.taps)
-    if (t.name == "draft.tokens") tokens.assign(t.value.data.begin(), t.value.data.end());
-  RC_ASSERT(
-      same_traffic(r.run.launches, sim::predict_drafter(c, 3 * kDim, T, K, choice.greedy, tokens)));
+  RC_ASSERT(same_traffic(r.run.launches,
+                         sim::predict_drafter(c, 3 * kDim, T, K, choice, drafted_p(r.run))));
 }
 
 // ---------------------------------------------------------------- the training step (issue 15)

@@ -95,8 +95,13 @@ TEST(Golden, ShippedCasesAreWhatTheGeneratorWrites) {
 }
 
 TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
-  for (const auto& r : golden::regen_cases(dir_, false)) EXPECT_TRUE(r.written) << r.name;
+  // Two cases: writing every one is Golden.ShippedCasesAreWhatTheGeneratorWrites' (the default
+  // build), and this suite also runs under ASan, where the drafter's and the model's generators
+  // take minutes.
   const auto names = golden::generator_case_names();
+  const auto written = golden::regen_cases(dir_, false, {names[0], names[1]});
+  ASSERT_EQ(written.size(), 2u);
+  for (const auto& r : written) EXPECT_TRUE(r.written) << r.name;
   // Corrupt one expectation by editing the blob and fixing up the manifest's SHA-256.
   const fs::path manifest = dir_ / (names[0] + ".json");
   const fs::path blob = blob_of(manifest);
@@ -136,8 +141,8 @@ TEST_F(GoldenDir, RegenWritesThenRefusesChangedExpectationsWithoutAccept) {
 }
 
 TEST_F(GoldenDir, CorruptFilesAreBadInputNamingFileAndField) {
-  golden::regen_cases(dir_, false);
   const std::string name = golden::generator_case_names()[1];
+  golden::regen_cases(dir_, false, {name});
   const fs::path manifest = dir_ / (name + ".json");
   const fs::path blob = blob_of(manifest);
   const auto original = nlohmann::json::parse(read_file(manifest));

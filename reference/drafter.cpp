@@ -316,7 +316,9 @@ Draft DsparkDrafter::markov(const Params<S>& p, const PassOutputs& pass, int32_t
                                                                choice.position + uint32_t(k), 2)
                                                        .v[0]));
     out.tokens.push_back(own);
-    previous = follow ? int32_t(follow->data[size_t(k)]) : own;
+    // A followed token outside the vocabulary (a faulty kernel's) is not followed: its tap fails.
+    const float theirs = follow ? follow->data[size_t(k)] : -1.0f;
+    previous = theirs >= 0 && theirs < float(V) ? int32_t(theirs) : own;
   }
   return out;
 }

@@ -37,14 +37,16 @@ int32_t inverse_cdf(std::span<const float> w, float u) {
   const float target = u * total;
   float before = 0;  // mass of the blocks before b
   for (int b = 0; b < 32; ++b) {
-    if (before + block_sum[b] > target) {
+    if (before + block_sum[b] > target) {  // the first block passing the target, and only it
       float cum = before;
       for (int64_t v = b * block; v < std::min(V, (b + 1) * block); ++v)
         if ((cum += w[v]) > target) return static_cast<int32_t>(v);
+      break;  // rounding: the rescan did not pass it
     }
     before += block_sum[b];
   }
-  for (int64_t v = V - 1; v >= 0; --v)  // rounding left the target at the end: last non-zero
+  // Rounding left the target past every block or past the rescan: the last non-zero weight.
+  for (int64_t v = V - 1; v >= 0; --v)
     if (w[v] > 0) return static_cast<int32_t>(v);
   return 0;
 }
