@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/vision_config.hpp"  // the MoE kernels' limits
+
 namespace tandem {
 
 // The most drafted tokens one verification pass checks (the kernel keeps K + 1 rows per request).
@@ -25,12 +27,16 @@ inline constexpr int kDsparkTrainingPrompts = 32, kDsparkTrainingSteps = 24;
 // kDsparkTrainingSteps tokens after it).
 inline constexpr int kDsparkTrainingPromptTokens = 6;
 
-// The drafter's stages run on the model's window store and sparse attention (problem/kvcache.hpp,
-// problem/sparse_attn.hpp; reference/drafter.cpp asserts these equal their limits): the width a
-// multiple of 8 (16-byte bf16 packs) up to 8192, the heads a multiple of 4 (a head group) up to
-// 128.
+// The drafter's stages run on the model's window store, sparse attention and dense rows
+// (problem/kvcache.hpp, problem/sparse_attn.hpp, problem/dense.hpp; reference/drafter.cpp and
+// optimized/drafter.cpp assert these against their limits): the width a multiple of 8 (16-byte
+// bf16 packs) up to 8192; the heads a multiple of 4 (a head group) up to 24, the output
+// projection's heads x 512 inputs being a row dense_rows stages in shared memory (12288 floats;
+// the end-to-end model has the same bound); the target features (3 x backbone width) a multiple
+// of 4 floats up to 12288 (main_proj's row).
 inline constexpr int kDsparkWidthStep = 8, kDsparkMaxWidth = 8192;
-inline constexpr int kDsparkHeadStep = 4, kDsparkMaxHeads = 128;
+inline constexpr int kDsparkHeadStep = 4, kDsparkMaxHeads = 24;
+inline constexpr int kDsparkBackboneWidthStep = 4, kDsparkMaxBackboneWidth = 4096;
 
 struct DsparkConfig {
   int vocab = 257;           // backbone and drafter vocabulary
@@ -51,10 +57,15 @@ struct DsparkConfig {
   double temperature = 1.0;  // sampling temperature of backbone and drafter
 };
 
+// Stages the kernels run: the window store's widths, sparse attention's heads, the MoE gate's
+// experts and top-k, the experts kernel's hidden widths.
 inline bool dspark_stage_shape_ok(const DsparkConfig& c) {
   return c.width >= kDsparkWidthStep && c.width <= kDsparkMaxWidth &&
          c.width % kDsparkWidthStep == 0 && c.heads >= kDsparkHeadStep &&
-         c.heads <= kDsparkMaxHeads && c.heads % kDsparkHeadStep == 0;
+         c.heads <= kDsparkMaxHeads && c.heads % kDsparkHeadStep == 0 && c.experts >= 1 &&
+         c.experts <= kMoeMaxExperts && c.top_k >= 1 &&
+         c.top_k <= std::min(kMoeMaxTopK, c.experts) && c.expert_hidden >= kMoeHiddenStep &&
+         c.expert_hidden <= kMoeMaxHidden && c.expert_hidden % kMoeHiddenStep == 0;
 }
 
 // The multiply-adds of one drafter pass after `context` cached positions (the window reads the

@@ -171,7 +171,11 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
                     "expert_hidden", "noise_id", "norm_eps"});
   DsparkConfig c;
   c.vocab = static_cast<int>(f.integer("vocab", 2, 1 << 20));
-  c.backbone_width = static_cast<int>(f.integer("backbone_width", 1, 4096));
+  c.backbone_width = static_cast<int>(
+      f.integer("backbone_width", kDsparkBackboneWidthStep, kDsparkMaxBackboneWidth));
+  if (c.backbone_width % kDsparkBackboneWidthStep)
+    throw_bad_input("{}: must be a multiple of {} (main_proj reads 3 x it in float packs), got {}",
+                    f.where("backbone_width"), kDsparkBackboneWidthStep, c.backbone_width);
   c.backbone_layers = static_cast<int>(f.integer("backbone_layers", 3, 64));
   c.width = static_cast<int>(f.integer("width", kDsparkWidthStep, kDsparkMaxWidth));
   if (c.width % kDsparkWidthStep)
@@ -189,9 +193,15 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   if (c.heads % kDsparkHeadStep)
     throw_bad_input("{}: must be a multiple of {} (sparse attention's head group), got {}",
                     f.where("heads"), kDsparkHeadStep, c.heads);
-  c.experts = static_cast<int>(f.integer_or("experts", c.experts, 1, 1024));
-  c.top_k = static_cast<int>(f.integer_or("top_k", std::min(c.top_k, c.experts), 1, c.experts));
-  c.expert_hidden = static_cast<int>(f.integer_or("expert_hidden", c.expert_hidden, 1, 1 << 16));
+  // The stages' MoE runs on the model's gate and experts kernels: their limits.
+  c.experts = static_cast<int>(f.integer_or("experts", c.experts, 1, kMoeMaxExperts));
+  c.top_k = static_cast<int>(
+      f.integer_or("top_k", std::min(c.top_k, c.experts), 1, std::min(kMoeMaxTopK, c.experts)));
+  c.expert_hidden = static_cast<int>(
+      f.integer_or("expert_hidden", c.expert_hidden, kMoeHiddenStep, kMoeMaxHidden));
+  if (c.expert_hidden % kMoeHiddenStep)
+    throw_bad_input("{}: must be a multiple of {} (the experts kernel's packs), got {}",
+                    f.where("expert_hidden"), kMoeHiddenStep, c.expert_hidden);
   c.noise_id = static_cast<int>(f.integer_or("noise_id", c.vocab - 1, 0, c.vocab - 1));
   c.norm_eps = f.number_or("norm_eps", c.norm_eps, 0, 1e-2);
   // Verification holds [R, 2K + 1, V] distributions (float, and the reference's copies); decode

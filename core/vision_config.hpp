@@ -17,6 +17,8 @@ struct ImageSizing {
 // and 384 (V4-Pro, V4.1-Flash) experts, up to 16 of them a token.
 inline constexpr int kMoeMaxExperts = 512;
 inline constexpr int kMoeMaxTopK = 16;
+// The experts kernel stages a token's hidden row in shared memory, 16-byte packs of it.
+inline constexpr int kMoeHiddenStep = 4, kMoeMaxHidden = 16384;
 // A verify row materialises every expert's weights when they are at most this many values, else
 // only the routed ones (cases/moe_case.hpp: a release's 384 experts are 36 GB).
 inline constexpr int64_t kMoeMaterialisedValues = int64_t{1} << 26;

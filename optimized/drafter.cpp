@@ -13,9 +13,15 @@
 #include "optimized/residual.hpp"
 #include "optimized/sparse_attn.hpp"
 #include "optimized/vision.hpp"
+#include "problem/dense.hpp"
 
 namespace tandem {
 namespace {
+
+static_assert(
+    kDsparkMaxHeads * kKvMainDims <= kDenseMaxInputs &&
+        3 * kDsparkMaxBackboneWidth <= kDenseMaxInputs && (3 * kDsparkBackboneWidthStep) % 4 == 0,
+    "wo's and main_proj's input rows are rows dense_rows stages (core/dspark_config.hpp)");
 
 class DrafterRunner : BlockRunner {
  public:

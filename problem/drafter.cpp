@@ -30,15 +30,16 @@ void expect_site(const ResidualSiteWeights& w, int64_t d, const std::string& nam
 }  // namespace
 
 void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const DrafterWeights& w) {
-  if (!dspark_stage_shape_ok(c) || c.top_k < 1 || c.top_k > c.experts || c.expert_hidden < 1 ||
-      c.noise_id < 0 || c.noise_id >= c.vocab || feature_dim < 1 || c.blocks < 1 || c.window < 1 ||
-      c.gamma < 1 || c.gamma > kDsparkMaxDraft || c.markov_rank < 1 ||
+  if (!dspark_stage_shape_ok(c) || c.noise_id < 0 || c.noise_id >= c.vocab || feature_dim < 4 ||
+      feature_dim % 4 || feature_dim > 3 * kDsparkMaxBackboneWidth || c.blocks < 1 ||
+      c.window < 1 || c.gamma < 1 || c.gamma > kDsparkMaxDraft || c.markov_rank < 1 ||
       c.markov_rank > kMarkovMaxRank || !(c.norm_eps >= 0) || !std::isfinite(c.norm_eps))
     throw_bad_input(
-        "dspark drafter: config not runnable (width {}, heads {}, top_k {} of {} experts, "
-        "blocks {}, window {}, gamma {} in [1, {}], markov_rank {} in [1, {}], norm_eps {})",
-        c.width, c.heads, c.top_k, c.experts, c.blocks, c.window, c.gamma, kDsparkMaxDraft,
-        c.markov_rank, kMarkovMaxRank, c.norm_eps);
+        "dspark drafter: config not runnable (features {} a multiple of 4 up to {}, width {}, "
+        "heads {}, top_k {} of {} experts, blocks {}, window {}, gamma {} in [1, {}], "
+        "markov_rank {} in [1, {}], norm_eps {})",
+        feature_dim, 3 * kDsparkMaxBackboneWidth, c.width, c.heads, c.top_k, c.experts, c.blocks,
+        c.window, c.gamma, kDsparkMaxDraft, c.markov_rank, kMarkovMaxRank, c.norm_eps);
   const int64_t d = c.width, V = c.vocab, r = c.markov_rank, HD = int64_t(c.heads) * 512;
   const int64_t E = c.experts, F = c.expert_hidden;
   expect(w.main_proj, {d, feature_dim}, "main_proj");

@@ -6,6 +6,7 @@
 
 #include "core/device_limits.hpp"
 #include "core/error.hpp"
+#include "core/vision_config.hpp"
 
 namespace tandem {
 
@@ -13,12 +14,12 @@ void validate_moe_expert_inputs(const MoeExpertInputs& in) {
   const int64_t T = in.y.shape.size() == 2 ? in.y.dim(0) : 0, d = T ? in.y.dim(1) : 0;
   if (T < 1 || d < 8 || d % 8 || d > 12288)
     throw_bad_input("moe experts input 'y': expected [T >= 1, d], d a multiple of 8 in [8, 12288]");
-  if (in.w_in.shape.size() != 3 || in.w_in.dim(2) != d || in.w_in.dim(1) % 4 ||
-      in.w_in.dim(1) < 4 || in.w_in.dim(1) > 16384)
-    throw_bad_input(
-        "moe experts input 'w_in': expected [E, H, {}], H a multiple of 4 in [4, 16384]", d);
+  if (in.w_in.shape.size() != 3 || in.w_in.dim(2) != d || in.w_in.dim(1) % kMoeHiddenStep ||
+      in.w_in.dim(1) < kMoeHiddenStep || in.w_in.dim(1) > kMoeMaxHidden)
+    throw_bad_input("moe experts input 'w_in': expected [E, H, {}], H a multiple of {} in [{}, {}]",
+                    d, kMoeHiddenStep, kMoeHiddenStep, kMoeMaxHidden);
   const int64_t E = in.w_in.dim(0), H = in.w_in.dim(1);
-  static_assert(sizeof(float) * (2 * 12288 + 16384) <= kMaxDynamicShared,
+  static_assert(sizeof(float) * (2 * 12288 + kMoeMaxHidden) <= kMaxDynamicShared,
                 "the kernel stages y, its sum and the hidden row: (2d + H) floats");
   if (in.w_out.shape != Shape{E, d, H})
     throw_bad_input("moe experts input 'w_out': expected [{}, {}, {}]", E, d, H);

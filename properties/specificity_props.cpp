@@ -76,7 +76,7 @@ nlohmann::json draw_vision() {
 nlohmann::json draw_dspark() {
   const int vocab = pick({2, 17, 257}), experts = pick({1, 3, 4});
   return {{"vocab", vocab},
-          {"backbone_width", pick({1, 8, 16})},
+          {"backbone_width", pick({4, 8, 16})},
           {"backbone_layers", pick({3, 4})},
           {"width", pick({8, 32})},
           {"blocks", in_range(1, 3)},
@@ -86,7 +86,7 @@ nlohmann::json draw_dspark() {
           {"heads", pick({4, 8})},
           {"experts", experts},
           {"top_k", in_range(1, experts)},
-          {"expert_hidden", pick({1, 8, 64})},
+          {"expert_hidden", pick({4, 8, 64})},
           {"noise_id", in_range(0, vocab - 1)},
           {"norm_eps", pick({1e-6, 1e-20})},
           {"requests", pick({1, 3, 8})},

@@ -28,7 +28,7 @@ int32_t first_argmax(const Eigen::RowVectorXd& row) {
 
 static_assert(kDsparkWidthStep == 8 && kDsparkMaxWidth == kKvMaxHidden,
               "the drafter's widths are the window store's (core/dspark_config.hpp)");
-static_assert(kDsparkHeadStep == kSparseAttnHeadGroup && kDsparkMaxHeads == kSparseAttnMaxHeads,
+static_assert(kDsparkHeadStep == kSparseAttnHeadGroup && kDsparkMaxHeads <= kSparseAttnMaxHeads,
               "the drafter's heads are sparse attention's (core/dspark_config.hpp)");
 
 // A fitted value as the kernels hold it: float, row-major [rows, cols] ([rows] for a column).
@@ -61,15 +61,14 @@ std::vector<Mat<S>> unstacked(const Tensor<float>& t) {
 
 DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_t seed)
     : c_(c), feature_dim_(feature_dim) {
-  if (c.noise_id < 0 || c.noise_id >= c.vocab || c.top_k < 1 || c.top_k > c.experts ||
-      c.expert_hidden < 1 || !dspark_stage_shape_ok(c))
+  if (c.noise_id < 0 || c.noise_id >= c.vocab || !dspark_stage_shape_ok(c))
     throw_bad_input(
-        "dspark drafter: noise_id {} must be in [0, {}), top_k {} in [1, experts {}], "
-        "expert_hidden {} at least 1, width {} a multiple of {} in [{}, {}], heads {} a "
-        "multiple of {} in [{}, {}]",
-        c.noise_id, c.vocab, c.top_k, c.experts, c.expert_hidden, c.width, kDsparkWidthStep,
-        kDsparkWidthStep, kDsparkMaxWidth, c.heads, kDsparkHeadStep, kDsparkHeadStep,
-        kDsparkMaxHeads);
+        "dspark drafter: noise_id {} must be in [0, {}), width {} a multiple of {} in [{}, {}], "
+        "heads {} a multiple of {} in [{}, {}], experts {} in [1, {}] with top_k {} in [1, {}], "
+        "expert_hidden {} a multiple of {} in [{}, {}]",
+        c.noise_id, c.vocab, c.width, kDsparkWidthStep, kDsparkWidthStep, kDsparkMaxWidth, c.heads,
+        kDsparkHeadStep, kDsparkHeadStep, kDsparkMaxHeads, c.experts, kMoeMaxExperts, c.top_k,
+        kMoeMaxTopK, c.expert_hidden, kMoeHiddenStep, kMoeHiddenStep, kMoeMaxHidden);
   // Uniform in [lo, hi) (Philox stream `id`), float values, as the model's weights are drawn.
   auto uniform = [&](Shape shape, uint32_t id, double lo, double hi) {
     return seeded_floats(std::move(shape), seed, id, lo, hi);
@@ -394,7 +393,10 @@ Eigen::MatrixXd ridge_fit(const Eigen::MatrixXd& gram, const Eigen::MatrixXd& zy
 
 void DsparkDrafter::set_head(Tensor<float>& weight, Mat<double>& param,
                              const Eigen::MatrixXd& value) {
-  weight = floats(value);
+  // In the weight's own shape: a rank-1 Markov head stays [V, 1] and [1, V].
+  for (Eigen::Index r = 0; r < value.rows(); ++r)
+    for (Eigen::Index c = 0; c < value.cols(); ++c)
+      weight.data[size_t(r * value.cols() + c)] = float(value(r, c));
   param = as_matrix<double>(weight);
 }
 
