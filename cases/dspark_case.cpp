@@ -614,10 +614,12 @@ Component dspark_component() {
       jobs.push_back({"dspark decode", [=, &model, &opt] {
                         return verify_dspark_decode(model, drafter, greedy, opt);
                       }});
-      jobs.push_back({"dspark drafter", [=, &model, &opt] {
-                        return verify_dspark_drafter(model, drafter, greedy, opt);
-                      }});
     }
+    // One drafter row, sampled (the Markov kernel's inverse CDF; its greedy argmax is the
+    // properties' and the golden case's): its emulated runs under 4 schedules are most of its cost.
+    jobs.push_back({"dspark drafter", [=, &model, &opt] {
+                      return verify_dspark_drafter(model, drafter, false, opt);
+                    }});
     return jobs;
   };
   c.golden_specs = [] {

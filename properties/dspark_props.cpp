@@ -189,6 +189,26 @@ TEST(DsparkVerify, AcceptanceIsStrictAtTheBoundary) {
   for (int64_t r = 0; r < R; ++r) EXPECT_EQ(out.accepted[r], r % 2) << "request " << r;
 }
 
+// The inverse CDF's rounding fallbacks, as dspark_verify's and dspark_markov_draft's warps take
+// them (optimized/dspark.cuh warp_inverse_cdf): the first block whose sum passes the target is
+// the only one rescanned, and when its running sum does not pass the target (rounding), the draw
+// is the last non-zero weight. Here block 1's sum 2^-23 lifts 1 past the target 1.0, but its
+// two weights of 2^-24 each round away when added to 1 one at a time: the draw is the last
+// non-zero weight (20), not the next block's (10).
+TEST(DsparkVerify, TheInverseCdfFallsBackAsTheKernelsDo) {
+  std::vector<float> w(64, 0.0f);  // 32 blocks of 2
+  w[0] = 1.0f;
+  w[2] = w[3] = w[10] = w[20] = std::ldexp(1.0f, -24);
+  const float u = 1.0f - std::ldexp(1.0f, -22);  // u x total rounds to 1.0, total 1 + 2^-22
+  ASSERT_EQ(u * reference::blocked_sum(w), 1.0f);
+  EXPECT_EQ(reference::inverse_cdf(w, u), 20);
+  // Without the rounding (block 1's first weight 2^-23 passes the target alone): the rescan finds
+  // it, so the fallback above is the rounding's and not a rule for every draw.
+  w[2] = std::ldexp(1.0f, -23);
+  const float total = reference::blocked_sum(w);
+  EXPECT_EQ(reference::inverse_cdf(w, 1.0f / total), 2);
+}
+
 // Exact ties at the argmax of p_t: greedy takes the lower index, whether the tied tokens sit in
 // one lane's stride (i, i + 32) or in different lanes (the warp's shuffle reduction).
 TEST(DsparkVerify, GreedyTiesAtTheArgmaxTakeTheLowerIndex) {
