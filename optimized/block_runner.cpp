@@ -40,6 +40,24 @@ Tensor<float> BlockRunner::rope(Tensor<float> q, int64_t heads, int64_t dims, in
   return std::move(o.q);
 }
 
+Tensor<float> BlockRunner::queries(const Tensor<float>& wq, int64_t heads, int64_t start) {
+  Tensor<float> projection = dense(y_, wq);
+  projection.shape = {y_.dim(0), heads, kKvMainDims};
+  tap(pending_ + ".q_proj", projection);
+  Tensor<float> q = rope(std::move(projection), heads, kKvMainDims, start);
+  tap(pending_ + ".q", q);
+  return q;
+}
+
+void BlockRunner::attend(const SparseAttnInputs& in, const Tensor<float>& wo) {
+  SparseAttnOutputs o = run_sparse_attn(in, opt_);
+  log(o.launches);
+  tap(pending_ + ".o", o.o);
+  o.o.shape = {o.o.dim(0), int64_t(in.heads) * kKvMainDims};
+  f_ = dense(o.o, wo);
+  tap(pending_ + ".f", f_);
+}
+
 KvStoreOptions BlockRunner::options(KvFormat f, int64_t records) const {
   return model_store_options(f, records, cfg_.norm_eps);
 }

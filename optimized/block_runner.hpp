@@ -11,6 +11,7 @@
 #include "optimized/backend.hpp"
 #include "problem/model.hpp"
 #include "problem/residual.hpp"
+#include "problem/sparse_attn.hpp"
 
 namespace tandem {
 
@@ -29,6 +30,12 @@ class BlockRunner {
   Tensor<float> dense(const Tensor<float>& x, const Tensor<float>& w);
   // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims] at positions start..
   Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims, int64_t start);
+  // The open site's queries for sparse attention: y W_q^T as [T, heads, 512] (tap
+  // "<site>.q_proj"), RoPE'd at positions start.. ("<site>.q").
+  Tensor<float> queries(const Tensor<float>& wq, int64_t heads, int64_t start);
+  // Sparse attention over `in` ("<site>.o"), then the output projection wo: the open site's f
+  // ("<site>.f").
+  void attend(const SparseAttnInputs& in, const Tensor<float>& wo);
   KvStoreOptions options(KvFormat f, int64_t records) const;
   // The stored values of a launch's new records, then the records' bytes (row i: slots[i]).
   void tap_records(const std::string& name, const Tensor<float>& stored,

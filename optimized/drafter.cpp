@@ -92,11 +92,7 @@ class DrafterRunner : BlockRunner {
     tap_records(pending_ + ".window", records.stored, records.pool, KvFormat::v41_window, slots);
     SparseAttnInputs in;
     in.heads = c_.heads, in.start = start_ + W;
-    Tensor<float> projection = dense(y_, a.wq);
-    projection.shape = {g, H, kKvMainDims};
-    tap(pending_ + ".q_proj", projection);
-    in.q = rope(std::move(projection), H, kKvMainDims, in.start);
-    tap(pending_ + ".q", in.q);
+    in.q = queries(a.wq, H, in.start);
     in.sinks = a.sinks;
     in.window = win.store, in.window_pool = std::move(records.pool);
     in.window_idx = Tensor<int32_t>({g, n});  // every slot, oldest first, from every position
@@ -106,12 +102,7 @@ class DrafterRunner : BlockRunner {
     in.comp_pool = Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison);
     in.page_table = model_page_table(0);
     in.comp_idx = Tensor<int32_t>({g, 0});
-    SparseAttnOutputs o = run_sparse_attn(in, opt_);
-    log(o.launches);
-    tap(pending_ + ".o", o.o);
-    o.o.shape = {g, H * kKvMainDims};
-    f_ = dense(o.o, a.wo);
-    tap(pending_ + ".f", f_);
+    attend(in, a.wo);
   }
 
   // Stage b's MoE: the routed experts at their gate weights, then the shared expert (the last

@@ -158,11 +158,7 @@ class ModelRunner : BlockRunner {
     const Cache& cache = caches_[size_t(source)];
     SparseAttnInputs in;
     in.heads = int(H), in.start = start;
-    Tensor<float> projection = dense(y_, w.wq);
-    projection.shape = {T, H, kKvMainDims};
-    tap(pending_ + ".q_proj", projection);
-    in.q = rope(std::move(projection), H, kKvMainDims, start);
-    tap(pending_ + ".q", in.q);
+    in.q = queries(w.wq, H, start);
     in.sinks = w.sinks;
     in.window = options(KvFormat::v41_window, ring_slots_), in.window_pool = cache.window_pool;
     in.window_idx = model_window_indices(start, T, s.window, ring_slots_);
@@ -174,12 +170,7 @@ class ModelRunner : BlockRunner {
     in.page_table = model_page_table(in.n_comp);
     const int selector = s.index_source(b);
     in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : caches_[size_t(selector)].selection;
-    SparseAttnOutputs o = run_sparse_attn(in, opt_);
-    log(o.launches);
-    tap(pending_ + ".o", o.o);
-    o.o.shape = {T, H * kKvMainDims};
-    f_ = dense(o.o, w.wo);
-    tap(pending_ + ".f", f_);
+    attend(in, w.wo);
   }
 
   // The chunk's window records, position p into ring slot p mod ring_slots_.
