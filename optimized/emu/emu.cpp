@@ -73,9 +73,11 @@ struct Thread {
   Builtins builtins{};
 };
 
-// ---- the hazard detector's shadow state: one Cell per byte of shared memory. A record is live
-// only for the block that made it (its `block` generation) and the block-barrier interval it was
-// made in (`epoch`); inside a warp a later __syncwarp (a newer warp epoch) also orders it.
+// ---- the hazard detector's shadow state: the state of every byte of shared memory, a Cell per
+// 4-byte word while every access to it has covered the whole word (its four bytes then have one
+// history, so one cell holds it), a Cell per byte once an access covered part of it. A record is
+// live only for the block that made it (its `block` generation) and the block-barrier interval
+// it was made in (`epoch`); inside a warp a later __syncwarp (a newer warp epoch) also orders it.
 constexpr uint16_t kNone = 0xffff, kSeveral = 0xfffe;  // thread ids are < 1024
 constexpr uint16_t kSeveralWarps = 0xffff;
 
@@ -113,16 +115,29 @@ struct QuietWord {
   Quiet level = Quiet::none;
 };
 
-// One shared-memory region's shadow: a cell per byte, a summary per 4-byte word.
+// One shared-memory region's shadow: per 4-byte word its cell, or its bytes' cells once a partial
+// access split it in this block, and its summary.
 struct Shadow {
-  std::vector<Cell> cells;
+  std::vector<Cell> whole;         // [words]: the word's four bytes, while not split
+  std::vector<uint32_t> split_in;  // [words]: the block generation that split it (0: none)
+  std::vector<Cell> bytes;         // [4 * words]: a split word's bytes
   std::vector<QuietWord> words;
-  void reserve(size_t bytes) {
-    if (cells.size() < bytes) cells.resize(bytes), words.resize((bytes + 3) / 4);
+  void reserve(size_t bytes_needed) {
+    const size_t n = (bytes_needed + 3) / 4;
+    if (whole.size() < n) whole.resize(n), split_in.resize(n), bytes.resize(4 * n), words.resize(n);
   }
   void forget() {
-    std::fill(cells.begin(), cells.end(), Cell{});
+    std::fill(whole.begin(), whole.end(), Cell{});
+    std::fill(split_in.begin(), split_in.end(), 0u);
     std::fill(words.begin(), words.end(), QuietWord{});
+  }
+  bool is_split(size_t w, uint32_t block) const { return split_in[w] == block; }
+  // The word's bytes take its whole cell's state (every record of an older block is dead, so a
+  // word split in an earlier block starts whole again).
+  void split(size_t w, uint32_t block) {
+    if (is_split(w, block)) return;
+    std::fill_n(bytes.begin() + ptrdiff_t(4 * w), 4, whole[w]);
+    split_in[w] = block;
   }
 };
 
@@ -372,7 +387,7 @@ Accessor accessor(const Block& b) {
 }
 
 // Checks an access of `size` bytes at `offset` of the block's static or dynamic shared memory,
-// cell by cell (check_shared's slow path).
+// a word's cell or its bytes' cells at a time (check_shared's slow path).
 __attribute__((noinline)) void check_cells(Block& b, bool dynamic, size_t offset, size_t limit,
                                            unsigned size, Access a, const void* pc) {
   Detector& d = *b.detector;
@@ -382,18 +397,27 @@ __attribute__((noinline)) void check_cells(Block& b, bool dynamic, size_t offset
   Shadow& shadow = dynamic ? d.dynamic_shadow : d.static_shadow;
   const size_t end = std::min(limit, offset + size);
   std::optional<Found> found;
-  for (size_t i = offset; i < end; ++i) {
-    auto f = a == Access::read ? read_cell(shadow.cells[i], me, d)
-                               : write_cell(shadow.cells[i], a == Access::atomic, me, d);
+  auto check = [&](Cell& c) {
+    auto f = a == Access::read ? read_cell(c, me, d) : write_cell(c, a == Access::atomic, me, d);
     if (f && !found) found = f;
-  }
-  if (a != Access::read) {  // every word the write touches, whole or in part
-    for (size_t w = offset / 4; w < (end + 3) / 4; ++w) shadow.words[w].level = Quiet::none;
-  } else {
-    for (size_t w = (offset + 3) / 4; w < end / 4; ++w) {  // the words it reads whole
+  };
+  for (size_t w = offset / 4; 4 * w < end; ++w) {
+    const size_t first = std::max(offset, 4 * w), last = std::min(end, 4 * w + 4);
+    if (last - first == 4 && !shadow.is_split(w, d.block)) {
+      check(shadow.whole[w]);
+    } else {
+      shadow.split(w, d.block);
+      for (size_t i = first; i < last; ++i) check(shadow.bytes[i]);
+    }
+    if (a != Access::read) {  // every word the write touches, whole or in part
+      shadow.words[w].level = Quiet::none;
+    } else if (last - first == 4) {  // a word it reads whole
       Quiet level = Quiet::block;
-      for (size_t i = 4 * w; i < 4 * w + 4; ++i)
-        level = std::min(level, quietness(shadow.cells[i], me, d));
+      if (!shadow.is_split(w, d.block))
+        level = quietness(shadow.whole[w], me, d);
+      else
+        for (size_t i = 4 * w; i < 4 * w + 4; ++i)
+          level = std::min(level, quietness(shadow.bytes[i], me, d));
       shadow.words[w] = {d.block, d.epoch, me.warp_epoch, uint16_t(me.tid), level};
     }
   }

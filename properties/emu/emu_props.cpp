@@ -276,6 +276,23 @@ TEST(EmuHazards, ReadOnlySummariesEndAtAPartialWriteAndASyncwarp) {
                 emu::HazardKind::write_after_read, 0, 31);
 }
 
+// A word's four bytes share one cell until an access covers part of the word: then each byte
+// has its own, starting from the word's state (a write of the whole word earlier in the interval
+// still races with a byte write), and bytes written by different threads do not race.
+TEST(EmuHazards, PartialAccessesSplitAWordIntoItsBytes) {
+  REQUIRE_HAZARD_CHECK();
+  for (const auto& s : emu::test_schedules())
+    EXPECT_FALSE(emu_test::hazard_of(Pattern::bytes_of_one_word, s)) << s.name();
+  expect_hazard(hazard(Pattern::byte_write_then_word_read, kInOrder),
+                emu::HazardKind::read_after_write, 1, 0);
+  expect_hazard(hazard(Pattern::byte_write_then_word_read, kReversed),
+                emu::HazardKind::write_after_read, 0, 1);
+  expect_hazard(hazard(Pattern::word_write_then_byte_write, kInOrder),
+                emu::HazardKind::write_after_write, 33, 0);
+  expect_hazard(hazard(Pattern::word_write_then_byte_write, kReversed),
+                emu::HazardKind::write_after_write, 0, 33);
+}
+
 TEST(EmuHazards, DynamicSharedMemoryPastTheLaunchsSize) {
   REQUIRE_HAZARD_CHECK();
   const emu::Hazard h = hazard(Pattern::dynamic_overrun, kInOrder);

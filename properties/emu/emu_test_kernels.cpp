@@ -173,6 +173,17 @@ __global__ void hazard_pattern_kernel(Pattern pattern, int* out) {
       if (id < kWarpSize) got += s[0];
       if (id == 0) s[0] = 9;
       break;
+    case Pattern::bytes_of_one_word:
+      if (id < 4) reinterpret_cast<unsigned char*>(s + 3)[id] = static_cast<unsigned char>(id);
+      break;
+    case Pattern::byte_write_then_word_read:
+      if (id == 0) reinterpret_cast<unsigned char*>(s + 4)[3] = 1;
+      if (id == 1) got = s[4];
+      break;
+    case Pattern::word_write_then_byte_write:
+      if (id == 0) s[6] = 9;
+      if (id == 33) reinterpret_cast<unsigned char*>(s + 6)[1] = 1;
+      break;
     case Pattern::previous_block:
       if (blockIdx.x == 0) unwritten[id] = id;
       __syncthreads();

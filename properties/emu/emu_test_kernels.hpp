@@ -76,6 +76,10 @@ enum class Pattern {
   // Warp 0 reads s[0], __syncwarp, reads it again, then lane 0 writes it: the rereads race with
   // the write (the first reads do not).
   reread_after_syncwarp_then_write,
+  // The detector keeps a cell per word until an access covers part of one (then per byte):
+  bytes_of_one_word,           // threads 0..3 each write their byte of s[3]: race-free
+  byte_write_then_word_read,   // thread 0 writes byte 3 of s[4], thread 1 reads s[4]
+  word_write_then_byte_write,  // thread 0 writes s[6], thread 33 writes byte 1 of it
 };
 inline constexpr int kHazardBlock = 64;
 // Runs the pattern (two blocks) under `s`; the detector's report, if it found one.
