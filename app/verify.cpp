@@ -89,6 +89,18 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
       progress, 1);
 }
 
+std::vector<VerifyRow> verify_config_sized_rows(const ModelConfig& model, const RunOptions& opt) {
+  return run_jobs(select_jobs({},
+                              [&](const Component& c) {
+                                std::vector<VerifyJob> jobs = c.verify_rows(model, opt);
+                                std::erase_if(jobs, [](const VerifyJob& j) {
+                                  return j.sizes == RowSizes::fixed;
+                                });
+                                return jobs;
+                              }),
+                  opt, false, 1);
+}
+
 std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOptions& opt,
                                     bool progress, int workers) {
   std::vector<std::string> names;

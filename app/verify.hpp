@@ -17,6 +17,10 @@ std::vector<std::string> verify_components();
 // Every component's rows, or only those of `components` (names from verify_components()).
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
                                     const std::vector<std::string>& components = {});
+// The rows whose sizes follow the config (RowSizes::config), every component's: what the
+// specificity campaign runs on each config it draws (the fixed cases' kernels are swept by their
+// own properties, which draw tokens, seeds and block sizes too).
+std::vector<VerifyRow> verify_config_sized_rows(const ModelConfig& model, const RunOptions& opt);
 // Each named component's rows on its own reading of a config (its sections and their agreement:
 // parse_model_config with the component's sections), in verify order, run by `workers` host
 // threads (the rows' order and results do not depend on it; emulator launches run one at a time).

@@ -39,10 +39,15 @@ struct VerifyRow {
   double tokens_per_pass = 0;
 };
 
+// Where a verify row's sizes come from: the config's sections, or the row's own fixed case (a
+// release format at its own sizes, taking only the config's tokens and seed).
+enum class RowSizes { config, fixed };
+
 // One row of `tandem verify`: its label for progress and faults, and how it runs.
 struct VerifyJob {
   std::string label;
   std::function<VerifyRow()> run;
+  RowSizes sizes = RowSizes::config;
 };
 
 // ---------------------------------------------------------------- golden cases

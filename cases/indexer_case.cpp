@@ -355,17 +355,22 @@ Component indexer_component() {
         {"indexer logits v4",
          [=, &opt] {
            return verify_index_logits(KvFormat::idx_mxfp4, T, 8, 300, 4, 1190, seed, opt);
-         }},
+         },
+         RowSizes::fixed},
         {"indexer logits fp8",
          [=, &opt] {
            return verify_index_logits(KvFormat::idx_fp8, T, 8, 300, 2, 590, seed + 2, opt);
-         }},
+         },
+         RowSizes::fixed},
         {"indexer topk 512",
-         [=, &opt] { return verify_topk(T, 3000, 512, 4, 9000, 0.3, seed, opt); }},
+         [=, &opt] { return verify_topk(T, 3000, 512, 4, 9000, 0.3, seed, opt); },
+         RowSizes::fixed},
         {"indexer topk padding",
-         [=, &opt] { return verify_topk(T, 64, 16, 4, 0, 0.5, seed + 1, opt); }},
+         [=, &opt] { return verify_topk(T, 64, 16, 4, 0, 0.5, seed + 1, opt); },
+         RowSizes::fixed},
         {"indexer candidates",
-         [=, &opt] { return verify_candidates(T, 3000, 1, 2900, 8, 64, 128, seed, opt); }},
+         [=, &opt] { return verify_candidates(T, 3000, 1, 2900, 8, 64, 128, seed, opt); },
+         RowSizes::fixed},
         {"indexer candidates model", [=, &opt] {
            return verify_candidates(T, kCandidateRowPositions + T, 1, kCandidateRowPositions,
                                     kV41CandidateBlock, kV41CandidateKeep, k, seed + 5, opt);

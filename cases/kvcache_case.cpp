@@ -546,7 +546,8 @@ Component kvcache_component() {
     std::vector<VerifyJob> jobs;
     for (KvFormat f : kAllFormats)
       jobs.push_back({fmt::format("kvcache quantize {}", kv_format_name(f)),
-                      [=, &model, &opt] { return verify_quantize(f, 37, model.seed, opt); }});
+                      [=, &model, &opt] { return verify_quantize(f, 37, model.seed, opt); },
+                      RowSizes::fixed});
     for (KvFormat f : kWindowFormats)
       jobs.push_back({fmt::format("kvcache window {}", kv_format_name(f)),
                       [=, &model, &opt] { return verify_window(f, model, opt); }});

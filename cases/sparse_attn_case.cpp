@@ -241,8 +241,10 @@ Component sparse_attn_component() {
     shaped.top_k = m.index_topk, shaped.ratio = 2;
     shaped.n_comp = 2 * int64_t(m.index_topk) + 3, shaped.start = 2 * shaped.n_comp;
     return std::vector<VerifyJob>{
-        {"sparse_attn v41", [=, &opt] { return verify_sparse_attn(v41, seed, opt); }},
-        {"sparse_attn v4", [=, &opt] { return verify_sparse_attn(v4, seed + 1, opt); }},
+        {"sparse_attn v41", [=, &opt] { return verify_sparse_attn(v41, seed, opt); },
+         RowSizes::fixed},
+        {"sparse_attn v4", [=, &opt] { return verify_sparse_attn(v4, seed + 1, opt); },
+         RowSizes::fixed},
         {"sparse_attn model", [=, &opt] { return verify_sparse_attn(shaped, seed + 4, opt); }},
         {"sparse_attn rope_queries",
          [=, &opt] {

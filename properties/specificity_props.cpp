@@ -2,14 +2,18 @@
 // config with every section's sizes and scalars inside the ranges the config parser documents,
 // extremes included (1 Sinkhorn iteration, 1 site, 1 token, a 1x1 image, one head, top-k = all
 // experts, d = 8, eps at 0 and at its range's top, temperatures at 1e-3 and 1e3), and runs every
-// `tandem verify` row on it with the unmodified kernels under the emulator. Sizes stay small
-// (the emulator runs every thread), the values they take do not.
+// `tandem verify` row whose sizes follow the config (app::verify_config_sized_rows: not the fixed
+// release-format cases, which take only its tokens and seed and whose kernels their own
+// properties sweep) with the unmodified kernels under the emulator. Sizes stay small (the
+// emulator runs every thread), the values they take do not.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "app/verify.hpp"
 #include "cases/model_case.hpp"
@@ -144,11 +148,14 @@ RC_GTEST_PROP(Specificity, EveryVerifyRowPassesEveryValidConfig, ()) {
   RC_PRE(g.content_w >= 1 && g.content_h >= 1);
   RunOptions opt;
   opt.block_threads = pick({32, 64, 128});  // the kernels' own properties sweep 32..256
-  for (const app::VerifyRow& row : app::verify_model(m, opt, false)) {
+  std::set<std::string> components;
+  for (const app::VerifyRow& row : app::verify_config_sized_rows(m, opt)) {
     RC_LOG() << row.component << " / " << row.name << ": " << (row.pass ? "PASS " : "FAIL ")
              << row.worst_tensor << " margin " << row.margin << " " << row.detail << "\n";
     RC_ASSERT(row.pass);
+    components.insert(row.component);
   }
+  RC_ASSERT(components.size() == app::verify_components().size());  // every component ran
 }
 
 // The campaign's residual finding (CI seed 86384843: V4.1 single pass, f32, d = 24, T = 2, one
