@@ -102,29 +102,35 @@ Vec<S> row(const Tensor<float>& t, int64_t r) {
   return Eigen::Map<const Eigen::VectorXf>(t.ptr() + r * t.dim(1), t.dim(1)).cast<S>();
 }
 
-// cos and sin of pair i's angle at `pos`: the truth in double, the baseline from the fp32 table
-// the kernels read (the release precomputes freqs_cis the same way).
-template <class S>
-std::pair<S, S> rope_cos_sin(int64_t pos, int i, double theta) {
-  const double angle = double(pos) * std::pow(theta, -2.0 * i / kKvRopeDims);
-  return {S(std::cos(angle)), S(std::sin(angle))};  // S = float: kv_rope_table's entry exactly
-}
-
 }  // namespace
 
+// The release precomputes freqs_cis the same way: the angle in double, its cos and sin rounded
+// once (S = float: kv_rope_table's entry exactly).
+template <class S>
+RopeAngles<S> rope_angles(int64_t pos, double theta) {
+  RopeAngles<S> a;
+  for (int i = 0; i < kKvRopeDims / 2; ++i) {
+    const double angle = double(pos) * std::pow(theta, -2.0 * i / kKvRopeDims);
+    a.cos[size_t(i)] = S(std::cos(angle)), a.sin[size_t(i)] = S(std::sin(angle));
+  }
+  return a;
+}
+template RopeAngles<double> rope_angles<double>(int64_t, double);
+template RopeAngles<float> rope_angles<float>(int64_t, double);
+
 template <class S, class Act>
-void rope_pairs(S* z, int dims, int64_t pos, double theta) {
+void rope_pairs(S* z, int dims, const RopeAngles<S>& a) {
   for (int i = 0; i < kKvRopeDims / 2; ++i) {  // adjacent pairs of the last 64 dims
     const int d0 = dims - kKvRopeDims + 2 * i;
-    const auto [c, s] = rope_cos_sin<S>(pos, i, theta);
+    const S c = a.cos[size_t(i)], s = a.sin[size_t(i)];
     const S x0 = z[d0], x1 = z[d0 + 1];
     z[d0] = store<Act>(x0 * c - x1 * s);
     z[d0 + 1] = store<Act>(x0 * s + x1 * c);
   }
 }
-template void rope_pairs<double, double>(double*, int, int64_t, double);
-template void rope_pairs<double, bf16>(double*, int, int64_t, double);
-template void rope_pairs<float, bf16>(float*, int, int64_t, double);
+template void rope_pairs<double, double>(double*, int, const RopeAngles<double>&);
+template void rope_pairs<double, bf16>(double*, int, const RopeAngles<double>&);
+template void rope_pairs<float, bf16>(float*, int, const RopeAngles<float>&);
 
 namespace {
 
@@ -141,7 +147,7 @@ void finish_record(Vec<S>& z, const KvFormatInfo& f, const Tensor<float>& norm_w
   for (int i = 0; i < f.normed; ++i) z(i) = store<Act>(z(i) * inv * S(norm_w.data[size_t(i)]));
   if (latent)
     for (int i = 0; i < dims; ++i) latent[i] = z(i);
-  rope_pairs<S, Act>(z.data(), dims, pos, theta);
+  rope_pairs<S, Act>(z.data(), dims, rope_angles<S>(pos, theta));
   if (rotate) {  // Hadamard (Sylvester order) / sqrt(dims)
     const Vec<S> x = z;
     for (int k = 0; k < dims; ++k) {

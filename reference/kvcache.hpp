@@ -3,6 +3,7 @@
 // the math: one record at a time. Templated on the scalar S (double = truth, float = the
 // same-precision baseline) and the storage dtype Act the pipeline rounds to (double: none,
 // bf16: where the kernels round). Records are encoded here element by element, tile by tile.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -38,9 +39,18 @@ struct KvRun {
   std::vector<int64_t> slots;
 };
 
-// RoPE on the last 64 of z's `dims` values at `pos` (adjacent pairs), each result stored in Act.
+// cos and sin of the 32 RoPE pairs' angles at one position: the truth in double, the baseline
+// the fp32 table the kernels read (kv_rope_table's entries exactly). Made once per position and
+// shared by every head and row there.
+template <class S>
+struct RopeAngles {
+  std::array<S, kKvRopeDims / 2> cos, sin;
+};
+template <class S>
+RopeAngles<S> rope_angles(int64_t pos, double theta);
+// RoPE on the last 64 of z's `dims` values (adjacent pairs), each result stored in Act.
 template <class S, class Act>
-void rope_pairs(S* z, int dims, int64_t pos, double theta);
+void rope_pairs(S* z, int dims, const RopeAngles<S>& a);
 // Rows of `x` (bf16 values) through a record's pipeline (o.format's dims and norm): z = W x_r,
 // then stored values at positions[r], one row each.
 template <class S, class Act>

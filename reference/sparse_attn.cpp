@@ -96,12 +96,14 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
 template <class S, class Act>
 Tensor<S> rope_queries(Tensor<S> q, int64_t start, double rope_theta) {
   const int64_t T = q.dim(0), H = q.dim(1), D = q.dim(2);
-  for (int64_t t = 0; t < T; ++t)
+  for (int64_t t = 0; t < T; ++t) {
+    const RopeAngles<S> angles = rope_angles<S>(start + t, rope_theta);
     for (int64_t h = 0; h < H; ++h) {
       S* row = q.ptr() + (t * H + h) * D;
       for (int64_t d = 0; d < D; ++d) row[d] = store<Act>(row[d]);
-      rope_pairs<S, Act>(row, int(D), start + t, rope_theta);
+      rope_pairs<S, Act>(row, int(D), angles);
     }
+  }
   return q;
 }
 
