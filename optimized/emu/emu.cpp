@@ -164,6 +164,9 @@ struct Block {
   ctx::fiber scheduler;
   Detector* detector = nullptr;  // null: hazard check off
   size_t dyn_bytes = 0;          // the launch's dynamic shared memory (dyn_smem rounds it up)
+  // [2, warps]: per exchange half, the warp's butterfly sum of its deposits once a lane has made
+  // it (every lane's result is the same: the others take it instead of making it again).
+  std::vector<std::optional<float>> warp_sums;
 };
 // Dynamic shared memory is followed by a red zone, so that the detector sees an access past the
 // launch's size as one (an out-of-bounds report) rather than as unrelated host memory.
@@ -555,9 +558,15 @@ void syncwarp(unsigned mask) {
 
 namespace {
 
-// Every lane of the calling thread's warp deposits `word`; returns the warp's 32 words once all
-// have (valid until this lane's exchange after next: consecutive exchanges alternate halves).
-const uint64_t* warp_meet(uint64_t word, unsigned mask) {
+// A meeting of a warp's lanes: their 32 deposits, and the warp's sum of them once a lane has made
+// it (both valid until this lane's exchange after next: consecutive exchanges alternate halves).
+struct Meet {
+  const uint64_t* lanes;
+  std::optional<float>* sum;
+};
+
+// Every lane of the calling thread's warp deposits `word`; returns the meeting once all have.
+Meet warp_meet(uint64_t word, unsigned mask) {
   if (mask != 0xffffffffu) kernel_fault(fmt::format("shuffle mask {:#x}: only full warps", mask));
   Thread& t = current();
   Block& b = *g.block;
@@ -565,43 +574,55 @@ const uint64_t* warp_meet(uint64_t word, unsigned mask) {
   const size_t warp_base = tid & ~size_t{31};
   if (warp_base + 32 > b.threads.size())
     kernel_fault("shuffle in a partial warp (block size not a multiple of 32)");
-  uint64_t* slots = b.exchange.data() + t.exchange_half * b.threads.size();
+  const size_t half = t.exchange_half;
+  uint64_t* slots = b.exchange.data() + half * b.threads.size();
   t.exchange_half ^= 1u;
   slots[tid] = word;
+  // A new meeting on this half: every lane has read the one before it here (it met since).
+  std::optional<float>& sum = b.warp_sums[half * (b.threads.size() / 32) + tid / 32];
+  sum.reset();
   park(Park::warp_barrier);  // every lane has written
-  return slots + warp_base;
+  return {slots + warp_base, &sum};
 }
 
 }  // namespace
 
 uint64_t warp_exchange(uint64_t word, unsigned src, unsigned mask) {
-  return warp_meet(word, mask)[src & 31u];
+  return warp_meet(word, mask).lanes[src & 31u];
 }
 
 namespace {
 
-// The warp's 32 deposits of v (warp_meet) as floats.
-void meet_floats(float v, float (&value)[32]) {
+// The warp meets with v deposited by each lane.
+Meet meet_float(float v) {
   uint64_t word = 0;
   std::memcpy(&word, &v, sizeof v);
-  const uint64_t* lanes = warp_meet(word, 0xffffffffu);
-  for (int i = 0; i < 32; ++i) std::memcpy(&value[i], &lanes[i], sizeof(float));
+  return warp_meet(word, 0xffffffffu);
+}
+
+// The meeting's 32 deposits as floats.
+void deposits(const Meet& m, float (&value)[32]) {
+  for (int i = 0; i < 32; ++i) std::memcpy(&value[i], &m.lanes[i], sizeof(float));
 }
 
 }  // namespace
 
 float warp_butterfly_sum(float v) {
-  float value[32];
-  meet_floats(v, value);
-  // Lane 0's path (lanes i < o at offset o): every lane's sum, as float addition commutes.
-  for (unsigned o = 16; o > 0; o /= 2)
-    for (unsigned i = 0; i < o; ++i) value[i] = value[i] + value[i + o];
-  return value[0];
+  const Meet m = meet_float(v);
+  if (!*m.sum) {  // the first lane to resume makes the warp's sum
+    float value[32];
+    deposits(m, value);
+    // Lane 0's path (lanes i < o at offset o): every lane's sum, as float addition commutes.
+    for (unsigned o = 16; o > 0; o /= 2)
+      for (unsigned i = 0; i < o; ++i) value[i] = value[i] + value[i + o];
+    *m.sum = value[0];
+  }
+  return **m.sum;
 }
 
 float warp_butterfly_max(float v) {
   float value[32];
-  meet_floats(v, value);
+  deposits(meet_float(v), value);
   // The calling lane's own path: fmaxf of +0 and -0 need not commute, so lanes may differ. At
   // offset o its value depends on the o lanes that agree with it on the bits from o's up (updated
   // in place: their partners differ in bit o, so are not rewritten at this offset).
@@ -701,6 +722,7 @@ void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dy
           {},
           hazard_check() ? &host.detector : nullptr};
   b.dyn_bytes = dynamic_smem;
+  b.warp_sums.resize(2 * ((threads + 31) / 32));
   if (b.detector) prepare(*b.detector, 8 * b.dyn_smem.size(), threads);
   // Static shared memory starts poisoned (NaN) in every launch; what one block leaves for the next
   // is the detector's to report (an uninitialized read), the memset being too dear per block.

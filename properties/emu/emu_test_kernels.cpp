@@ -37,12 +37,27 @@ __global__ void warp_shuffle_kernel(const int* in, int* xor_sum, int* broadcast,
   st(down + i, __shfl_down_sync(0xffffffffu, v, 1), Traffic::activation);
 }
 
+// Three reductions in a row, each of values made from the one before (the third meets on the
+// first's exchange half, where a result kept from it would show).
+template <class Reduce>
+float three_reductions(float v, Reduce reduce) {
+  const float x = reduce(v);
+  const float y = reduce(0.5f * v + x);
+  return reduce(y - v);
+}
+
 __global__ void warp_reductions_kernel(const float* in, float* one_exchange, float* shuffles,
                                        bool max) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   const float v = ld(in + i, Traffic::activation);
-  st(one_exchange + i, max ? warp_max(v) : warp_sum(v), Traffic::activation);
-  st(shuffles + i, max ? warp_max_shuffles(v) : warp_sum_shuffles(v), Traffic::activation);
+  st(one_exchange + i,
+     max ? three_reductions(v, [](float a) { return warp_max(a); })
+         : three_reductions(v, [](float a) { return warp_sum(a); }),
+     Traffic::activation);
+  st(shuffles + i,
+     max ? three_reductions(v, [](float a) { return warp_max_shuffles(a); })
+         : three_reductions(v, [](float a) { return warp_sum_shuffles(a); }),
+     Traffic::activation);
 }
 
 __global__ void atomic_count_kernel(int* counter) { atomicAdd(counter, 1); }

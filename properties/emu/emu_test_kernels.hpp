@@ -21,9 +21,9 @@ struct WarpResults {
   std::vector<int> xor_sum, broadcast, down;
 };
 WarpResults warp_shuffles(const std::vector<int>& in, int block, const emu::Schedule& s);
-// Per thread: kernel.cuh's warp_sum or (max) warp_max (under emu one exchange) and
-// warp_sum_shuffles / warp_max_shuffles (the butterfly of shuffles a GPU runs) of its warp's
-// values.
+// Per thread: three of kernel.cuh's warp_sum or (max) warp_max in a row (under emu one exchange
+// each) and the same with warp_sum_shuffles / warp_max_shuffles (the butterfly of shuffles a GPU
+// runs), of its warp's values and then of values made from each result.
 struct WarpReductions {
   std::vector<float> one_exchange, shuffles;
 };
