@@ -93,12 +93,13 @@ struct CheckpointFlags {
   int64_t tokens = 0;  // --tokens; 0: not given (2 with --weights, else the config's)
 };
 
-// The widths the checkpoint rows' kernels take (the residual's and dense rows' staged rows, the
-// gate's experts in a warp's registers), named in the release's terms before anything runs.
+// The widths the checkpoint rows' kernels take (the residual's staged rows, the gate's experts in
+// a warp's registers), named in the release's terms before anything runs.
 void check_release_widths(const ReleaseConfig& r, const std::string& source) {
-  if (r.hidden % 8 != 0 || r.hidden > kDenseMaxInputs)
+  static_assert(kResidualMaxWidth <= kDenseMaxInputs, "the router's logits are dense rows");
+  if (r.hidden % 8 != 0 || r.hidden > kResidualMaxWidth)
     throw_bad_input("{}: field 'hidden': a multiple of 8 up to {} for the kernels, got {}", source,
-                    kDenseMaxInputs, r.hidden);
+                    kResidualMaxWidth, r.hidden);
   if (r.routed_experts > kMoeMaxExperts || r.top_k > kMoeMaxTopK)
     throw_bad_input(
         "{}: fields 'routed_experts' / 'top_k': the gate takes up to {} experts and "

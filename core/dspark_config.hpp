@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/device_limits.hpp"
 #include "core/vision_config.hpp"  // the MoE kernels' limits
 
 namespace tandem {
@@ -30,13 +31,18 @@ inline constexpr int kDsparkTrainingPromptTokens = 6;
 // The drafter's stages run on the model's window store, sparse attention and dense rows
 // (problem/kvcache.hpp, problem/sparse_attn.hpp, problem/dense.hpp; reference/drafter.cpp and
 // optimized/drafter.cpp assert these against their limits): the width a multiple of 8 (16-byte
-// bf16 packs) up to 8192; the heads a multiple of 4 (a head group) up to 24, the output
-// projection's heads x 512 inputs being a row dense_rows stages in shared memory (12288 floats;
-// the end-to-end model has the same bound); the target features (3 x backbone width) a multiple
-// of 4 floats up to 12288 (main_proj's row).
+// bf16 packs) up to 8192; the heads a multiple of 4 (a head group) up to 112, the output
+// projection's heads x 512 inputs being a row dense_rows stages in shared memory (at most what
+// sm_90 grants a block: 58112 floats; the end-to-end model has the same bound); the target
+// features (3 x backbone width, main_proj's row) a multiple of 4 floats in the same, so the
+// backbone width a multiple of 4 up to 19368 (V4.1-Flash's 5120 and V4-Pro's 7168 among them).
 inline constexpr int kDsparkWidthStep = 8, kDsparkMaxWidth = 8192;
-inline constexpr int kDsparkHeadStep = 4, kDsparkMaxHeads = 24;
-inline constexpr int kDsparkBackboneWidthStep = 4, kDsparkMaxBackboneWidth = 4096;
+inline constexpr int kDsparkRowFloats = int(kMaxDynamicShared / sizeof(float));
+inline constexpr int kDsparkHeadStep = 4;
+inline constexpr int kDsparkMaxHeads = kDsparkRowFloats / 512 / kDsparkHeadStep * kDsparkHeadStep;
+inline constexpr int kDsparkBackboneWidthStep = 4;
+inline constexpr int kDsparkMaxBackboneWidth =
+    kDsparkRowFloats / 3 / kDsparkBackboneWidthStep * kDsparkBackboneWidthStep;
 
 struct DsparkConfig {
   int vocab = 257;           // backbone and drafter vocabulary

@@ -42,7 +42,8 @@ constexpr std::string_view kTiny = R"({
 // width of 64 (the release's 5120: issue 19), 3 requests; the vision
 // tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
 // (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model reads
-// every section and is refused at these sizes (64 heads; verify lists it as not run).
+// every section and is refused at these sizes (its Engram layers 1 and 14 are past the 4 blocks
+// here, and 64 heads at d 5120 exceed its work budget; verify lists it as not run).
 constexpr std::string_view kV41Flash = R"({
   "name": "v4.1-flash",
   "seed": 20261205,
@@ -70,8 +71,7 @@ ResidualConfig parse_residual_config(const JsonFields& f) {
   f.reject_unknown({"hc_mult", "d", "sinkhorn_iters", "hc_eps", "norm_eps", "sites", "tokens"});
   ResidualConfig c;
   c.hc_mult = static_cast<int>(f.integer("hc_mult", 4, 4));
-  // <= 12288: the kernels stage a [d] float row in shared memory within CUDA's default 48 KiB.
-  c.d = static_cast<int>(f.integer("d", 8, 12288));
+  c.d = static_cast<int>(f.integer("d", 8, kResidualMaxWidth));
   if (c.d % 8 != 0) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
   c.sinkhorn_iters = static_cast<int>(f.integer("sinkhorn_iters", 1, 1000));
   c.hc_eps = f.number("hc_eps", 0.0, 1e-2);
@@ -364,12 +364,12 @@ namespace {
 // budget.
 void check_end_to_end(const ModelConfig& m, const JsonFields& f) {
   // Its output projection (dense_rows) stages a token's heads x 512 inputs in shared memory.
-  if (size_t(m.shape.heads) * 512 * sizeof(float) > kDefaultDynamicShared)
+  if (size_t(m.shape.heads) * 512 * sizeof(float) > kMaxDynamicShared)
     throw_bad_input(
         "{}: {} heads of 512 dims are {} inputs to the end-to-end model's output projection, "
         "which stages at most {} in shared memory",
         f.where("model.heads"), m.shape.heads, m.shape.heads * 512,
-        kDefaultDynamicShared / sizeof(float));
+        kMaxDynamicShared / sizeof(float));
   if (m.engram.d != m.residual.d)
     throw_bad_input("{}: {} where residual.d is {} (Engram writes the residual streams)",
                     f.where("engram.d"), m.engram.d, m.residual.d);

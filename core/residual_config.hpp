@@ -7,6 +7,10 @@ namespace tandem {
 // RMSNorm (the Engram gate's included).
 inline constexpr double kV4NormEps = 1e-6, kV41NormEps = 1e-20;
 
+// The widest residual.d: the kernels stage a [d] float row in CUDA's default 48 KiB of shared
+// memory.
+inline constexpr int kResidualMaxWidth = 12288;
+
 struct ResidualConfig {
   int hc_mult = 4;  // streams n; the kernels are written for 4
   int d = 64;       // hidden width per stream; a multiple of 8 (16-byte bf16 packs)

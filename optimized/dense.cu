@@ -20,10 +20,11 @@ Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   if (kBias) bias.upload(in.bias.data);
   const std::string name =
       launch_name("dense_rows", act_dtype_of<Act>(), dense_epilogue_name(kBias, kGelu));
+  const size_t smem = sizeof(float) * size_t(n_in);  // the token's input row
   auto launch = [&](auto kernel) {
-    TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads),
-                  sizeof(float) * n_in, x.data(), w.data(), bias.data(), int(n_in), int(n_out),
-                  y.data());
+    if (smem > kDefaultDynamicShared) TANDEM_ALLOW_DYNAMIC_SHARED(kernel, smem);
+    TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads), smem, x.data(),
+                  w.data(), bias.data(), int(n_in), int(n_out), y.data());
   };
   if (kmajor)
     launch(dense_rows<Act, kBias, kGelu, true>);

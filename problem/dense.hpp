@@ -6,14 +6,17 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/device_limits.hpp"
 #include "core/tensor.hpp"
 #include "problem/dtype.hpp"
 #include "problem/traffic.hpp"
 
 namespace tandem {
 
-// The kernel stages one input row in shared memory.
-inline constexpr int64_t kDenseMaxInputs = 12288;
+// The kernel stages one input row in shared memory: past CUDA's default 48 KiB the launch opts
+// into more, up to what sm_90 grants a block (58112 floats: 113 heads of 512, a 19370-wide
+// model's three hidden states).
+inline constexpr int64_t kDenseMaxInputs = int64_t(kMaxDynamicShared / sizeof(float));
 // How dense_rows reads its weights, by shape (never by block size: the bits do not depend on it):
 // rows of at least 128 inputs keep a warp's 32 lanes x 4 floats busy, one warp per output row;
 // shorter rows would idle lanes, so a thread takes four output columns of the k-major weights.

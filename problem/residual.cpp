@@ -23,8 +23,8 @@ void expect_shape(const Tensor<float>& t, const Shape& s, const std::string& wha
 }
 
 void check_width(int64_t d) {
-  if (d <= 0 || d % 8 || d > 12288)
-    throw_bad_input("residual.d: a multiple of 8 in [8, 12288], got {}", d);
+  if (d <= 0 || d % 8 || d > kResidualMaxWidth)
+    throw_bad_input("residual.d: a multiple of 8 in [8, {}], got {}", kResidualMaxWidth, d);
 }
 
 // The config the kernels support and the state x: [T >= 1, 4, d]; returns T.

@@ -700,8 +700,8 @@ TEST(App, VerifyRunsTheComponentsWhoseSectionsTheConfigHolds) {
 }
 
 // Each component reads its own sections: V4.1-Flash's config runs every component but the
-// end-to-end model (its 64 heads of 512 exceed the model's output projection; its Engram layers
-// 1 and 14 are past its 4 blocks), which is listed as not run with the reason unless asked for,
+// end-to-end model (its Engram layers 1 and 14 are past its 4 sampled blocks), which is listed as
+// not run with the reason unless asked for,
 // and then is bad input naming the field. The components that join sections see them agree.
 TEST(App, ComponentsWhoseSectionsAreRefusedAreNotRunUnlessAskedFor) {
   const nlohmann::json j = builtin_model_json("v4.1-flash");
@@ -720,12 +720,12 @@ TEST(App, ComponentsWhoseSectionsAreRefusedAreNotRunUnlessAskedFor) {
   EXPECT_TRUE(c.missing_sections.empty());
   ASSERT_EQ(c.refused.size(), 1u);
   EXPECT_TRUE(c.refused[0].starts_with("model: ")) << c.refused[0];
-  EXPECT_NE(c.refused[0].find("model.heads"), std::string::npos) << c.refused[0];
+  EXPECT_NE(c.refused[0].find("engram.layer_ids"), std::string::npos) << c.refused[0];
   try {
     app::components_of_config(j, "builtin:v4.1-flash", {"residual", "model"});
     FAIL() << "an asked-for component its sections refuse ran";
   } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("model.heads"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("engram.layer_ids"), std::string::npos) << e.what();
   }
   // A section bad on its own is bad input, asked for or not.
   const nlohmann::json bad_vision =

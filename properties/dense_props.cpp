@@ -42,6 +42,22 @@ RC_GTEST_PROP(DenseRowsEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
                    {sim::predict_dense_rows(T, n_in, n_out, act, !in.bias.data.empty(), in.gelu)}));
 }
 
+// Rows past CUDA's default 48 KiB of shared memory (the launch opts into more, as a GPU needs):
+// V4.1-Flash's output projection (64 heads x 512 inputs) and the longest row sm_90's 227 KiB
+// hold; one more pack is bad input.
+TEST(DenseRowsEmu, RowsPastTheDefaultSharedMemoryOptIn) {
+  for (const int64_t n_in : {int64_t{64 * 512}, kDenseMaxInputs}) {
+    const DenseInputs in = make_dense_inputs(2, n_in, 6, ActDType::bf16, uint64_t(n_in));
+    const DenseOutputs out = run_dense_rows(in, {Backend::emu, {}, 256});
+    for (const auto& t : compare_dense(run_dense_reference(in), out, ActDType::bf16))
+      EXPECT_TRUE(t.result.pass) << n_in << " " << t.name << ": " << t.result.summary();
+    EXPECT_TRUE(same_traffic(out.launches,
+                             {sim::predict_dense_rows(2, n_in, 6, ActDType::bf16, false, false)}));
+  }
+  const DenseInputs over = make_dense_inputs(1, kDenseMaxInputs + 8, 2, ActDType::bf16, 1);
+  expect_bad_input([&] { run_dense_rows(over, {}); }, "dense input 'x'");
+}
+
 // CI's dense_fuzz finding on a correct kernel: GELU zeroed three of a token's four outputs, and
 // the survivor's three baseline runs all rounded luckily (the kernel's error was 3.5 ulp, random
 // orders reach 15 ulp), so the budget came out 15% short. Sized by 64 draws per row, it passes.

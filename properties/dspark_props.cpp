@@ -1000,6 +1000,25 @@ RC_GTEST_PROP(DsparkDrafterEmu, TheDraftMatchesTheReferenceTapByTap, ()) {
                          sim::predict_drafter(c, 3 * kDim, T, K, choice, drafted_p(r.run))));
 }
 
+// At the release's heads and target width: V4.1-Flash's 64 heads of 512 (wo's row of 32768
+// inputs) and main_proj over 3 x 5120 features, rows dense_rows stages past the default 48 KiB of
+// shared memory (it opts into more, as on a GPU); small elsewhere to keep the emulator quick.
+TEST(DsparkDrafterEmu, TheReleasesHeadsAndTargetWidthDraftAsTheReference) {
+  DsparkConfig c = drafter_config(kVocab);
+  c.heads = 64, c.width = 8, c.window = 2, c.gamma = 2, c.blocks = 1;
+  c.experts = 2, c.top_k = 1, c.expert_hidden = 8;
+  constexpr int64_t kFeatures = 3 * 5120, T = 3;
+  const DsparkDrafter d(c, kFeatures, 7);
+  DraftChoice choice;
+  choice.seed = 7, choice.position = uint32_t(T + 1);
+  const DrafterCheck r =
+      check_drafter(d, seeded_features(T, kFeatures, 7), 5, 0, c.gamma, choice, RunOptions{});
+  ASSERT_FALSE(r.checks.empty());
+  EXPECT_EQ(first_failure(r.checks), "");
+  EXPECT_TRUE(same_traffic(
+      r.run.launches, sim::predict_drafter(c, kFeatures, T, c.gamma, choice, drafted_p(r.run))));
+}
+
 // ---------------------------------------------------------------- the training step (issue 15)
 
 bool same_heads(const DsparkDrafter& a, const DsparkDrafter& b) {
