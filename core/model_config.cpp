@@ -43,7 +43,7 @@ constexpr std::string_view kTiny = R"({
 // tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
 // (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model reads
 // every section and is refused at these sizes (its Engram layers 1 and 14 are past the 4 blocks
-// here, and 64 heads at d 5120 exceed its work budget; verify lists it as not run).
+// here, and d 5120 with the vocabulary exceeds its work budget; verify lists it as not run).
 constexpr std::string_view kV41Flash = R"({
   "name": "v4.1-flash",
   "seed": 20261205,

@@ -7,8 +7,8 @@ namespace tandem {
 // RMSNorm (the Engram gate's included).
 inline constexpr double kV4NormEps = 1e-6, kV41NormEps = 1e-20;
 
-// The widest residual.d: the kernels stage a [d] float row in CUDA's default 48 KiB of shared
-// memory.
+// The widest residual.d: the kernels stage a [d] float row in shared memory (12288 floats are
+// CUDA's default 48 KiB; with the kernels' static arrays their launches opt into more).
 inline constexpr int kResidualMaxWidth = 12288;
 
 struct ResidualConfig {

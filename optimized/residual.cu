@@ -12,6 +12,14 @@
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
 
+// Lets a kernel that stages a [d] row (`smem` bytes) beside its static arrays launch when the two
+// pass CUDA's default 48 KiB (d up to kResidualMaxWidth).
+template <class Kernel>
+void allow_staged_row(Kernel kernel, size_t smem) {
+  if (smem + kResidualStaticShared > kDefaultDynamicShared)
+    TANDEM_ALLOW_DYNAMIC_SHARED(kernel, smem);
+}
+
 // A site's weights on the device; absent tensors (no sublayer stand-in, no mixes at the head)
 // get a poisoned one-element placeholder that no kernel variant reads.
 struct SiteOnDevice {
@@ -84,6 +92,7 @@ class StackRunner {
   void collapse_and_norm(const SiteOnDevice& s) {
     TANDEM_LAUNCH(name("residual_collapse").c_str(), residual_collapse<Act>, grid_, block_, 0,
                   x_.data(), coef_.data(), d_, u_.data());
+    allow_staged_row(residual_rmsnorm<Act>, smem_);
     TANDEM_LAUNCH(name("residual_rmsnorm").c_str(), residual_rmsnorm<Act>, grid_, block_, smem_,
                   u_.data(), s.norm_w.data(), p_.norm_eps, d_, y_.data());
   }
@@ -111,6 +120,7 @@ class StackRunner {
   void run_v41() {
     const auto& first = *sites_.front();
     auto first_kernel = residual_single_pass<Act, false, true>;
+    allow_staged_row(first_kernel, smem_);
     TANDEM_LAUNCH(name("residual_single_pass", "first").c_str(), first_kernel, grid_, block_, smem_,
                   x_.data(), nullptr, nullptr, first.fn.data(), first.base.data(),
                   first.scale.data(), p_, first.norm_w.data(), d_, nullptr, y_.data(),
@@ -122,6 +132,7 @@ class StackRunner {
       const SiteOnDevice& next = last ? head_ : *sites_[l + 1];
       auto kernel =
           last ? residual_single_pass<Act, true, false> : residual_single_pass<Act, true, true>;
+      allow_staged_row(kernel, smem_);
       TANDEM_LAUNCH(name("residual_single_pass", last ? "last" : "boundary").c_str(), kernel, grid_,
                     block_, smem_, x_.data(), f_.data(), coef_.data(), next.fn.data(),
                     next.base.data(), next.scale.data(), p_, next.norm_w.data(), d_, x_next_.data(),
@@ -183,6 +194,7 @@ class BoundaryRunner {
     DeviceArray<float> coef_next(size_t(T_) * kMixes);
     const SinkhornParams p{in_.cfg.sinkhorn_iters, float(in_.cfg.hc_eps), float(in_.cfg.norm_eps)};
     const char* variant = close ? (mixes ? "boundary" : "last") : "open";
+    allow_staged_row(kernel(close, mixes), sizeof(float) * d_);
     TANDEM_LAUNCH(name("residual_single_pass", variant).c_str(), kernel(close, mixes), dim3(T_),
                   dim3(opt_.block_threads), sizeof(float) * d_, x_.data(),
                   close ? f_.data() : nullptr, in_.coef.data.empty() ? nullptr : coef_.data(),
@@ -220,6 +232,7 @@ RmsNormOutputs rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt) {
   DeviceArray<float> w(in.w.data.size());
   u.upload(to_storage<Act>(in.u));
   w.upload(in.w.data);
+  allow_staged_row(residual_rmsnorm<Act>, sizeof(float) * d);
   TANDEM_LAUNCH(launch_name("residual_rmsnorm", act_dtype_of<Act>()).c_str(), residual_rmsnorm<Act>,
                 dim3(T), dim3(opt.block_threads), sizeof(float) * d, u.data(), w.data(),
                 float(in.eps), d, y.data());

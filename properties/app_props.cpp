@@ -643,6 +643,23 @@ TEST(App, TrafficTakesTheAcceptanceVerifyMeasured) {
   EXPECT_NE(table.out.find("measured in " + path), std::string::npos) << table.out;
 }
 
+// The acceptance file's success path on a small file of verify's JSON shape (the test above
+// measures one; this one also runs in the quick tier's ASan pass): the sampled decode row's
+// values are taken over the greedy one's, whatever their order.
+TEST(App, TrafficTakesTheSampledDecodeRowsAcceptance) {
+  const TestDir dir;
+  const std::string path = temp_file(dir, "verify.json", R"({"cases": [
+    {"case": "verify/greedy"},
+    {"case": "decode/sampling T=1.0", "acceptance_per_position": [0.75, 0.5, 0.25]},
+    {"case": "decode/greedy", "acceptance_per_position": [1, 1, 1]}]})");
+  const CliRun r = tandem({"traffic", "--preset", "tiny", "--acceptance-from", path, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["workload"]["confidence"], nlohmann::json::parse("[0.75, 0.5, 0.25]"));
+  EXPECT_NE(j["workload"]["acceptance_from"].get<std::string>().find("decode/sampling T=1.0"),
+            std::string::npos);
+}
+
 TEST(App, HelpForEveryCommand) {
   for (auto args : std::vector<std::vector<std::string>>{{"--help"},
                                                          {"verify", "--help"},

@@ -94,7 +94,7 @@ TEST(ModelConfig, SectionsAreValidatedWhenRead) {
   EXPECT_EQ(v41_moe.vision.top_k, 6);
   EXPECT_EQ(v41_moe.shape.ffn_hidden, 2304);
   EXPECT_THROW(builtin_model("v4.1-flash"), BadInput);  // every section: the end-to-end model's
-  // Engram layers 1 and 14 are past its 4 blocks (and its 64 heads past the work budget). The
+  // Engram layers 1 and 14 are past its 4 blocks (and d 5120 past its work budget). The
   // output projection stages a token's heads x 512 inputs, past the default 48 KiB up to what
   // sm_90 grants a block: 116 heads exceed it, refused when every section is read.
   nlohmann::json all = tiny_json();
@@ -143,6 +143,14 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j = tiny_json();
   j["dspark"]["backbone_layers"] = 2;  // target features read the last three layers
   expect_bad(j, {"dspark.backbone_layers"});
+  // The drafter's rows dense_rows stages in sm_90's 227 KiB (58112 floats): wo's heads x 512 and
+  // main_proj's 3 x backbone width, at most 112 heads and a width of 19368.
+  j = tiny_json();
+  j["dspark"]["heads"] = 116;
+  expect_bad(j, {"dspark.heads", "112"});
+  j = tiny_json();
+  j["dspark"]["backbone_width"] = 19372;
+  expect_bad(j, {"dspark.backbone_width", "19368"});
   j = tiny_json();
   j["model"]["heads"] = 12;  // 64 streams wide: 12 heads do not divide it (the attention row)
   expect_bad(j, {"model.heads", "residual.d"});
