@@ -54,6 +54,7 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
   DecodedPool window(in.window, in.window_pool), comp(in.comp, in.comp_pool);
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<const std::vector<double>*> kv = gathered_records(in, t, window, comp);
+    const RopeAngles<S> angles = rope_angles<S>(in.start + t, in.rope_theta);
     for (int64_t h = 0; h < H; ++h) {
       S* o = run.o.ptr() + (t * H + h) * D;
       if (kv.empty()) {  // nothing to attend to: o = 0, lse = +inf
@@ -81,8 +82,7 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
       for (int64_t d = 0; d < D; ++d) o[d] /= den;
       for (int i = 0; i < kKvRopeDims / 2; ++i) {  // the RoPE dims turned back by the position
         const int64_t d0 = D - kKvRopeDims + 2 * i;
-        const double angle = double(in.start + t) * std::pow(in.rope_theta, -2.0 * i / kKvRopeDims);
-        const S c = S(std::cos(angle)), sn = S(std::sin(angle)), x0 = o[d0], x1 = o[d0 + 1];
+        const S c = angles.cos[size_t(i)], sn = angles.sin[size_t(i)], x0 = o[d0], x1 = o[d0 + 1];
         o[d0] = x0 * c + x1 * sn;
         o[d0 + 1] = x1 * c - x0 * sn;
       }
