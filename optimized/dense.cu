@@ -22,7 +22,7 @@ Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
       launch_name("dense_rows", act_dtype_of<Act>(), dense_epilogue_name(kBias, kGelu));
   const size_t smem = sizeof(float) * size_t(n_in);  // the token's input row
   auto launch = [&](auto kernel) {
-    if (smem > kDefaultDynamicShared) TANDEM_ALLOW_DYNAMIC_SHARED(kernel, smem);
+    TANDEM_ALLOW_DYNAMIC_SHARED(kernel, smem);  // always, as the other staging kernels
     TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads), smem, x.data(),
                   w.data(), bias.data(), int(n_in), int(n_out), y.data());
   };

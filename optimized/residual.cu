@@ -12,12 +12,11 @@
 namespace tandem::TANDEM_BACKEND_NS {
 namespace {
 
-// Lets a kernel that stages a [d] row (`smem` bytes) beside its static arrays launch when the two
-// pass CUDA's default 48 KiB (d up to kResidualMaxWidth).
+// The kernels that stage a [d] row in dynamic shared memory set the attribute always, as Engram's
+// gate does: with their static arrays, a row near kResidualMaxWidth passes CUDA's default 48 KiB.
 template <class Kernel>
 void allow_staged_row(Kernel kernel, size_t smem) {
-  if (smem + kResidualStaticShared > kDefaultDynamicShared)
-    TANDEM_ALLOW_DYNAMIC_SHARED(kernel, smem);
+  TANDEM_ALLOW_DYNAMIC_SHARED(kernel, smem);
 }
 
 // A site's weights on the device; absent tensors (no sublayer stand-in, no mixes at the head)

@@ -21,10 +21,6 @@ inline constexpr int kResidualMaxThreads = 256;
 inline constexpr int kMixes = 24;  // (2 + kHc) * kHc
 inline constexpr int kPreAt = 0, kPostAt = 4, kCombAt = 8;
 static_assert(kMixes == (2 + kHc) * kHc, "mix layout is pre, post, comb");
-// The most static shared memory a kernel here that stages a [d] row in dynamic shared memory
-// declares (the single pass's partial sums and coefficients): with the row, past CUDA's default
-// 48 KiB in all (d above ~11400), the launch opts into more (optimized/residual.cu).
-inline constexpr size_t kResidualStaticShared = sizeof(float) * (kMaxWarps * (kMixes + 2) + kMixes);
 static_assert(kResidualMaxThreads <= kMaxWarps * kWarpSize, "block_sum scratch holds kMaxWarps");
 
 struct SinkhornParams {
@@ -183,7 +179,6 @@ __global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restr
                                  int d, Act* __restrict__ y) {
   using P = Pack<Act>;
   __shared__ float scratch[kMaxWarps];
-  static_assert(sizeof(scratch) <= kResidualStaticShared, "residual.cu's opt-in bound");
   TANDEM_DYNAMIC_SHARED(float, staged);  // [d]
   const size_t t = blockIdx.x;
   float sum_sq[1] = {0.0f};
@@ -250,7 +245,6 @@ __global__ void residual_single_pass(const Act* __restrict__ x, const Act* __res
   constexpr int kSums = kMixes + 2;  // 24 dots, sum(x^2), sum(u^2)
   __shared__ float scratch[kMaxWarps * kSums];
   __shared__ float c[kMixes];
-  static_assert(sizeof(scratch) + sizeof(c) <= kResidualStaticShared, "residual.cu's opt-in bound");
   TANDEM_DYNAMIC_SHARED(float, collapse);  // [d]
   const size_t t = blockIdx.x;
   if (kUpdate || coef_in != nullptr) {
