@@ -69,6 +69,20 @@ RC_GTEST_PROP(SparseAttnEmu, KernelMatchesReference, ()) {
   RC_ASSERT(compare_exact<float>(out.lse.span(), again.lse.span()).pass);
 }
 
+// A quick-tier finding: one record, so lse is its score, and the kernel's warp-tree sum of the
+// 512-term dot rounded 4 ulp off where the plain, pairwise and rotated sums were all exact: a
+// budget drawn only by reordering records was too small. The baseline now also draws a warp's
+// order for the scores (reference::kWarpSumOrder).
+TEST(SparseAttnEmu, OneRecordScoreSummedAsAWarpPassesWithItsOrderDrawn) {
+  SparseAttnShape s;
+  s.tokens = 1, s.heads = 4, s.window = 1, s.n_comp = 0, s.top_k = 16, s.ratio = 128;
+  s.start = 0, s.page_size = 1;
+  const SparseAttnInputs in = make_sparse_attn_inputs(s, 17710);
+  const SparseAttnOutputs out = run_sparse_attn(in, {Backend::emu, {}, 32});
+  for (const TensorCheck& c : compare_sparse_attn(run_sparse_attn_reference(in), out))
+    EXPECT_TRUE(c.result.pass) << c.name << ": " << c.result.summary();
+}
+
 // What no row selects is never read: every byte of those records NaN-coded, the same bits out.
 RC_GTEST_PROP(SparseAttnEmu, UnselectedSlotsAreNeverRead, ()) {
   SparseAttnInputs in = make_sparse_attn_inputs(any_shape(), *rc::gen::arbitrary<uint64_t>());

@@ -5,6 +5,7 @@
 // (Act = double: no rounding). One token at a time: a state X is a [4, d] matrix (row j = stream
 // j).
 #include <Eigen/Dense>
+#include <array>
 #include <cmath>
 #include <type_traits>
 
@@ -85,10 +86,15 @@ Mat4<S> sinkhorn(const Mat4<S>& logits, int iters, S eps) {
 
 // The order naive_dot sums in, per thread: 0 (the default) is plain left to right, the
 // baseline's "naive ordering" (DESIGN section 4); 1 is a pairwise tree; k >= 2 starts at an
-// offset of its own and wraps, backwards for even k. A whole model's baseline is drawn again in
-// other orders under a ScopedSumOrder, every reduction of the run alike (README, tolerance
-// refinement 2): its taps cannot be permuted back the way one kernel's inputs can.
+// offset of its own and wraps, backwards for even k; kWarpSumOrder is a warp's (below). A whole
+// model's baseline is drawn again in other orders under a ScopedSumOrder, every reduction of the
+// run alike (README, tolerance refinement 2): its taps cannot be permuted back the way one
+// kernel's inputs can.
 inline thread_local int t_sum_order = 0;
+// 32 contiguous blocks (one per lane) each summed left to right, then an xor butterfly over the
+// blocks' sums: the tree a warp reduces in, whose partial sums can round where no sequential
+// order does (a one-record attention score: every rotation exact, the butterfly 4 ulp off).
+inline constexpr int kWarpSumOrder = -1;
 class ScopedSumOrder {
  public:
   explicit ScopedSumOrder(int order) : saved_(t_sum_order) { t_sum_order = order; }
@@ -110,6 +116,20 @@ S pairwise_dot(const A& a, const B& b, Eigen::Index first, Eigen::Index n) {
   return pairwise_dot<S>(a, b, first, n / 2) + pairwise_dot<S>(a, b, first + n / 2, n - n / 2);
 }
 
+template <class S, class A, class B>
+S warp_order_dot(const A& a, const B& b) {
+  constexpr int kLanes = 32;
+  const Eigen::Index n = a.size(), per = (n + kLanes - 1) / kLanes;
+  std::array<S, kLanes> lane{};
+  for (Eigen::Index i = 0; i < n; ++i) lane[size_t(i / per)] += a(i) * b(i);
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+    std::array<S, kLanes> next;
+    for (int l = 0; l < kLanes; ++l) next[size_t(l)] = lane[size_t(l)] + lane[size_t(l ^ offset)];
+    lane = next;
+  }
+  return lane[0];
+}
+
 // Sums a . b in the thread's order (above), so not as Eigen's vectorised reductions would.
 template <class S, class A, class B>
 S naive_dot(const A& a, const B& b) {
@@ -120,6 +140,7 @@ S naive_dot(const A& a, const B& b) {
     return sum;
   }
   if (t_sum_order == 1) return pairwise_dot<S>(a, b, 0, n);
+  if (t_sum_order == kWarpSumOrder) return warp_order_dot<S>(a, b);
   // Offsets spread by the golden ratio: no two orders start alike for long rows.
   const auto start = static_cast<Eigen::Index>(n * std::fmod(t_sum_order * 0.6180339887, 1.0));
   const bool backwards = t_sum_order % 2 == 0;

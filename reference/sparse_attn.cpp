@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "reference/kvcache.hpp"   // decode_record
-#include "reference/residual.hpp"  // store
+#include "reference/residual.hpp"  // naive_dot, store
 
 namespace tandem::reference {
 namespace {
@@ -64,10 +64,10 @@ SparseAttnRun<S> sparse_attn(const SparseAttnInputs& in) {
       const float* q = in.q.ptr() + (t * H + h) * D;
       std::vector<S> s(kv.size());
       S m = -std::numeric_limits<S>::infinity();
+      const auto qd = Eigen::Map<const Eigen::VectorXf>(q, D).cast<S>();
       for (size_t i = 0; i < kv.size(); ++i) {
-        S dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += S(q[d]) * S((*kv[i])[size_t(d)]);
-        s[i] = dot * scale;
+        const auto record = Eigen::Map<const Eigen::VectorXd>(kv[i]->data(), D).cast<S>();
+        s[i] = naive_dot<S>(qd, record) * scale;  // in the thread's sum order
         m = std::max(m, s[i]);
       }
       const S sink = S(in.sinks.data[size_t(h)]);
