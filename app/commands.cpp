@@ -61,6 +61,7 @@ struct BackendFlags {
   std::string backend = "auto";
   std::string schedule = "in-order";
   int block_threads = 128;
+  int block_workers = 2;
   bool no_hazard_check = false;
 
   void add_to(CLI::App& cmd) {
@@ -69,6 +70,12 @@ struct BackendFlags {
     cmd.add_option("--schedule", schedule, "emu resume order: in-order, reversed, shuffled:SEED");
     cmd.add_option("--block-threads", block_threads, "threads per block (multiple of 32)")
         ->check(kDecimalInteger);
+    cmd.add_option("--block-workers", block_workers,
+                   fmt::format("emu: host threads running each launch's blocks, in [1, {}] "
+                               "(default 2; results, byte counts and hazard reports do not "
+                               "depend on it)",
+                               emu::kMaxBlockWorkers))
+        ->check(kDecimalInteger & CLI::Range(1, emu::kMaxBlockWorkers));
     cmd.add_flag("--no-hazard-check", no_hazard_check,
                  "emu: do not watch shared memory for races (faster; on by default)");
   }
@@ -82,6 +89,7 @@ struct BackendFlags {
       throw_bad_input("--backend cuda: {}", cuda_status().detail);
     o.schedule = emu::parse_schedule(schedule);
     o.block_threads = block_threads;
+    o.block_workers = block_workers;
     return o;
   }
 };
@@ -467,8 +475,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
   verify
       ->add_option("--jobs", jobs,
                    "emu: host threads running rows, in [1, 64] (default 2; the rows and their "
-                   "results do not depend on it; launches run one at a time; N rows at once can "
-                   "need N times one row's memory; cuda: always 1)")
+                   "results do not depend on it; each row's launches run on it and its "
+                   "--block-workers; N rows at once can need N times one row's memory; cuda: "
+                   "always 1)")
       ->check(kDecimalInteger & CLI::Range(1, 64));
   verify->callback([&] {
     if (config_opt->count() > 0 && config.empty()) throw_bad_input("--config: an empty path");

@@ -43,9 +43,9 @@ std::vector<Job> select_jobs(const std::vector<std::string>& components, RowsOf 
 }
 
 // The rows of `jobs`, in order, run by `workers` host threads taking the next job as they come
-// free (a row's references overlap another's launches; the emulator runs launches one at a
-// time). An exception other than a row's KernelFault (bad input, an internal error) is rethrown:
-// the first in job order, after every worker has stopped.
+// free (the emulator runs launches from several host threads at once). An exception other than a
+// row's KernelFault (bad input, an internal error) is rethrown: the first in job order, after every
+// worker has stopped.
 std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& opt, bool progress,
                                 int workers) {
   std::vector<VerifyRow> rows(jobs.size());

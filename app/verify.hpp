@@ -23,7 +23,8 @@ std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& 
 std::vector<VerifyRow> verify_config_sized_rows(const ModelConfig& model, const RunOptions& opt);
 // Each named component's rows on its own reading of a config (its sections and their agreement:
 // parse_model_config with the component's sections), in verify order, run by `workers` host
-// threads (the rows' order and results do not depend on it; emulator launches run one at a time).
+// threads (the rows' order and results do not depend on it; emulator launches of several rows
+// run at once).
 using ComponentConfigs = std::vector<std::pair<std::string, ModelConfig>>;
 std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOptions& opt,
                                     bool progress, int workers = 1);

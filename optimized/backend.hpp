@@ -23,6 +23,9 @@ struct RunOptions {
   Backend backend = Backend::emu;
   emu::Schedule schedule;   // emu only
   int block_threads = 128;  // threads per block, a multiple of 32
+  // emu only: host threads running a launch's blocks, in [1, emu::kMaxBlockWorkers]; results,
+  // byte counts and hazard reports do not depend on it.
+  int block_workers = 1;
 };
 // --block-threads: a multiple of 32 (whole warps) up to `max`; `why` says what bounds it.
 void validate_block_threads(const RunOptions& opt, int max, std::string_view why);

@@ -142,6 +142,7 @@ class DeviceArray {
 inline void begin_run(const RunOptions& opt) {
 #if defined(TANDEM_EMU)
   emu::set_schedule(opt.schedule);
+  emu::set_block_workers(opt.block_workers);
   emu::take_launch_log();
 #else
   (void)opt;

@@ -215,17 +215,23 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
 // Rows run on --jobs host threads: the same rows, in the same order, with the same results (the
 // JSON byte for byte) as one thread (the indexer's 8 rows: launches of several kernels from 3
 // threads); --jobs outside [1, 64] is exit 2 naming it.
+// Rows on 1 or 3 host threads, each launch's blocks on 1 or 4 (the indexer's top-k keeps its
+// histogram in static __shared__ with shared-memory atomics; the residual's reductions stage
+// partial sums there).
 TEST(App, VerifyRowsDoNotDependOnTheHostThreads) {
   std::vector<CliRun> runs;
-  for (const char* jobs : {"1", "3"})
+  for (const auto& [jobs, workers] : {std::pair{"1", "1"}, std::pair{"3", "4"}})
     runs.push_back(
-        tandem({"verify", "--json", "--backend", "emu", "--jobs", jobs, "--component", "indexer"}));
+        tandem({"verify", "--json", "--backend", "emu", "--jobs", jobs, "--block-workers", workers,
+                "--component", "indexer", "--component", "residual"}));
   ASSERT_EQ(runs[0].code, 0) << runs[0].err;
   EXPECT_EQ(runs[1].code, 0) << runs[1].err;
   EXPECT_EQ(runs[0].out, runs[1].out);
-  const CliRun zero = tandem({"verify", "--jobs", "0"});
-  EXPECT_EQ(zero.code, 2);
-  EXPECT_NE(zero.err.find("--jobs"), std::string::npos) << zero.err;
+  for (const char* flag : {"--jobs", "--block-workers"}) {
+    const CliRun zero = tandem({"verify", flag, "0"});
+    EXPECT_EQ(zero.code, 2);
+    EXPECT_NE(zero.err.find(flag), std::string::npos) << zero.err;
+  }
 }
 
 TEST(App, VerifyTableHasVerdicts) {

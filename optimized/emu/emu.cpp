@@ -8,12 +8,14 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <link.h>
 
 #include <algorithm>
 #include <atomic>
 #include <boost/context/fiber.hpp>
 #include <boost/context/pooled_fixedsize_stack.hpp>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -179,25 +182,63 @@ struct Current {
   Thread* thread = nullptr;
   LaunchCounts* counts = nullptr;
   Thread* switched_from = nullptr;  // whose continuation the resumed side keeps; null: scheduler
+  // This host thread's instance of the kernels' static __shared__ (set while it runs blocks).
+  uintptr_t static_base = 0;
+  size_t static_bytes = 0;
 };
 constinit thread_local Current g;
 
 struct HostThread {
   LaunchLog log;
   Schedule schedule;
+  int block_workers = 1;
   Detector detector;
 };
 thread_local HostThread host;
 
 std::atomic<bool> g_hazard_check{true};
 
-// Every kernel's static __shared__ (the section emu.hpp puts them in; weak: a program with no
-// kernel that declares one has no such section).
+// Every kernel's static __shared__: the thread-local section emu.hpp puts them in (weak: a program
+// with no kernel that declares one has no such section). Its initial image lies in its module's
+// TLS template; a host thread's instance lies at the same offset of the thread's TLS block
+// (glibc's dlpi_tls_data).
 extern "C" char __start_tandem_shared[] __attribute__((weak));
 extern "C" char __stop_tandem_shared[] __attribute__((weak));
-const uintptr_t g_static_shared = reinterpret_cast<uintptr_t>(__start_tandem_shared);
-const size_t g_static_shared_bytes =
-    __start_tandem_shared ? size_t(__stop_tandem_shared - __start_tandem_shared) : 0;
+
+struct StaticShared {
+  char* base = nullptr;
+  size_t bytes = 0;
+};
+
+StaticShared find_static_shared() {
+  if (!__start_tandem_shared) return {};
+  StaticShared found{nullptr, size_t(__stop_tandem_shared - __start_tandem_shared)};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const char* image = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          if (ph.p_type != PT_TLS || !info->dlpi_tls_data || __start_tandem_shared < image ||
+              __start_tandem_shared >= image + ph.p_memsz)
+            continue;
+          static_cast<StaticShared*>(out)->base =
+              static_cast<char*>(info->dlpi_tls_data) + (__start_tandem_shared - image);
+          return 1;
+        }
+        return 0;
+      },
+      &found);
+  if (!found.base)
+    throw std::runtime_error(
+        "emu: static __shared__: section tandem_shared is in no module's TLS segment");
+  return found;
+}
+
+// This host thread's instance of every kernel's static __shared__.
+const StaticShared& static_shared() {
+  thread_local const StaticShared s = find_static_shared();
+  return s;
+}
 
 // NOTE: the pool keeps stacks between blocks; 256 KiB leaves room for sanitizer frames.
 ctx::pooled_fixedsize_stack& stack_pool() {
@@ -451,8 +492,8 @@ inline void trace(const void* p, unsigned size, Access a, const void* pc) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   const auto dynamic_base = reinterpret_cast<uintptr_t>(b->dyn_smem.data());
   const size_t dynamic_bytes = 8 * b->dyn_smem.size();
-  if (addr - g_static_shared < g_static_shared_bytes)
-    check_shared(*b, false, addr - g_static_shared, g_static_shared_bytes, size, a, pc);
+  if (addr - g.static_base < g.static_bytes)
+    check_shared(*b, false, addr - g.static_base, g.static_bytes, size, a, pc);
   else if (addr - dynamic_base < dynamic_bytes)
     check_shared(*b, true, addr - dynamic_base, dynamic_bytes, size, a, pc);
 }
@@ -460,14 +501,15 @@ inline void trace(const void* p, unsigned size, Access a, const void* pc) {
 template <class T>
 T atomic_add_traced(T* p, T v, const void* pc) {
   trace(p, sizeof(T), Access::atomic, pc);
-  const T old = *p;  // fibers never preempt each other: the read-modify-write is atomic
-  *p = old + v;
-  return old;
+  // Atomic for real: blocks on other host threads may update the same global word.
+  return std::atomic_ref<T>(*p).fetch_add(v);
 }
 
+// The schedule's orders: stream 0 orders a grid's blocks, stream 1 + b block b's threads.
 class Orderer {
  public:
-  explicit Orderer(const Schedule& s) : s_(s), rng_(s.seed) {}
+  Orderer(const Schedule& s, uint64_t stream)
+      : s_(s), rng_(s.seed ^ (0x9e3779b97f4a7c15ull * stream)) {}
   void fill(std::vector<unsigned>& order) {
     std::iota(order.begin(), order.end(), 0u);
     if (s_.order == Order::reversed) std::reverse(order.begin(), order.end());
@@ -664,8 +706,8 @@ size_t max_dynamic_shared(const void* fn) {
                                           : std::max(it->second, kDefaultDynamicShared);
 }
 
-void prepare(Detector& d, size_t dynamic_bytes, size_t threads) {
-  d.static_shadow.reserve(g_static_shared_bytes);
+void prepare(Detector& d, size_t static_bytes, size_t dynamic_bytes, size_t threads) {
+  d.static_shadow.reserve(static_bytes);
   d.dynamic_shadow.reserve(dynamic_bytes);
   d.warp_epoch.assign((threads + 31) / 32, 0);
 }
@@ -682,6 +724,146 @@ void begin_block(Detector& d) {
   d.count = 0;
 }
 
+// Host threads that run blocks beside the launching one (set_block_workers), one set per
+// launching thread: made at its first launch that wants them and kept while it lives, so that
+// their fiber stacks and the detector's shadow memory are reused from launch to launch.
+class BlockWorkers {
+ public:
+  BlockWorkers() = default;
+  BlockWorkers(const BlockWorkers&) = delete;
+  BlockWorkers& operator=(const BlockWorkers&) = delete;
+  ~BlockWorkers() {
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+  }  // the jthreads join
+
+  // Runs task(w) for every w in [0, n): 0 on the calling thread, the others on workers; returns
+  // once all have. `task` must not throw.
+  void run(int n, const std::function<void(int)>& task) {
+    while (int(threads_.size()) < n - 1) {
+      const int w = int(threads_.size()) + 1;
+      threads_.emplace_back([this, w] { serve(w); });
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      task_ = &task, wanted_ = n, pending_ = n - 1, ++generation_;
+    }
+    wake_.notify_all();
+    task(0);
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+  }
+
+ private:
+  void serve(int w) {
+    uint64_t seen = 0;
+    for (;;) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (w >= wanted_) continue;
+      const std::function<void(int)>& task = *task_;
+      lock.unlock();
+      task(w);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* task_ = nullptr;
+  int wanted_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::vector<std::jthread> threads_;  // last: joined before the members above go
+};
+
+// What every host thread running a launch's blocks shares.
+struct Grid {
+  Grid(const char* k, dim3 g, dim3 b, size_t smem, const Schedule& s,
+       const std::function<void()>& f)
+      : kernel(k),
+        grid(g),
+        block(b),
+        dynamic_smem(smem),
+        schedule(s),
+        body(f),
+        order(size_t(g.x) * g.y * g.z) {
+    Orderer(s, 0).fill(order);
+  }
+  const char* kernel;
+  dim3 grid, block;
+  size_t dynamic_smem;
+  Schedule schedule;
+  const std::function<void()>& body;
+  std::vector<unsigned> order;  // linear block indices, in the schedule's order
+  std::atomic<size_t> next{0};  // the position in `order` of the next block to run
+  // The earliest position whose block failed, and its exception: positions are handed out in
+  // order, so every block before it has run, and the report does not depend on the workers.
+  std::mutex failure_mutex;
+  std::atomic<size_t> failed_at{SIZE_MAX};
+  std::exception_ptr failure;
+  void fail(size_t position, std::exception_ptr e) {
+    const std::lock_guard lock(failure_mutex);
+    if (position < failed_at) failed_at = position, failure = std::move(e);
+  }
+};
+
+// Runs blocks of the grid on this host thread, taking the next position as it comes free, with
+// its own Block, static __shared__ instance, detector and byte counts.
+void run_blocks(Grid& grid, LaunchCounts& counts) {
+  const uint64_t threads = uint64_t{grid.block.x} * grid.block.y * grid.block.z;
+  // One Block reused for every block this thread runs: each starts with fresh threads and
+  // poisoned (NaN) shared memory.
+  Block b{grid.kernel,
+          std::vector<Thread>(threads),
+          std::vector<uint64_t>(2 * threads),
+          std::vector<uint64_t>((grid.dynamic_smem + 7) / 8 + kRedZoneWords),
+          std::vector<unsigned>(threads),
+          0,
+          {},
+          hazard_check() ? &host.detector : nullptr,
+          grid.dynamic_smem,
+          std::vector<std::optional<float>>(2 * ((threads + 31) / 32))};
+  const StaticShared& statics = static_shared();
+  if (b.detector) prepare(*b.detector, statics.bytes, 8 * b.dyn_smem.size(), threads);
+  // Static shared memory starts poisoned (NaN) in every launch; what one block leaves for the next
+  // is the detector's to report (an uninitialized read), the memset being too dear per block.
+  if (statics.bytes) std::memset(statics.base, 0xff, statics.bytes);
+  g.counts = &counts;
+  g.static_base = reinterpret_cast<uintptr_t>(statics.base), g.static_bytes = statics.bytes;
+  const dim3 gd = grid.grid, bd = grid.block;
+  for (size_t at = grid.next++; at < grid.order.size() && at < grid.failed_at; at = grid.next++) {
+    const unsigned linear = grid.order[at];
+    std::fill(b.dyn_smem.begin(), b.dyn_smem.end(), ~uint64_t{0});
+    if (b.detector) begin_block(*b.detector);
+    const uint3 bidx{linear % gd.x, linear / gd.x % gd.y, linear / (gd.x * gd.y)};
+    for (unsigned i = 0; i < threads; ++i)
+      b.threads[i] = {{},
+                      Park::running,
+                      0,
+                      false,
+                      {{i % bd.x, i / bd.x % bd.y, i / (bd.x * bd.y)}, bidx, bd, gd}};
+    g.block = &b;
+    // The block's thread orders come from its own stream of the schedule: the same whichever
+    // host thread runs it, and after whichever blocks.
+    Orderer orderer(grid.schedule, uint64_t{linear} + 1);
+    try {
+      run_block(b, grid.body, orderer);
+      if (b.detector && b.detector->first) throw HazardError(*b.detector->first, b.detector->count);
+    } catch (...) {
+      grid.fail(at, std::current_exception());
+      break;
+    }
+  }
+  g = Current{};
+}
+
 }  // namespace
 
 void set_max_dynamic_shared(const void* fn, size_t bytes) {
@@ -692,12 +874,10 @@ void set_max_dynamic_shared(const void* fn, size_t bytes) {
   g_max_dynamic_shared[fn] = bytes;
 }
 
+// Launches from several host threads run at once, like streams of one device: each host thread
+// has its own static __shared__ instance, detector, schedule and launch log.
 void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dynamic_smem,
             const std::function<void()>& body) {
-  // One device: launches from several host threads run one at a time (static __shared__ is one
-  // instance per kernel, poisoned at every launch).
-  static std::mutex device;
-  const std::lock_guard one_at_a_time(device);
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   const size_t smem_limit = max_dynamic_shared(fn);
@@ -706,53 +886,22 @@ void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dy
         "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem (at "
         "most {} B for this kernel)",
         kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem, smem_limit));
-  LaunchCounts counts{kernel};
-  g.counts = &counts;
-  Orderer orderer(host.schedule);
-  std::vector<unsigned> block_order(blocks);
-  orderer.fill(block_order);
-  // One Block reused for every block of the grid: each starts with fresh threads and poisoned
-  // (NaN) shared memory.
-  Block b{kernel,
-          std::vector<Thread>(threads),
-          std::vector<uint64_t>(2 * threads),
-          std::vector<uint64_t>((dynamic_smem + 7) / 8 + kRedZoneWords),
-          std::vector<unsigned>(threads),
-          0,
-          {},
-          hazard_check() ? &host.detector : nullptr};
-  b.dyn_bytes = dynamic_smem;
-  b.warp_sums.resize(2 * ((threads + 31) / 32));
-  if (b.detector) prepare(*b.detector, 8 * b.dyn_smem.size(), threads);
-  // Static shared memory starts poisoned (NaN) in every launch; what one block leaves for the next
-  // is the detector's to report (an uninitialized read), the memset being too dear per block.
-  if (g_static_shared_bytes) std::memset(__start_tandem_shared, 0xff, g_static_shared_bytes);
-  for (unsigned linear : block_order) {
-    std::fill(b.dyn_smem.begin(), b.dyn_smem.end(), ~uint64_t{0});
-    if (b.detector) begin_block(*b.detector);
-    const uint3 bidx{linear % grid.x, linear / grid.x % grid.y, linear / (grid.x * grid.y)};
-    for (unsigned i = 0; i < threads; ++i)
-      b.threads[i] = {
-          {},
-          Park::running,
-          0,
-          false,
-          {{i % block.x, i / block.x % block.y, i / (block.x * block.y)}, bidx, block, grid}};
-    g.block = &b;
-    try {
-      run_block(b, body, orderer);
-    } catch (...) {
-      g.block = nullptr, g.counts = nullptr;
-      throw;
-    }
-    g.block = nullptr;
-    if (b.detector && b.detector->first) {
-      g.counts = nullptr;
-      throw HazardError(*b.detector->first, b.detector->count);
-    }
+  Grid shared(kernel, grid, block, dynamic_smem, host.schedule, body);
+  const int workers = int(std::min<uint64_t>(uint64_t(host.block_workers), blocks));
+  std::vector<LaunchCounts> counts(size_t(workers), LaunchCounts{kernel});
+  if (workers == 1) {
+    run_blocks(shared, counts[0]);
+  } else {
+    thread_local BlockWorkers pool;
+    pool.run(workers, [&](int w) { run_blocks(shared, counts[size_t(w)]); });
   }
-  g.counts = nullptr;
-  host.log.push_back(std::move(counts));
+  if (shared.failure) std::rethrow_exception(shared.failure);
+  for (size_t w = 1; w < counts.size(); ++w)
+    for (int c = 0; c < kTrafficClasses; ++c) {
+      counts[0].read[size_t(c)] += counts[w].read[size_t(c)];
+      counts[0].written[size_t(c)] += counts[w].written[size_t(c)];
+    }
+  host.log.push_back(std::move(counts[0]));
 }
 
 bool hazard_check_built() {
@@ -822,6 +971,13 @@ HazardError::HazardError(const Hazard& first, uint64_t count)
 LaunchLog take_launch_log() { return std::exchange(host.log, {}); }
 
 void set_schedule(const Schedule& s) { host.schedule = s; }
+
+void set_block_workers(int n) {
+  if (n < 1 || n > kMaxBlockWorkers)
+    throw std::runtime_error(
+        fmt::format("emu: {} block workers, expected 1 to {}", n, kMaxBlockWorkers));
+  host.block_workers = n;
+}
 
 }  // namespace tandem::emu
 

@@ -44,11 +44,13 @@ struct dim3 {
 #define __device__
 #define __host__
 #define __forceinline__ inline
-// One instance per kernel (blocks run one after another), all of them in one linker section so
-// that the emulator can poison them before every launch and watch them for hazards (emu.cpp).
-// `used`: the optimizer must keep every access (a static whose address never escapes would
-// otherwise be folded: an unwritten field read as its zero initializer, untraced).
-#define __shared__ __attribute__((section("tandem_shared"), used)) static
+// One instance per kernel and host thread (a host thread runs one block at a time; launches and
+// blocks on other host threads have their own), all of them in one thread-local linker section
+// so that the emulator can find a thread's instances, poison them before every launch and watch
+// them for hazards (emu.cpp). `used`: the optimizer must keep every access (a static whose
+// address never escapes would otherwise be folded: an unwritten field read as its zero
+// initializer, untraced).
+#define __shared__ __attribute__((section("tandem_shared"), used)) static thread_local
 #define __launch_bounds__(...)
 
 namespace tandem::emu {

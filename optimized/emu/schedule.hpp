@@ -15,6 +15,12 @@ struct Schedule {
   std::string name() const;
 };
 
+// How many host threads run the blocks of a launch from this host thread (1, the default: the
+// launching thread alone), in [1, kMaxBlockWorkers]. Results, byte counts and hazard reports do
+// not depend on it (a block's thread orders come from its own stream of the schedule).
+inline constexpr int kMaxBlockWorkers = 64;
+void set_block_workers(int n);
+
 // The schedules every kernel test runs under (at least three, DESIGN section 3).
 std::vector<Schedule> test_schedules();
 // Parses "in-order", "reversed" or "shuffled:SEED"; BadInput otherwise.

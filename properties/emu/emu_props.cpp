@@ -1,10 +1,13 @@
 // optimized/emu: CUDA semantics on the CPU, schedules that expose races, byte counting.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "core/device_limits.hpp"
 #include "core/error.hpp"
@@ -131,6 +134,71 @@ TEST(Emu, CountsGlobalBytesPerLaunch) {
   EXPECT_EQ(c.read_bytes(Traffic::activation), 4000u);
   EXPECT_EQ(c.written_bytes(Traffic::activation), 4000u);
   EXPECT_EQ(c.bytes(Traffic::weight), 0u);
+}
+
+// Sets this host thread's block workers for a scope, back to one at the end.
+class BlockWorkersScope {
+ public:
+  explicit BlockWorkersScope(int n) { emu::set_block_workers(n); }
+  ~BlockWorkersScope() { emu::set_block_workers(1); }
+  BlockWorkersScope(const BlockWorkersScope&) = delete;
+  BlockWorkersScope& operator=(const BlockWorkersScope&) = delete;
+};
+
+// Blocks on several host threads: each has its own static __shared__ instance (a shared one would
+// mix the blocks' sums), global atomics are atomic across them, byte counts add up, and every
+// result is the one blocks run one after another give (a block's thread orders are its own).
+TEST(EmuBlockWorkers, ResultsAndCountsDoNotDependOnThem) {
+  constexpr int kBlocks = 40, kBlock = 64;
+  std::vector<int> in(kBlocks * kBlock);
+  std::iota(in.begin(), in.end(), 0);
+  std::vector<int> sums(kBlocks);
+  for (int b = 0; b < kBlocks; ++b) sums[b] = kBlock * kBlock * b + kBlock * (kBlock - 1) / 2;
+  std::vector<float> values(kBlocks * kBlock);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::ldexp(1.0f + float(i % 7), int(i % 9));
+  const LaunchCounts one_copy = emu_test::vector_copy_counts(100000);
+  for (const auto& s : emu::test_schedules()) {
+    const auto reductions = emu_test::warp_reductions(values, kBlock, false, s);
+    for (const int workers : {2, 3, 8}) {
+      const BlockWorkersScope scope(workers);
+      const std::string where = fmt::format("{} workers, {}", workers, s.name());
+      EXPECT_EQ(emu_test::static_shared_block_sums(in, kBlock, s), sums) << where;
+      EXPECT_EQ(emu_test::dynamic_shared_block_sums(in, kBlock, s), sums) << where;
+      EXPECT_EQ(emu_test::atomic_count(kBlocks, 96, s), kBlocks * 96) << where;
+      const auto ids = emu_test::thread_ids(5, 3, 8, 4, s);
+      for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<int>(i)) << where;
+      const auto again = emu_test::warp_reductions(values, kBlock, false, s);
+      EXPECT_EQ(again.one_exchange, reductions.one_exchange) << where;
+      EXPECT_EQ(again.shuffles, reductions.shuffles) << where;
+      const LaunchCounts copy = emu_test::vector_copy_counts(100000);
+      EXPECT_EQ(copy.read, one_copy.read) << where;
+      EXPECT_EQ(copy.written, one_copy.written) << where;
+    }
+  }
+  EXPECT_THROW(emu::set_block_workers(0), std::runtime_error);
+  EXPECT_THROW(emu::set_block_workers(emu::kMaxBlockWorkers + 1), std::runtime_error);
+}
+
+// Launches from several host threads at once (verify's rows): each thread's blocks use its own
+// static __shared__ instance.
+TEST(EmuBlockWorkers, LaunchesFromSeveralHostThreadsRunAtOnce) {
+  constexpr int kBlocks = 16, kBlock = 64;
+  std::vector<int> in(kBlocks * kBlock);
+  std::iota(in.begin(), in.end(), 0);
+  const auto want = emu_test::static_shared_block_sums(in, kBlock, {});
+  std::atomic<int> wrong{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 3; ++t)
+      threads.emplace_back([&, t] {
+        const BlockWorkersScope scope(1 + t);
+        for (int k = 0; k < 20; ++k)
+          wrong += emu_test::static_shared_block_sums(in, kBlock,
+                                                      emu::test_schedules()[size_t(t)]) != want;
+      });
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(Emu, DivergentBarrierIsReportedNotHung) {
@@ -300,6 +368,26 @@ TEST(EmuHazards, DynamicSharedMemoryPastTheLaunchsSize) {
   EXPECT_EQ(h.offset, (emu_test::kHazardBlock + 1) * sizeof(int));
   EXPECT_EQ(h.dynamic_bytes, emu_test::kHazardBlock * sizeof(int));
   EXPECT_NE(h.describe().find("past the 256 B the launch has"), std::string::npos) << h.describe();
+}
+
+// The report is the first failing block's in the schedule's block order, whichever host thread
+// ran it: every block before it has run when the launch stops.
+TEST(EmuHazards, ReportsDoNotDependOnBlockWorkers) {
+  REQUIRE_HAZARD_CHECK();
+  int reported = 0;
+  for (int p = 0; p <= int(Pattern::word_write_then_byte_write); ++p)
+    for (const auto& s : emu::test_schedules()) {
+      const auto one = emu_test::hazard_of(Pattern(p), s);
+      const uint64_t count = emu_test::hazard_count_of(Pattern(p), s);
+      const BlockWorkersScope scope(2);
+      const auto two = emu_test::hazard_of(Pattern(p), s);
+      ASSERT_EQ(one.has_value(), two.has_value()) << "pattern " << p << ", " << s.name();
+      if (!one) continue;
+      ++reported;
+      EXPECT_EQ(one->describe(), two->describe()) << "pattern " << p << ", " << s.name();
+      EXPECT_EQ(count, emu_test::hazard_count_of(Pattern(p), s));
+    }
+  EXPECT_GT(reported, 30);
 }
 
 TEST(EmuHazards, OffMeansUnchecked) {

@@ -62,8 +62,8 @@ __global__ void warp_reductions_kernel(const float* in, float* one_exchange, flo
 
 __global__ void atomic_count_kernel(int* counter) { atomicAdd(counter, 1); }
 
-__global__ void dynamic_shared_kernel(const int* in, int* out) {
-  TANDEM_DYNAMIC_SHARED(int, s);
+// The block's sum of its slice of `in` through shared memory `s` [blockDim.x].
+__device__ void block_sum(int* s, const int* in, int* out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   s[threadIdx.x] = ld(in + i, Traffic::activation);
   __syncthreads();
@@ -72,6 +72,16 @@ __global__ void dynamic_shared_kernel(const int* in, int* out) {
     for (unsigned k = 0; k < blockDim.x; ++k) sum += s[k];
     st(out + blockIdx.x, sum, Traffic::activation);
   }
+}
+
+__global__ void dynamic_shared_kernel(const int* in, int* out) {
+  TANDEM_DYNAMIC_SHARED(int, s);
+  block_sum(s, in, out);
+}
+
+__global__ void static_shared_kernel(const int* in, int* out) {
+  __shared__ int s[kMaxBlock];
+  block_sum(s, in, out);
 }
 
 __global__ void thread_id_kernel(int* out) {
@@ -263,6 +273,16 @@ std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block
   std::vector<int> out(in.size() / block, -1);
   TANDEM_LAUNCH("dynamic_shared", dynamic_shared_kernel, dim3(unsigned(out.size())), dim3(block),
                 block * sizeof(int), in.data(), out.data());
+  emu::take_launch_log();
+  return out;
+}
+
+std::vector<int> static_shared_block_sums(const std::vector<int>& in, int block,
+                                          const emu::Schedule& s) {
+  emu::set_schedule(s);
+  std::vector<int> out(in.size() / block, -1);
+  TANDEM_LAUNCH("static_shared", static_shared_kernel, dim3(unsigned(out.size())), dim3(block), 0,
+                in.data(), out.data());
   emu::take_launch_log();
   return out;
 }

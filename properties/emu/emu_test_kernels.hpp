@@ -34,6 +34,9 @@ int atomic_count(int grid, int block, const emu::Schedule& s);
 // Block sums through dynamic shared memory of `block` ints; one output per block.
 std::vector<int> dynamic_shared_block_sums(const std::vector<int>& in, int block,
                                            const emu::Schedule& s);
+// The same through a static __shared__ array (block <= 256).
+std::vector<int> static_shared_block_sums(const std::vector<int>& in, int block,
+                                          const emu::Schedule& s);
 // The same sums (64 threads, one block) with `smem` bytes of dynamic shared memory, the kernel's
 // attribute set to `allow` bytes first (cudaFuncSetAttribute; 0: back to the default).
 int dynamic_shared_sum(size_t smem, size_t allow);
