@@ -26,6 +26,9 @@ struct RunOptions {
   // emu only: host threads running a launch's blocks, in [1, emu::kMaxBlockWorkers]; results,
   // byte counts and hazard reports do not depend on it.
   int block_workers = 1;
+  // emu verify rows: rerun under every test schedule (off: the row's own run under `schedule`
+  // only; the specificity campaign draws one schedule per config, the hazard detector watching).
+  bool rerun_schedules = true;
 };
 // --block-threads: a multiple of 32 (whole warps) up to `max`; `why` says what bounds it.
 void validate_block_threads(const RunOptions& opt, int max, std::string_view why);

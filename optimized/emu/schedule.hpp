@@ -13,6 +13,9 @@ struct Schedule {
   Order order = Order::in_order;
   uint64_t seed = 0;  // for Order::shuffled
   std::string name() const;
+  bool operator==(const Schedule& o) const {
+    return order == o.order && (order != Order::shuffled || seed == o.seed);
+  }
 };
 
 // How many host threads run the blocks of a launch from this host thread (1, the default: the
