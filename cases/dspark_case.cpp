@@ -457,10 +457,10 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
   const VerifyOutputs want = reference::dspark_verify(in), got = run_dspark_verify(in, opt);
   reference::check_verifier_outputs(in, got);
   row.launches = got.launches;
-  auto same = [&](const VerifyOutputs& o) {
-    return o.accepted == want.accepted && o.emitted.data == want.emitted.data;
+  auto same = [](const VerifyOutputs& a, const VerifyOutputs& b) {
+    return a.accepted == b.accepted && a.emitted.data == b.emitted.data;
   };
-  row.pass = same(got);
+  row.pass = same(got, want);
   row.margin = row.pass ? 1 : 0;
   row.worst_tensor = "decisions";
   int accepted = 0;
@@ -471,7 +471,8 @@ VerifyRow verify_dspark(const ModelConfig& model, bool greedy, const RunOptions&
     row.detail = "accept/reject or tokens differ from the reference";
   if (opt.backend != Backend::emu) return row;
   check_schedules(
-      row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); }, same);
+      row, opt, [&](const RunOptions& o) { return run_dspark_verify(in, o); },
+      [&](const VerifyOutputs& o) { return same(o, got); });
   check_against_sim(row, got.launches, sim::predict_dspark_verify(in, want));
   return row;
 }
@@ -523,15 +524,15 @@ VerifyRow verify_dspark_decode(const ModelConfig& model,
   };
   const DsparkDecode want = dspark_decode(c, drafter, model.seed, c.requests, greedy, kSteps,
                                           reference::dspark_verify, &memo);
-  auto same = [&](const DsparkDecode& d) {
-    if (d.decode.text != want.decode.text) return false;
-    for (size_t r = 0; r < d.decode.stats.size(); ++r)
-      if (d.decode.stats[r].accepted_per_step != want.decode.stats[r].accepted_per_step)
-        return false;
+  auto same = [](const DsparkDecode& a, const DsparkDecode& b) {
+    if (a.decode.text != b.decode.text || a.decode.stats.size() != b.decode.stats.size())
+      return false;
+    for (size_t r = 0; r < a.decode.stats.size(); ++r)
+      if (a.decode.stats[r].accepted_per_step != b.decode.stats[r].accepted_per_step) return false;
     return true;
   };
   const DsparkDecode got = decode(opt, &row.launches);
-  row.pass = same(got);
+  row.pass = same(got, want);
   row.margin = row.pass ? 1 : 0;
   row.worst_tensor = "text";
   int accepted = 0, admitted = 0;
@@ -548,7 +549,8 @@ VerifyRow verify_dspark_decode(const ModelConfig& model,
     row.first_divergence = "text", row.detail = "decoded texts differ from the reference's";
   if (opt.backend != Backend::emu) return row;
   check_schedules(
-      row, opt, [&](const RunOptions& o) { return decode(o, nullptr); }, same);
+      row, opt, [&](const RunOptions& o) { return decode(o, nullptr); },
+      [&](const DsparkDecode& d) { return same(d, got); });
   check_against_sim(row, row.launches, predicted);
   return row;
 }

@@ -93,10 +93,11 @@ SparseAttnReference run_sparse_attn_reference(const SparseAttnInputs& in) {
                         tensor_cast<double>(base.lse)};
   // A token's lse row holds one value per head: orders enough for 64 draws a row. Each draw
   // sums the records in another order, and the scores' dot products alternately as a warp does
-  // and in another rotation (with one record, the dot's order is the only thing to draw).
+  // and in naive_dot's other orders, pairwise and rotations both ways (with one record, the dot's
+  // order is the only thing to draw).
   const int64_t runs = std::max<int64_t>(2, (kMinRowErrorDraws + in.heads - 1) / in.heads);
   for (int64_t k = 1; k < runs; ++k) {
-    const reference::ScopedSumOrder scoped(k % 2 == 1 ? reference::kWarpSumOrder : int(k));
+    const reference::ScopedSumOrder scoped(k % 2 == 1 ? reference::kWarpSumOrder : int(k / 2));
     const auto other = reference::sparse_attn<float, bf16>(reordered(in, uint32_t(k)));
     keep_farthest(r.o_baseline, tensor_cast<double>(other.o), r.o);
     keep_farthest(r.lse_baseline, tensor_cast<double>(other.lse), r.lse);

@@ -816,7 +816,7 @@ struct Grid {
 
 // Runs blocks of the grid on this host thread, taking the next position as it comes free, with
 // its own Block, static __shared__ instance, detector and byte counts.
-void run_blocks(Grid& grid, LaunchCounts& counts) {
+void take_blocks(Grid& grid, LaunchCounts& counts) {
   const uint64_t threads = uint64_t{grid.block.x} * grid.block.y * grid.block.z;
   // One Block reused for every block this thread runs: each starts with fresh threads and
   // poisoned (NaN) shared memory.
@@ -860,6 +860,16 @@ void run_blocks(Grid& grid, LaunchCounts& counts) {
       grid.fail(at, std::current_exception());
       break;
     }
+  }
+}
+
+// take_blocks on this host thread; never throws (a worker thread cannot): what goes wrong before
+// the first block (its memory, the static __shared__ lookup) is the grid's first failure.
+void run_blocks(Grid& grid, LaunchCounts& counts) noexcept {
+  try {
+    take_blocks(grid, counts);
+  } catch (...) {
+    grid.fail(0, std::current_exception());
   }
   g = Current{};
 }

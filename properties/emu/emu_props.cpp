@@ -180,6 +180,32 @@ TEST(EmuBlockWorkers, ResultsAndCountsDoNotDependOnThem) {
   EXPECT_THROW(emu::set_block_workers(emu::kMaxBlockWorkers + 1), std::runtime_error);
 }
 
+// A block's thread order is its own stream of the schedule, whichever host thread runs it and
+// after whichever blocks: the racy kernel through dynamic shared memory (NaN where a neighbour had
+// not yet written: the bits follow the order; the detector off) gives the same bits on 1, 3 or 8
+// workers, and the shuffled schedule's differ from the in-order one's.
+TEST(EmuBlockWorkers, ABlocksThreadOrderIsItsOwn) {
+  const HazardCheckScope off(false);
+  constexpr int kBlocks = 24;
+  const auto in = iota_floats(kBlocks * 64);
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+    return b;
+  };
+  const auto schedules = emu::test_schedules();
+  EXPECT_NE(bits(emu_test::racy_dynamic_neighbour_sum(in, schedules[0], kBlocks)),
+            bits(emu_test::racy_dynamic_neighbour_sum(in, schedules[2], kBlocks)));
+  for (const auto& s : schedules) {
+    const auto one = bits(emu_test::racy_dynamic_neighbour_sum(in, s, kBlocks));
+    for (const int workers : {3, 8}) {
+      const BlockWorkersScope scope(workers);
+      EXPECT_EQ(bits(emu_test::racy_dynamic_neighbour_sum(in, s, kBlocks)), one)
+          << workers << ", " << s.name();
+    }
+  }
+}
+
 // Launches from several host threads at once (verify's rows): each thread's blocks use its own
 // static __shared__ instance.
 TEST(EmuBlockWorkers, LaunchesFromSeveralHostThreadsRunAtOnce) {
@@ -388,6 +414,22 @@ TEST(EmuHazards, ReportsDoNotDependOnBlockWorkers) {
       EXPECT_EQ(count, emu_test::hazard_count_of(Pattern(p), s));
     }
   EXPECT_GT(reported, 30);
+  // Every block of the racy kernel races: the report is the first block of the schedule's
+  // order, not the first to fail in time, however the blocks spread over the workers.
+  const auto in = iota_floats(24 * 64);
+  for (const auto& s : emu::test_schedules()) {
+    auto first_block = [&] {
+      try {
+        emu_test::racy_neighbour_sum(in, s, 24);
+      } catch (const emu::HazardError& e) {
+        return std::to_string(e.first().block[0]) + ": " + e.first().describe();
+      }
+      return std::string("no hazard");
+    };
+    const std::string one = first_block();
+    const BlockWorkersScope scope(8);
+    for (int k = 0; k < 5; ++k) EXPECT_EQ(first_block(), one) << s.name();
+  }
 }
 
 TEST(EmuHazards, OffMeansUnchecked) {

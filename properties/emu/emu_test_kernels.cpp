@@ -13,18 +13,27 @@ constexpr int kMaxBlock = 256;
 
 __global__ void racy_neighbour_sum_kernel(const float* in, float* out, int n) {
   __shared__ float s[kMaxBlock];
-  const int i = threadIdx.x;
-  s[i] = ld(in + i, Traffic::activation);
+  const int i = threadIdx.x, at = blockIdx.x * n + i;
+  s[i] = ld(in + at, Traffic::activation);
   // BUG (deliberate): no __syncthreads() here.
-  st(out + i, s[i] + s[(i + 1) % n], Traffic::activation);
+  st(out + at, s[i] + s[(i + 1) % n], Traffic::activation);
+}
+
+// The racy sum through dynamic shared memory, which every block starts with poisoned.
+__global__ void racy_dynamic_neighbour_sum_kernel(const float* in, float* out, int n) {
+  TANDEM_DYNAMIC_SHARED(float, s);
+  const int i = threadIdx.x, at = blockIdx.x * n + i;
+  s[i] = ld(in + at, Traffic::activation);
+  // BUG (deliberate): no __syncthreads() here.
+  st(out + at, s[i] + s[(i + 1) % n], Traffic::activation);
 }
 
 __global__ void neighbour_sum_kernel(const float* in, float* out, int n) {
   __shared__ float s[kMaxBlock];
-  const int i = threadIdx.x;
-  s[i] = ld(in + i, Traffic::activation);
+  const int i = threadIdx.x, at = blockIdx.x * n + i;
+  s[i] = ld(in + at, Traffic::activation);
   __syncthreads();
-  st(out + i, s[i] + s[(i + 1) % n], Traffic::activation);
+  st(out + at, s[i] + s[(i + 1) % n], Traffic::activation);
 }
 
 __global__ void warp_shuffle_kernel(const int* in, int* xor_sum, int* broadcast, int* down) {
@@ -219,23 +228,35 @@ __global__ void hazard_pattern_kernel(Pattern pattern, int* out) {
   if (blockIdx.x == 0) st(out + id, s[id] + got, Traffic::activation);
 }
 
-std::vector<float> neighbour(const std::vector<float>& in, const emu::Schedule& s, bool racy) {
+enum class Neighbour { racy, racy_dynamic, synced };
+
+std::vector<float> neighbour(const std::vector<float>& in, const emu::Schedule& s, Neighbour k,
+                             int blocks) {
   emu::set_schedule(s);
   std::vector<float> out(in.size(), NAN);
-  const int n = static_cast<int>(in.size());
-  auto kernel = racy ? racy_neighbour_sum_kernel : neighbour_sum_kernel;
-  TANDEM_LAUNCH("neighbour_sum", kernel, dim3(1), dim3(n), 0, in.data(), out.data(), n);
+  const int n = static_cast<int>(in.size()) / blocks;
+  auto kernel = k == Neighbour::racy           ? racy_neighbour_sum_kernel
+                : k == Neighbour::racy_dynamic ? racy_dynamic_neighbour_sum_kernel
+                                               : neighbour_sum_kernel;
+  const size_t smem = k == Neighbour::racy_dynamic ? n * sizeof(float) : 0;
+  TANDEM_LAUNCH("neighbour_sum", kernel, dim3(unsigned(blocks)), dim3(n), smem, in.data(),
+                out.data(), n);
   emu::take_launch_log();
   return out;
 }
 
 }  // namespace
 
-std::vector<float> racy_neighbour_sum(const std::vector<float>& in, const emu::Schedule& s) {
-  return neighbour(in, s, true);
+std::vector<float> racy_neighbour_sum(const std::vector<float>& in, const emu::Schedule& s,
+                                      int blocks) {
+  return neighbour(in, s, Neighbour::racy, blocks);
+}
+std::vector<float> racy_dynamic_neighbour_sum(const std::vector<float>& in, const emu::Schedule& s,
+                                              int blocks) {
+  return neighbour(in, s, Neighbour::racy_dynamic, blocks);
 }
 std::vector<float> neighbour_sum(const std::vector<float>& in, const emu::Schedule& s) {
-  return neighbour(in, s, false);
+  return neighbour(in, s, Neighbour::synced, 1);
 }
 
 WarpResults warp_shuffles(const std::vector<int>& in, int block, const emu::Schedule& s) {

@@ -12,8 +12,14 @@
 namespace tandem::emu_test {
 
 // out[i] = in[i] + in[(i+1) % n] through shared memory, WITHOUT a barrier between the write and
-// the neighbour's read: a data race the schedules must expose.
-std::vector<float> racy_neighbour_sum(const std::vector<float>& in, const emu::Schedule& s);
+// the neighbour's read: a data race the schedules must expose. `blocks` blocks, each of
+// in.size() / blocks threads summing its own slice.
+std::vector<float> racy_neighbour_sum(const std::vector<float>& in, const emu::Schedule& s,
+                                      int blocks = 1);
+// The same through dynamic shared memory, which each block starts with poisoned (NaN): what a
+// block computes follows its own thread order only, not what an earlier block left.
+std::vector<float> racy_dynamic_neighbour_sum(const std::vector<float>& in, const emu::Schedule& s,
+                                              int blocks);
 // The same with __syncthreads(): race-free.
 std::vector<float> neighbour_sum(const std::vector<float>& in, const emu::Schedule& s);
 // Per warp: butterfly sum (xor), broadcast of lane 3 (shfl) and shift by 1 (down), as integers.
