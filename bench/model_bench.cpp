@@ -30,7 +30,9 @@ void BM_ModelOptimized(benchmark::State& st, Backend backend) {
   }
   static const ModelWeights w = optimized_model_weights(weights());
   const ModelPrompt p = bench_prompt(st);
-  for (auto _ : st) benchmark::DoNotOptimize(run_model(tiny(), w, p, {backend, {}, 128}));
+  // range(1): the emulator's block workers (host threads running each launch's blocks).
+  const RunOptions opt{backend, {}, 128, static_cast<int>(st.range(1))};
+  for (auto _ : st) benchmark::DoNotOptimize(run_model(tiny(), w, p, opt));
   st.counters["tokens"] = benchmark::Counter(static_cast<double>(st.range(0)),
                                              benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -69,8 +71,15 @@ void BM_ModelBaseline(benchmark::State& st) {
                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
-BENCHMARK_CAPTURE(BM_ModelOptimized, emu, Backend::emu)->Arg(12)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_ModelOptimized, cuda, Backend::cuda)->Arg(256)->Unit(benchmark::kMillisecond);
+// Args: tokens, block workers.
+BENCHMARK_CAPTURE(BM_ModelOptimized, emu, Backend::emu)
+    ->Args({12, 1})
+    ->Args({12, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ModelOptimized, cuda, Backend::cuda)
+    ->Args({256, 1})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ModelDecodeStep, emu, Backend::emu)->Arg(12)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ModelDecodeStep, cuda, Backend::cuda)->Arg(256)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ModelReference)->Arg(12)->Unit(benchmark::kMillisecond);
