@@ -1,9 +1,10 @@
-// The emulator's scheduler: one Boost.Context fiber per CUDA thread of a block; blocks run one
-// after another. A fiber runs until it reaches a barrier (__syncthreads, or the warp barrier
-// inside a shuffle) or ends, then switches straight to the next thread of the round; when every
-// thread is parked, the barrier whose participants have all arrived is released and the parked
-// threads resume in the schedule's order. A shuffle costs each lane one barrier (one switch):
-// switches dominate the emulator's time (bench/, README "Emulator speed").
+// The emulator's scheduler: one Boost.Context fiber per CUDA thread of a block; a host thread
+// runs one block at a time (a launch's blocks on RunOptions::block_workers of them). A fiber runs
+// until it reaches a barrier (__syncthreads, or the warp barrier inside a shuffle) or ends, then
+// switches straight to the next thread of the round; when every thread is parked, the barrier whose
+// participants have all arrived is released and the parked threads resume in the schedule's order.
+// A shuffle costs each lane one barrier (one switch): switches dominate the emulator's time
+// (bench/, README "Emulator speed").
 #include "optimized/emu/emu.hpp"
 
 #include <dlfcn.h>
@@ -182,9 +183,12 @@ struct Current {
   Thread* thread = nullptr;
   LaunchCounts* counts = nullptr;
   Thread* switched_from = nullptr;  // whose continuation the resumed side keeps; null: scheduler
-  // This host thread's instance of the kernels' static __shared__ (set while it runs blocks).
-  uintptr_t static_base = 0;
-  size_t static_bytes = 0;
+  // While this host thread runs blocks: the Block whose shared memory the detector watches (null:
+  // the check is off), this thread's instance of the kernels' static __shared__ and the Block's
+  // dynamic shared memory with its red zone (what every traced access compares its address with).
+  Block* checked = nullptr;
+  uintptr_t static_base = 0, dynamic_base = 0;
+  size_t static_bytes = 0, dynamic_bytes = 0;
 };
 constinit thread_local Current g;
 
@@ -487,15 +491,13 @@ inline void check_shared(Block& b, bool dynamic, size_t offset, size_t limit, un
 // Every traced load and store of the kernel sources comes here: most are global memory or the
 // fiber's stack and return at once (kept small: it runs for every access).
 inline void trace(const void* p, unsigned size, Access a, const void* pc) {
-  Block* b = g.block;
-  if (!b || !b->detector || !g.thread) return;
+  Block* b = g.checked;
+  if (!b || !g.thread) return;
   const auto addr = reinterpret_cast<uintptr_t>(p);
-  const auto dynamic_base = reinterpret_cast<uintptr_t>(b->dyn_smem.data());
-  const size_t dynamic_bytes = 8 * b->dyn_smem.size();
   if (addr - g.static_base < g.static_bytes)
     check_shared(*b, false, addr - g.static_base, g.static_bytes, size, a, pc);
-  else if (addr - dynamic_base < dynamic_bytes)
-    check_shared(*b, true, addr - dynamic_base, dynamic_bytes, size, a, pc);
+  else if (addr - g.dynamic_base < g.dynamic_bytes)
+    check_shared(*b, true, addr - g.dynamic_base, g.dynamic_bytes, size, a, pc);
 }
 
 template <class T>
@@ -836,7 +838,10 @@ void take_blocks(Grid& grid, LaunchCounts& counts) {
   // is the detector's to report (an uninitialized read), the memset being too dear per block.
   if (statics.bytes) std::memset(statics.base, 0xff, statics.bytes);
   g.counts = &counts;
+  g.checked = b.detector ? &b : nullptr;
   g.static_base = reinterpret_cast<uintptr_t>(statics.base), g.static_bytes = statics.bytes;
+  g.dynamic_base = reinterpret_cast<uintptr_t>(b.dyn_smem.data());
+  g.dynamic_bytes = 8 * b.dyn_smem.size();
   const dim3 gd = grid.grid, bd = grid.block;
   for (size_t at = grid.next++; at < grid.order.size() && at < grid.failed_at; at = grid.next++) {
     const unsigned linear = grid.order[at];
