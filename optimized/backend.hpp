@@ -23,8 +23,8 @@ struct RunOptions {
   Backend backend = Backend::emu;
   emu::Schedule schedule;   // emu only
   int block_threads = 128;  // threads per block, a multiple of 32
-  // emu only: host threads running a launch's blocks, in [1, emu::kMaxBlockWorkers]; results,
-  // byte counts and hazard reports do not depend on it.
+  // emu only: host threads running a launch's blocks, in [1, emu::kMaxBlockWorkers] (results,
+  // byte counts and hazard reports of kernels with independent blocks do not depend on it).
   int block_workers = 1;
   // emu verify rows: rerun under every test schedule (off: the row's own run under `schedule`
   // only; the specificity campaign draws one schedule per config, the hazard detector watching).

@@ -19,8 +19,9 @@ struct Schedule {
 };
 
 // How many host threads run the blocks of a launch from this host thread (1, the default: the
-// launching thread alone), in [1, kMaxBlockWorkers]. Results, byte counts and hazard reports do
-// not depend on it (a block's thread orders come from its own stream of the schedule).
+// launching thread alone), in [1, kMaxBlockWorkers]. For kernels whose blocks do not depend on
+// one another, results, byte counts and hazard reports do not depend on it (a block's thread
+// orders come from its own stream of the schedule; README "Blocks on host threads").
 inline constexpr int kMaxBlockWorkers = 64;
 void set_block_workers(int n);
 
