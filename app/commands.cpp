@@ -115,8 +115,12 @@ void check_release_widths(const ReleaseConfig& r, const std::string& source) {
         source, kMoeMaxExperts, kMoeMaxTopK, r.routed_experts, r.top_k);
 }
 
+// `refused`: the components listed under the table's heading as not run, with their reasons;
+// `not_run`: the JSON's list (those, and the components whose sections are missing, which the
+// heading names in `what`).
 int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, const RunOptions& opt,
-               bool json, std::ostream& out, const std::vector<std::string>& not_run = {}) {
+               bool json, std::ostream& out, const std::vector<std::string>& refused = {},
+               const std::vector<std::string>& not_run = {}) {
   const auto j = to_json(rows, what, not_run);
   if (json) {
     out << j.dump(2) << "\n";
@@ -125,8 +129,9 @@ int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, cons
                        opt.backend == Backend::emu ? emu::hazard_check()
                                                          ? ", shared memory checked for races"
                                                          : ", shared memory NOT checked for races"
-                                                   : "")
-        << render_table(rows) << (j["pass"].get<bool>() ? "all cases PASS\n" : "FAILED\n");
+                                                   : "");
+    for (const std::string& r : refused) out << "  not run: " << r << "\n";
+    out << render_table(rows) << (j["pass"].get<bool>() ? "all cases PASS\n" : "FAILED\n");
   }
   return j["pass"].get<bool>() ? 0 : 1;
 }
@@ -179,11 +184,9 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
   if (!chosen.missing_sections.empty())
     what +=
         fmt::format(" (not run, sections missing: {})", fmt::join(chosen.missing_sections, ", "));
-  if (!json)
-    for (const std::string& r : chosen.refused) what += "\n  not run: " + r;
   std::vector<std::string> not_run = chosen.refused;
   for (const std::string& c : chosen.missing_sections) not_run.push_back(c + ": sections missing");
-  return print_rows(rows, what, opt, json, out, not_run);
+  return print_rows(rows, what, opt, json, out, chosen.refused, not_run);
 }
 
 int cmd_golden_list(const std::string& dir, std::ostream& out) {

@@ -32,7 +32,7 @@ std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOp
 // own reading of the config (its sections, validated with their agreement). A section bad on
 // its own is bad input. An asked-for component without its sections, or whose sections do not
 // agree or exceed what it runs when joined, is bad input; unasked ones are listed as not run,
-// with the reason (V4.1-Flash's end-to-end model: its 64 heads).
+// with the reason (V4.1-Flash's end-to-end model: its Engram layers past its blocks).
 struct ConfigComponents {
   ComponentConfigs run;
   std::vector<std::string> missing_sections;  // components

@@ -34,12 +34,11 @@ constexpr std::string_view kTiny = R"({
 // hidden width with tables sized to the test (the primes above 1000, not 16,000,000), the
 // attention's 64 heads of 512, the indexer's 32 heads and top-512, the 128-token window, the
 // experts' hidden width (the layer mix is the tiny model's: only the end-to-end model, which
-// does not run here, reads it); DSpark's verification and decode over a quarter of the release's
-// vocabulary (32768 of 129,280: the whole one exceeds the section's budget; its last id stands in
-// for the noise id 128799) with 3 draft stages of 16 heads of 512 (the release's 64 exceed the
-// section's work budget with the training and decode passes) and the release's MoE (128 routed
-// experts of 2304, top-3, one shared) and norm epsilon, a 128-token window and 5 drafts at a
-// width of 64 (the release's 5120: issue 19), 3 requests; the vision
+// does not run here, reads it); DSpark's verification and decode over the release's vocabulary
+// (129,280, noise id 128799) with 3 draft stages of 64 heads of 512 and the release's MoE (128
+// routed experts of 2304, top-3, one shared) and norm epsilon, a 128-token window and 5 drafts
+// at a width of 64 (the release's 5120 needs ~86 GB for the drafter's weights and training in
+// double: past this machine's memory), 2 requests; the vision
 // tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
 // (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model reads
 // every section and is refused at these sizes (its Engram layers 1 and 14 are past the 4 blocks
@@ -52,11 +51,10 @@ constexpr std::string_view kV41Flash = R"({
   "engram": {"layer_ids": [1, 14], "max_order": 4, "heads": 8, "head_dim": 256,
              "table_base": 1000, "vocab": 129280, "compressed_vocab": 99092, "pad_id": 2,
              "seed": 0, "d": 5120, "norm_eps": 1e-20, "tokens": 2},
-  "dspark": {"vocab": 32768, "backbone_width": 64, "backbone_layers": 4, "width": 64,
-             "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 8, "heads": 16,
-             "experts": 128, "top_k": 3, "expert_hidden": 2304, "noise_id": 32767, "norm_eps": 1e-20,
-             "requests": 2,
-             "temperature": 1.0},
+  "dspark": {"vocab": 129280, "backbone_width": 64, "backbone_layers": 4, "width": 64,
+             "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 8, "heads": 64,
+             "experts": 128, "top_k": 3, "expert_hidden": 2304, "noise_id": 128799,
+             "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
              "experts": 384, "top_k": 6, "text_tokens": 8},
   "model": {"blocks": 4, "heads": 64, "ffn_hidden": 2304, "prompt_tokens": 2,

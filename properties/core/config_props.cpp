@@ -87,7 +87,9 @@ TEST(ModelConfig, SectionsAreValidatedWhenRead) {
   EXPECT_EQ(v41.shape.heads, 64);
   EXPECT_EQ(v41.shape.index_heads, 32);
   EXPECT_EQ(v41.shape.index_topk, 512);
-  EXPECT_EQ(v41.dspark.vocab, 32768);
+  EXPECT_EQ(v41.dspark.vocab, 129280);  // the whole vocabulary, its noise id and 64 heads
+  EXPECT_EQ(v41.dspark.noise_id, 128799);
+  EXPECT_EQ(v41.dspark.heads, 64);
   const ModelConfig v41_moe = builtin_model("v4.1-flash", {"residual", "model", "vision"});
   EXPECT_EQ(v41_moe.vision.width, 1024);
   EXPECT_EQ(v41_moe.vision.experts, 384);
