@@ -189,6 +189,32 @@ TEST(DsparkVerify, AcceptanceIsStrictAtTheBoundary) {
   for (int64_t r = 0; r < R; ++r) EXPECT_EQ(out.accepted[r], r % 2) << "request " << r;
 }
 
+// The inverse CDF draws the first token whose running sum passes the target strictly. Every
+// draft is accepted (p_t = p_d = 1 on it) and the bonus row is [u, 1 - u, 0, ...] for the bonus
+// draw's own uniform u (a multiple of 2^-24, so both weights and their total 1 are exact): the
+// target u x 1 equals token 0's running sum, so token 1 is drawn, and token 0 never when u = 0
+// (a weight of 0).
+TEST(DsparkVerify, TheInverseCdfPassesTheTargetStrictly) {
+  const int64_t R = 256, V = 64;
+  VerifyInputs in = single_row_batch(R, V, 59, false);
+  std::vector<float> certain(V, 0.0f);
+  certain[0] = 1.0f;
+  for (int64_t r = 0; r < R; ++r) {
+    set_row(in.p_draft, r, certain);
+    set_row(in.p_target, 2 * r, certain);
+    // The bonus row's uniform: the request's stream 1 at the position after its one draft.
+    const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+    std::vector<float> bonus(V, 0.0f);
+    bonus[0] = u, bonus[1] = 1.0f - u;
+    set_row(in.p_target, 2 * r + 1, bonus);
+  }
+  const VerifyOutputs out = verified_decisions(in);
+  for (int64_t r = 0; r < R; ++r) {
+    EXPECT_EQ(out.accepted[r], 1) << "request " << r;
+    EXPECT_EQ(out.emitted.data[r * 2 + 1], 1) << "request " << r;
+  }
+}
+
 // The inverse CDF's rounding fallbacks, as dspark_verify's and dspark_markov_draft's warps take
 // them (optimized/dspark.cuh warp_inverse_cdf): the first block whose sum passes the target is
 // the only one rescanned, and when its running sum does not pass the target (rounding), the draw

@@ -33,6 +33,12 @@ const reference::CompressionMap& small_map() {
   return m;
 }
 
+// A token id the small map compresses to `id`.
+int64_t token_compressing_to(int32_t id) {
+  const auto& m = small_map().map;
+  return std::find(m.begin(), m.end(), id) - m.begin();
+}
+
 Tensor<int64_t> addresses_of(const EngramConfig& c, const std::vector<int64_t>& compressed,
                              std::vector<int64_t> history = {}) {
   const auto tables = engram_tables(c).at(0);
@@ -115,7 +121,12 @@ RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
   const int64_t T = *rc::gen::inRange(1, 12);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  auto in = make_engram_inputs(c, small_map(), synthetic_token_ids(T, c.vocab, seed), 1, act, seed);
+  std::vector<int64_t> tokens = synthetic_token_ids(T, c.vocab, seed);
+  // Compressed id 0 is an id like any other (only negative ids are markers): a token that
+  // compresses to it, somewhere in most sequences.
+  if (*rc::gen::inRange(0, 4) != 0)
+    tokens[size_t(*rc::gen::inRange<int64_t>(0, T))] = token_compressing_to(0);
+  auto in = make_engram_inputs(c, small_map(), tokens, 1, act, seed);
   const int hist = *rc::gen::inRange(0, 4);
   for (int i = 0; i < hist; ++i) in.history.push_back(small_map().map[(seed >> (8 * i)) % 4096]);
   const auto ref = run_engram_reference(in);
@@ -149,7 +160,12 @@ RC_GTEST_PROP(EngramEmu, ASampledTableGivesTheWholeTablesOutputs, ()) {
   const int64_t T = *rc::gen::inRange(1, 12);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  auto in = make_engram_inputs(c, small_map(), synthetic_token_ids(T, c.vocab, seed), 1, act, seed);
+  std::vector<int64_t> tokens = synthetic_token_ids(T, c.vocab, seed);
+  // Compressed id 0 is an id like any other (only negative ids are markers): a token that
+  // compresses to it, somewhere in most sequences.
+  if (*rc::gen::inRange(0, 4) != 0)
+    tokens[size_t(*rc::gen::inRange<int64_t>(0, T))] = token_compressing_to(0);
+  auto in = make_engram_inputs(c, small_map(), tokens, 1, act, seed);
   in.history = {int64_t(seed % 3001), int64_t((seed >> 20) % 3001)};
   const auto ref = run_engram_reference(in);
   std::set<int64_t> rows;

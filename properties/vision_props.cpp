@@ -393,6 +393,27 @@ TEST(VisionGate, BiasUpdatesReduceImbalanceOnAStationaryLoad) {
   EXPECT_NE(in.bias_text, in.bias_vl);  // each modality balanced by its own bias
 }
 
+// Biased scores may all be negative (a bias below -sqrt(softplus(logit))): the lanes past the
+// last expert must still rank below every real one, never be chosen as experts E, E + 1, ...
+TEST(VisionGate, OnlyRealExpertsAreChosenWhenEveryBiasedScoreIsNegative) {
+  for (const int E : {8, 40}) {
+    MoeGateInputs in;
+    in.logits = Tensor<float>({2, E}, 0.0f);  // s = sqrt(softplus(0)) = 0.83
+    in.is_image = {0, 1};
+    in.bias_text.assign(size_t(E), -1.0f);
+    in.bias_vl.assign(size_t(E), -1.0f);
+    in.bias_text[7] = in.bias_vl[5] = -0.9f;
+    in.top_k = 3;
+    const std::vector<int32_t> want{7, 0, 1, 5, 0, 1};
+    EXPECT_EQ(reference::moe_gate<double>(in).experts.data, want) << E << " experts";
+    std::vector<Backend> backends{Backend::emu};
+    if (cuda_status().available) backends.push_back(Backend::cuda);
+    for (Backend b : backends)
+      EXPECT_EQ(run_moe_gate(in, {b, {}, 128}).experts.data, want)
+          << backend_name(b) << ", " << E << " experts";
+  }
+}
+
 RC_GTEST_PROP(VisionEmu, KernelsMatchReference, ()) {
   VisionCase c;
   c.image_w = *rc::gen::inRange(1, 120);
