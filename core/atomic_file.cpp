@@ -101,8 +101,8 @@ std::string FileReader::read(uint64_t offset, uint64_t count) const {
   return bytes;
 }
 
-std::string read_file(const std::filesystem::path& path, uint64_t max_bytes) {
-  const FileReader in(path);
+std::string read_file(const std::filesystem::path& path, uint64_t max_bytes, bool follow_symlinks) {
+  const FileReader in(path, follow_symlinks);
   if (in.size() > max_bytes)
     throw_bad_input("{}: {} bytes, over the limit of {} bytes for this kind of file", path.string(),
                     in.size(), max_bytes);

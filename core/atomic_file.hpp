@@ -25,8 +25,10 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
   write_file_atomic(path, std::span<const char>(text.data(), text.size()));
 }
 // Reads a whole regular file of at most `max_bytes`; anything else (missing, unreadable, a
-// directory, a device or FIFO, too large) is BadInput naming it.
-std::string read_file(const std::filesystem::path& path, uint64_t max_bytes = kMaxReadBytes);
+// directory, a device or FIFO, too large; a symlink with follow_symlinks false) is BadInput
+// naming it.
+std::string read_file(const std::filesystem::path& path, uint64_t max_bytes = kMaxReadBytes,
+                      bool follow_symlinks = true);
 // A regular file open for reads at offsets, for files too large to read whole (checkpoint
 // shards); opening anything else is BadInput naming it, as read_file.
 class FileReader {

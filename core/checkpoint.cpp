@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/atomic_file.hpp"
@@ -24,6 +25,33 @@ bool plain_file_name(const std::string& f) {
          f.find('\0') == std::string::npos;
 }
 
+// Released weights are finite: a NaN or an infinity (or an FP8 code for NaN) is a broken
+// checkpoint, refused naming the tensor (its rows would otherwise compare NaN with NaN).
+const Tensor<float>& finite(const Checkpoint& c, const std::string& name, const Tensor<float>& t) {
+  const auto bad =
+      std::find_if(t.data.begin(), t.data.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != t.data.end())
+    c.refuse(name,
+             fmt::format("element {} is {}; weights must be finite", bad - t.data.begin(), *bad));
+  return t;
+}
+// E4M3 codes: S.1111.111 is NaN (no infinities); E8M0 scales: 0xff is NaN. `rows`: the tensor's
+// rows `t` holds (read_rows), so that the message names the tensor's own row.
+const Tensor<uint8_t>& fp8_codes(const Checkpoint& c, const std::string& name,
+                                 const Tensor<uint8_t>& t, bool e8m0,
+                                 const std::vector<int64_t>& rows = {}) {
+  const auto bad = std::find_if(t.data.begin(), t.data.end(), [e8m0](uint8_t b) {
+    return e8m0 ? b == 0xff : (b & 0x7f) == 0x7f;
+  });
+  if (bad == t.data.end()) return t;
+  const int64_t at = bad - t.data.begin(), width = t.shape.back();
+  const std::string where =
+      rows.empty() ? fmt::format("byte {}", at)
+                   : fmt::format("row {} byte {}", rows[size_t(at / width)], at % width);
+  c.refuse(name, fmt::format("{} is {:#04x}, a NaN {} code; weights must be finite", where, *bad,
+                             e8m0 ? "E8M0" : "E4M3"));
+}
+
 template <class T>
 Tensor<T> typed(const std::string& bytes, const Shape& shape) {
   Tensor<T> t(shape);
@@ -32,7 +60,7 @@ Tensor<T> typed(const std::string& bytes, const Shape& shape) {
 }
 
 Tensor<float> read_f32(const Checkpoint& c, const std::string& name, const Shape& shape) {
-  return typed<float>(c.read(name, DType::F32, shape), shape);
+  return finite(c, name, typed<float>(c.read(name, DType::F32, shape), shape));
 }
 
 Tensor<float> bf16_as_float(const std::string& bytes, const Shape& shape) {
@@ -42,11 +70,13 @@ Tensor<float> bf16_as_float(const std::string& bytes, const Shape& shape) {
   return f;
 }
 
+Tensor<float> read_bf16(const Checkpoint& c, const std::string& name, const Shape& shape) {
+  return finite(c, name, bf16_as_float(c.read(name, DType::BF16, shape), shape));
+}
+
 // A tensor stored as F32 or BF16 (the gate vectors: DESIGN names no dtype), as floats.
 Tensor<float> read_f32_or_bf16(const Checkpoint& c, const std::string& name, const Shape& shape) {
-  if (c.find(name).dtype == DType::BF16)
-    return bf16_as_float(c.read(name, DType::BF16, shape), shape);
-  return read_f32(c, name, shape);
+  return c.find(name).dtype == DType::BF16 ? read_bf16(c, name, shape) : read_f32(c, name, shape);
 }
 
 HcSiteTensors read_hc_site(const Checkpoint& c, const std::string& prefix, int64_t d) {
@@ -57,16 +87,20 @@ HcSiteTensors read_hc_site(const Checkpoint& c, const std::string& prefix, int64
 Fp8BlockMatrix read_fp8_linear(const Checkpoint& c, const std::string& prefix, int64_t out,
                                int64_t in, int block) {
   const Shape scales{(out + block - 1) / block, (in + block - 1) / block};
-  return {block, typed<uint8_t>(c.read(prefix + ".weight", DType::F8_E4M3, {out, in}), {out, in}),
-          typed<uint8_t>(c.read(prefix + ".scale", DType::F8_E8M0, scales), scales)};
+  const std::string weight = prefix + ".weight", scale = prefix + ".scale";
+  return {block,
+          fp8_codes(c, weight, typed<uint8_t>(c.read(weight, DType::F8_E4M3, {out, in}), {out, in}),
+                    false),
+          fp8_codes(c, scale, typed<uint8_t>(c.read(scale, DType::F8_E8M0, scales), scales), true)};
 }
 
 }  // namespace
 
 Checkpoint::Checkpoint(const std::filesystem::path& dir)
     : dir_(dir), index_name_((dir / kCheckpointIndex).string()) {
+  // Not a symlink, as the shards: the checkpoint is the directory's own files.
   const nlohmann::json index =
-      parse_json(read_file(dir / kCheckpointIndex, kMaxJsonBytes), index_name_);
+      parse_json(read_file(dir / kCheckpointIndex, kMaxJsonBytes, false), index_name_);
   const JsonFields f(index, index_name_);
   f.reject_unknown({"metadata", "weight_map"});
   if (!f.has("weight_map")) throw_bad_input("{}: missing", f.where("weight_map"));
@@ -129,6 +163,10 @@ std::string Checkpoint::read(const std::string& name, DType dtype, const Shape& 
   return shard.read(e, 0, e.end - e.begin);
 }
 
+void Checkpoint::refuse(const std::string& name, const std::string& what) const {
+  throw_bad_input("{}: tensor '{}': {}", shard_of(name).name(), name, what);
+}
+
 std::string Checkpoint::read_rows(const std::string& name, DType dtype, const Shape& shape,
                                   const std::vector<int64_t>& rows) const {
   const StEntry& e = entry(name, dtype, shape);
@@ -156,8 +194,7 @@ LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int
   t.hc_attn = read_hc_site(c, p + "hc_attn", d);
   t.hc_ffn = read_hc_site(c, p + "hc_ffn", d);
   const int64_t E = r.routed_experts;
-  t.gate = {bf16_as_float(c.read(p + "ffn.gate.weight", DType::BF16, {E, d}), {E, d}),
-            read_f32(c, p + "ffn.gate.bias", {E}),
+  t.gate = {read_bf16(c, p + "ffn.gate.weight", {E, d}), read_f32(c, p + "ffn.gate.bias", {E}),
             r.vision ? read_f32(c, p + "ffn.gate.bias_vl", {E}) : Tensor<float>{}};
   if (!r.engram || engram_rows.empty()) return t;
   const auto& ids = r.engram->layer_ids;
@@ -168,12 +205,16 @@ LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int
   EngramTensors e;
   e.rows = engram_rows;
   const int64_t n = int64_t(engram_rows.size());
-  e.embed = typed<uint8_t>(
-      c.read_rows(p + "engram.embed.weight", DType::F8_E4M3, {tables.rows, hd}, engram_rows),
-      {n, hd});
-  e.embed_scale = typed<uint8_t>(
-      c.read_rows(p + "engram.embed.scale", DType::F8_E8M0, {tables.rows, hd / 32}, engram_rows),
-      {n, hd / 32});
+  const std::string embed = p + "engram.embed.weight", embed_scale = p + "engram.embed.scale";
+  e.embed = fp8_codes(
+      c, embed,
+      typed<uint8_t>(c.read_rows(embed, DType::F8_E4M3, {tables.rows, hd}, engram_rows), {n, hd}),
+      false, engram_rows);
+  e.embed_scale = fp8_codes(
+      c, embed_scale,
+      typed<uint8_t>(c.read_rows(embed_scale, DType::F8_E8M0, {tables.rows, hd / 32}, engram_rows),
+                     {n, hd / 32}),
+      true, engram_rows);
   e.wkv = read_fp8_linear(c, p + "engram.wkv", 5 * d, in, r.fp8_block);
   e.q_weight = read_f32_or_bf16(c, p + "engram.q_weight", {4, d});
   e.k_weight = read_f32_or_bf16(c, p + "engram.k_weight", {4, d});

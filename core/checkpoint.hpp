@@ -40,6 +40,8 @@ class Checkpoint {
   // a row outside [0, shape[0]) is BadInput naming the tensor.
   std::string read_rows(const std::string& name, DType dtype, const Shape& shape,
                         const std::vector<int64_t>& rows) const;
+  // BadInput naming the tensor and its shard: "<shard>: tensor '<name>': <what>".
+  [[noreturn]] void refuse(const std::string& name, const std::string& what) const;
 
  private:
   const SafetensorsFile& shard_of(const std::string& name) const;

@@ -106,6 +106,8 @@ EngramConfig parse_engram_layout(const JsonFields& f) {
   c.vocab = f.integer("vocab", 1, int64_t{1} << 31);
   c.compressed_vocab = f.integer("compressed_vocab", 3, int64_t{1} << 31);
   c.pad_id = f.integer("pad_id", 0, c.vocab - 1);
+  // The compression map the rows build: 8 bytes a vocabulary id.
+  f.within_budget("vocab", 8.0 * double(c.vocab), 0);
   return c;
 }
 
@@ -123,8 +125,8 @@ EngramConfig parse_engram_config(const JsonFields& f) {
         "{}: {} + 10007 x layer {} exceeds 2^64 - 1 (numpy would seed with the exact "
         "sum)",
         f.where("seed"), c.seed, top_layer);
-  // The bound is the gate kernel's shared memory (engram_gate_shared_bytes): d <= 10,248 with
-  // 24 lookups of 256.
+  // The gate kernel's shared memory (engram_gate_shared_bytes) bounds d: d <= 10,248 with 24
+  // lookups of 256 (the memory budget below binds first there), 11,096 with 8.
   c.d = static_cast<int>(f.integer("d", 8, 1 << 16));
   if (c.d % 8) throw_bad_input("{}: must be a multiple of 8, got {}", f.where("d"), c.d);
   const int64_t E = int64_t{c.lookups()} * c.head_dim;
@@ -164,11 +166,14 @@ EngramConfig parse_engram_config(const JsonFields& f) {
       c.multipliers.push_back(v);
     }
   }
-  // The hidden states and gathered rows of every token; the work is the lookups' projection to
-  // d, per layer. (The tables themselves are checked where they are allocated:
-  // check_engram_table_bytes.)
+  // The hidden states and gathered rows of every token, a layer's Wkv [5d, lookups x head_dim]
+  // as the rows hold it (double reference, floats, FP8 codes and scales: measured 12.7 bytes a
+  // value at d 5120, 16.8 at 10248) and the compression map (8 bytes a vocabulary id); the work
+  // is the lookups' projection to d, per layer. (The tables themselves are checked where they
+  // are allocated: check_engram_table_bytes.)
   const double T = c.tokens, width = double(c.lookups()) * c.head_dim;
-  f.within_budget("tokens x layer_ids x heads x d", 64 * T * (4.0 * c.d + width),
+  f.within_budget("tokens x layer_ids x heads x d",
+                  64 * T * (4.0 * c.d + width) + 16 * 5.0 * c.d * width + 8.0 * double(c.vocab),
                   4 * T * double(c.layer_ids.size()) * width * c.d);
   return c;
 }

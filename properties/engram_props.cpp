@@ -111,6 +111,22 @@ TEST(EngramCompression, ShippedSyntheticMapIsTheGenerator) {
   EXPECT_EQ(static_cast<int64_t>(used.size()), c.compressed_vocab);  // every compressed id used
 }
 
+// --block-threads outside the gate's range (whole warps, at most CUDA's 1024) is bad input before
+// any launch (a partial warp would reach a full-warp shuffle: a device trap).
+TEST(EngramEmu, BlockThreadsThatAreNotWholeWarpsAreBadInput) {
+  const EngramConfig c = small_config();
+  const auto in =
+      make_engram_inputs(c, small_map(), synthetic_token_ids(3, c.vocab, 5), 1, ActDType::f32, 5);
+  for (const int threads : {0, 16, 48, 1056})
+    expect_bad_input(
+        [&] {
+          run_engram_layer(in, {Backend::emu, {}, threads});
+        },
+        "--block-threads: a multiple of 32 in [32, 1024] (CUDA's limit per block), "
+        "got " +
+            std::to_string(threads));
+}
+
 RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
   EngramConfig c = small_config(8 * *rc::gen::inRange(1, 9));
   c.max_order = *rc::gen::inRange(2, 5);
@@ -265,13 +281,20 @@ TEST(EngramEmu, ReleaseWidths) {
 }
 
 TEST(EngramConfig, WidthIsBoundedByTheGateKernelsSharedMemory) {
-  // 24 lookups: (6144 + 192 + 5d) x 4 B dynamic + the kernel's static reserve of 2 KiB.
-  nlohmann::json j = to_json(small_config(10248));
-  j["max_order"] = 4, j["heads"] = 8;
-  EXPECT_EQ(parse_engram_config(JsonFields(j, "engram")).d, 10248);
-  j["d"] = 10256;
+  // 8 lookups: (2048 + 64 + 5d) x 4 B dynamic + the kernel's static reserve of 2 KiB.
+  nlohmann::json j = to_json(small_config(11096));
+  j["max_order"] = 2, j["heads"] = 8;
+  EXPECT_EQ(parse_engram_config(JsonFields(j, "engram")).d, 11096);
+  j["d"] = 11104;
+  expect_bad_input([&] { parse_engram_config(JsonFields(j, "engram")); },
+                   "field 'd': 11104 with 8 lookups of 256 needs 232576 B");
+  // 24 lookups: (6144 + 192 + 5d) x 4 B; at d 10248, the largest that fits, the section's
+  // memory budget (a layer's Wkv [5d, 6144], ~5 GB) refuses it first.
+  j["max_order"] = 4, j["d"] = 10256;
   expect_bad_input([&] { parse_engram_config(JsonFields(j, "engram")); },
                    "field 'd': 10256 with 24 lookups of 256 needs 232512 B");
+  j["d"] = 10248;
+  expect_bad_input([&] { parse_engram_config(JsonFields(j, "engram")); }, "GB of working memory");
 }
 
 RC_GTEST_PROP(EngramPrefetch, HostGeneratorEqualsReference, ()) {

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "bad_input.hpp"
 #include "core/atomic_file.hpp"
@@ -112,6 +113,47 @@ TEST(Checkpoint, BadCheckpointsNameTheTensorAndFile) {
     std::filesystem::rename(dir / "model-00002-of-00002.safetensors", dir / "elsewhere");
     std::filesystem::create_symlink(dir / "elsewhere", dir / "model-00002-of-00002.safetensors");
     expect_bad_input(load(dir), "model-00002-of-00002.safetensors: a symlink");
+  }
+  // Non-finite weights: a float NaN or infinity (F32, BF16), an E4M3 NaN code (0x7f, 0xff) or
+  // an E8M0 NaN scale (0xff), one element of one tensor at a time, named with the tensor, its
+  // shard and the element (the Engram table by the row the tokens read).
+  struct Poison {
+    const char* tensor;
+    size_t byte;
+    std::string bytes;
+    const char* message;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto f32 = [](float v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  const Poison poisons[] = {
+      {"layers.1.hc_attn_fn", 4 * 7, f32(nan), "tensor 'layers.1.hc_attn_fn': element 7 is nan"},
+      {"layers.1.hc_ffn_scale", 4, f32(inf), "tensor 'layers.1.hc_ffn_scale': element 1 is inf"},
+      {"layers.1.ffn.gate.bias", 0, f32(-inf), "'layers.1.ffn.gate.bias': element 0 is -inf"},
+      {"layers.1.ffn.gate.weight", 2 * 3, std::string("\xc0\x7f", 2),  // bf16 NaN
+       "model-00001-of-00002.safetensors: tensor 'layers.1.ffn.gate.weight': element 3 is nan"},
+      {"layers.1.engram.wkv.weight", 5, std::string("\x7f", 1),
+       "model-00002-of-00002.safetensors: tensor 'layers.1.engram.wkv.weight': byte 5 is 0x7f"},
+      {"layers.1.engram.wkv.scale", 0, std::string("\xff", 1),
+       "'layers.1.engram.wkv.scale': byte 0 is 0xff, a NaN E8M0 code"},
+      {"layers.1.engram.embed.weight", 3, std::string("\xff", 1),
+       "'layers.1.engram.embed.weight': row 0 byte 3 is 0xff, a NaN E4M3 code"},
+      {"layers.1.engram.k_weight", 0, std::string("\x80\x7f", 2), "element 0 is inf"},
+  };
+  for (const Poison& poison : poisons) {
+    const TestDir dir;
+    Written w = ok;
+    Safetensors& shard = w.shard1.tensors.count(poison.tensor) ? w.shard1 : w.shard2;
+    shard.tensors.at(poison.tensor).bytes.replace(poison.byte, poison.bytes.size(), poison.bytes);
+    w.write(dir.path());
+    expect_bad_input(load(dir), poison.message);
+  }
+  {  // an index that is a symlink (to a file of the test's own directory): never followed
+    const TestDir dir;
+    ok.write(dir.path());
+    std::filesystem::rename(dir / kCheckpointIndex, dir / "elsewhere.json");
+    std::filesystem::create_symlink(dir / "elsewhere.json", dir / kCheckpointIndex);
+    expect_bad_input(load(dir), "model.safetensors.index.json: a symlink");
   }
   {  // a truncated shard, a row past the table, a layer past the model, a broken index
     const TestDir dir;

@@ -171,6 +171,14 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j = tiny_json();
   j["engram"]["multipliers"] = {{2, 3, 5, 7}, {1, 3, 5, 7}};
   expect_bad(j, {"engram.multipliers", "odd"});
+  // Sizes each field allows whose memory is past the budget: the compression map of 2^31 ids
+  // (17 GB), a layer's Wkv at d 10248 (5.3 GB measured).
+  j = tiny_json();
+  j["engram"]["vocab"] = int64_t{1} << 31;
+  expect_bad(j, {"engram.vocab", "17.2 GB"});
+  j = tiny_json();
+  j["engram"]["d"] = 10248;
+  expect_bad(j, {"engram.tokens x layer_ids x heads x d", "GB"});
   expect_bad(nlohmann::json::array(), {"cfg.json", "object"});
 }
 

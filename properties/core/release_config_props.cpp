@@ -88,6 +88,8 @@ TEST(Release, BadAttentionKindsAreNamed) {
   expect_bad([](auto& j) { j["kv_caches"][1]["index_key_bytes"] = 0; }, "needs index keys");
   expect_bad([](auto& j) { std::swap(j["attention"][3], j["attention"][4]); },
              "'in_candidates' before any 'candidates' layer of ratio 1");
+  // A vocabulary whose compression map (8 bytes an id) is past the memory budget.
+  expect_bad([](auto& j) { j["engram"]["vocab"] = int64_t{1} << 31; }, "engram.vocab");
 }
 
 TEST(Release, BadFieldsAreNamed) {
