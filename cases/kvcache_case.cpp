@@ -323,8 +323,9 @@ VerifyRow verify_quantize(KvFormat f, int64_t rows, uint64_t seed, const RunOpti
 }
 
 VerifyRow verify_window(KvFormat f, const ModelConfig& model, const RunOptions& opt) {
-  const int64_t T = model.residual.tokens, d = model.residual.d;
   const int window = 128;
+  // One store holds at most a ring of tokens (a longer prefill keeps its last `window`).
+  const int64_t T = std::min<int64_t>(model.residual.tokens, window), d = model.residual.d;
   const int64_t start = window - T / 2;  // the run wraps the ring
   const KvWindowInputs in =
       make_kv_window_inputs(f, T, d, window, start, 64, model.residual.norm_eps, model.seed);

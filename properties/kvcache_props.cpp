@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,9 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "bad_input.hpp"
+#include "cases/case.hpp"
 #include "cases/case_util.hpp"
 #include "cases/kvcache_case.hpp"
 #include "core/atomic_file.hpp"
+#include "core/model_config.hpp"
 #include "core/release_config.hpp"
 #include "golden/golden.hpp"
 #include "golden_edit.hpp"
@@ -675,4 +678,23 @@ TEST(KvCacheCuda, KernelsMatchReferenceAtReleaseWidth) {
 }
 
 }  // namespace
+// A config's token count past the window's ring (residual.tokens up to 2^20): the window rows
+// store a ring's worth (a longer prefill keeps its last 128), not a store the kernel refuses.
+TEST(KvCacheVerify, WindowRowsStoreAtMostARingOfTokens) {
+  ModelConfig m = builtin_model("tiny", {"residual"});
+  m.residual.d = 8;
+  const RunOptions opt{Backend::emu, {}, 128};  // the jobs keep a reference
+  for (const int64_t tokens : {129, 4096}) {
+    m.residual.tokens = int(tokens);
+    const Component& kv = *std::find_if(registry().begin(), registry().end(),
+                                        [](const Component& c) { return c.name == "kvcache"; });
+    for (const VerifyJob& job : kv.verify_rows(m, opt))
+      if (job.label == "kvcache window v41_window") {
+        const VerifyRow row = job.run();
+        EXPECT_TRUE(row.pass) << tokens << " tokens: " << row.detail;
+        EXPECT_NE(row.name.find("T=128 d=8 pos 64.."), std::string::npos) << row.name;
+      }
+  }
+}
+
 }  // namespace tandem
