@@ -76,11 +76,14 @@ ResidualConfig parse_residual_config(const JsonFields& f) {
   c.norm_eps = f.number("norm_eps", 0.0, 1e-2);
   c.sites = static_cast<int>(f.integer("sites", 1, 1024));
   c.tokens = static_cast<int>(f.integer("tokens", 1, 1 << 20));
-  // Per token and site: 4 streams of d in and out, ~24 x 4d mix coefficients, Sinkhorn on 4x4;
-  // double truth, three float baselines and the kernels' copy: ~8 copies of 8 bytes.
+  // Per token and site: 4 streams of d in and out, ~24 x 4d mix coefficients, Sinkhorn on 4x4,
+  // the sublayer stand-in's [d, d] row dots; double truth, three float baselines and the
+  // kernels' copy: ~8 copies of 8 bytes (the stand-in's weights: its double, float and device
+  // copies, ~12 bytes a value).
   const double T = c.tokens, S = c.sites, d = c.d;
-  f.within_budget("tokens x sites x d", 64 * (T * 4 * d * (2 * S + 2) + S * 100 * d),
-                  8 * T * S * (100 * d + 16.0 * c.sinkhorn_iters));
+  f.within_budget("tokens x sites x d",
+                  64 * (T * 4 * d * (2 * S + 2) + S * 100 * d) + 12 * S * d * d,
+                  8 * T * S * (100 * d + 16.0 * c.sinkhorn_iters + d * d));
   return c;
 }
 
@@ -451,6 +454,12 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
                     64 * (2 * (tokens + P) * d + tokens * d), 8 * tokens * (tokens + P) * 2 * d);
   }
   if (read({"residual", "model"})) {
+    // The dense rows: W [3d, d] (q/k/v) or [model.ffn_hidden, d] in the row (double truth,
+    // floats, a baseline's and the kernels' copies: ~12 bytes a value, 5.4 GB measured at d
+    // 12288), each token through it in ~8 runs.
+    const double n_out = std::max(3 * d, double(m.shape.ffn_hidden));
+    f.within_budget("residual.d x model.ffn_hidden (the dense rows)", 12 * n_out * d,
+                    8 * tokens * n_out * d);
     // The queries' RoPE rows: residual.tokens tokens of model.heads 512-dim queries (f32 in, bf16
     // out, truth, baseline and the schedules' copies: ~64 bytes a value).
     f.within_budget("residual.tokens x model.heads", 64 * tokens * m.shape.heads * 512.0,

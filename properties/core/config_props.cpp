@@ -179,6 +179,21 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j = tiny_json();
   j["engram"]["d"] = 10248;
   expect_bad(j, {"engram.tokens x layer_ids x heads x d", "GB"});
+  // The dense rows' W [3d, d] at d 12288 (5.4 GB measured), the residual's [d, d] sublayer
+  // stand-ins of 1024 sites at d 4096 (206 GB).
+  j = tiny_json();
+  j["residual"]["d"] = 12288;
+  try {  // the dense rows' sections (with every section, Engram's width is refused first)
+    parse_model_config(j, "cfg.json", {"residual", "model"});
+    ADD_FAILURE() << "accepted dense rows at d 12288";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("residual.d x model.ffn_hidden (the dense rows)"),
+              std::string::npos)
+        << e.what();
+  }
+  j = tiny_json();
+  j["residual"]["d"] = 4096, j["residual"]["sites"] = 1024;
+  expect_bad(j, {"residual.tokens x sites x d", "GB"});
   expect_bad(nlohmann::json::array(), {"cfg.json", "object"});
 }
 
