@@ -414,6 +414,20 @@ TEST(VisionGate, OnlyRealExpertsAreChosenWhenEveryBiasedScoreIsNegative) {
   }
 }
 
+// A config's image whose resize rounds a side to 0 px is bad input naming the config's fields.
+TEST(VisionEmu, AnImageThatResizesToNothingNamesTheConfigsFields) {
+  VisionCase c;
+  c.image_w = 1 << 20, c.image_h = 1;
+  try {
+    make_vision_inputs(c);
+    ADD_FAILURE() << "a 2^20 x 1 px image was accepted";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("vision.image_w x vision.image_h (1048576x1)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 RC_GTEST_PROP(VisionEmu, KernelsMatchReference, ()) {
   VisionCase c;
   c.image_w = *rc::gen::inRange(1, 120);
