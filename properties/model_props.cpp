@@ -399,6 +399,16 @@ TEST(ModelEmu, SameTapsUnderEverySchedule) {
   }
 }
 
+// The image span's START and END markers route with the vision-language biases, as its other
+// positions (every position of the span has an image type): here without patches, so that a text
+// prompt's cost shows the routing of the markers alone.
+TEST(ModelEmu, ImageMarkersRouteWithTheVisionBiases) {
+  std::vector<int32_t> ids = text(8, 3);
+  ids[2] = kStart, ids[5] = kEnd;
+  expect_optimized_matches_reference({ids, Tensor<double>({0, tiny().residual.d}), {}}, {},
+                                     "START and END in a text prompt");
+}
+
 // Another block size: sparse attention's warps split the indices otherwise (other bits), still
 // within the tolerance policy tap by tap.
 TEST(ModelEmu, AnotherBlockSizeMatchesReferenceTapByTap) {

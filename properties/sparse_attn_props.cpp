@@ -154,6 +154,8 @@ TEST(SparseAttn, RowsWithNothingValidGiveZeroAndInfiniteLse) {
   EXPECT_TRUE(std::isfinite(out.lse.data[4]));  // the second token attends as usual
   for (const TensorCheck& c : compare_sparse_attn(run_sparse_attn_reference(in), out))
     EXPECT_TRUE(c.result.pass) << c.name << ": " << c.result.summary();
+  // Its bytes: a row with nothing to read reads no RoPE row and no cos/sin for its output.
+  EXPECT_TRUE(same_traffic(out.launches, {sim::predict_sparse_attn(in)}));
 }
 
 // The sparse reference equals dense attention over every record of the cache with the scores of
