@@ -27,7 +27,7 @@ bool plain_file_name(const std::string& f) {
 
 // Released weights are finite: a NaN or an infinity (or an FP8 code for NaN) is a broken
 // checkpoint, refused naming the tensor (its rows would otherwise compare NaN with NaN).
-const Tensor<float>& finite(const Checkpoint& c, const std::string& name, const Tensor<float>& t) {
+Tensor<float> finite(const Checkpoint& c, const std::string& name, Tensor<float> t) {
   const auto bad =
       std::find_if(t.data.begin(), t.data.end(), [](float v) { return !std::isfinite(v); });
   if (bad != t.data.end())
@@ -37,9 +37,8 @@ const Tensor<float>& finite(const Checkpoint& c, const std::string& name, const 
 }
 // E4M3 codes: S.1111.111 is NaN (no infinities); E8M0 scales: 0xff is NaN. `rows`: the tensor's
 // rows `t` holds (read_rows), so that the message names the tensor's own row.
-const Tensor<uint8_t>& fp8_codes(const Checkpoint& c, const std::string& name,
-                                 const Tensor<uint8_t>& t, bool e8m0,
-                                 const std::vector<int64_t>& rows = {}) {
+Tensor<uint8_t> fp8_codes(const Checkpoint& c, const std::string& name, Tensor<uint8_t> t,
+                          bool e8m0, const std::vector<int64_t>& rows = {}) {
   const auto bad = std::find_if(t.data.begin(), t.data.end(), [e8m0](uint8_t b) {
     return e8m0 ? b == 0xff : (b & 0x7f) == 0x7f;
   });
