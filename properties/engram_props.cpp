@@ -33,10 +33,14 @@ const reference::CompressionMap& small_map() {
   return m;
 }
 
-// A token id the small map compresses to `id`.
-int64_t token_compressing_to(int32_t id) {
+// A property's token ids: synthetic ones (markers included) and, in most sequences, somewhere a
+// token the small map compresses to id 0 (an id like any other: only negative ids are markers).
+std::vector<int64_t> drawn_token_ids(int64_t T, int64_t vocab, uint64_t seed) {
+  std::vector<int64_t> tokens = synthetic_token_ids(T, vocab, seed);
   const auto& m = small_map().map;
-  return std::find(m.begin(), m.end(), id) - m.begin();
+  if (*rc::gen::inRange(0, 4) != 0)
+    tokens[size_t(*rc::gen::inRange<int64_t>(0, T))] = std::find(m.begin(), m.end(), 0) - m.begin();
+  return tokens;
 }
 
 Tensor<int64_t> addresses_of(const EngramConfig& c, const std::vector<int64_t>& compressed,
@@ -117,14 +121,12 @@ TEST(EngramEmu, BlockThreadsThatAreNotWholeWarpsAreBadInput) {
   const EngramConfig c = small_config();
   const auto in =
       make_engram_inputs(c, small_map(), synthetic_token_ids(3, c.vocab, 5), 1, ActDType::f32, 5);
-  for (const int threads : {0, 16, 48, 1056})
-    expect_bad_input(
-        [&] {
-          run_engram_layer(in, {Backend::emu, {}, threads});
-        },
-        "--block-threads: a multiple of 32 in [32, 1024] (CUDA's limit per block), "
-        "got " +
-            std::to_string(threads));
+  for (const int threads : {0, 16, 48, 1056}) {
+    const std::string message =
+        "--block-threads: a multiple of 32 in [32, 1024] (CUDA's limit per block), got " +
+        std::to_string(threads);
+    expect_bad_input([&] { run_engram_layer(in, {Backend::emu, {}, threads}); }, message);
+  }
 }
 
 RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
@@ -137,12 +139,7 @@ RC_GTEST_PROP(EngramEmu, KernelsMatchReference, ()) {
   const int64_t T = *rc::gen::inRange(1, 12);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  std::vector<int64_t> tokens = synthetic_token_ids(T, c.vocab, seed);
-  // Compressed id 0 is an id like any other (only negative ids are markers): a token that
-  // compresses to it, somewhere in most sequences.
-  if (*rc::gen::inRange(0, 4) != 0)
-    tokens[size_t(*rc::gen::inRange<int64_t>(0, T))] = token_compressing_to(0);
-  auto in = make_engram_inputs(c, small_map(), tokens, 1, act, seed);
+  auto in = make_engram_inputs(c, small_map(), drawn_token_ids(T, c.vocab, seed), 1, act, seed);
   const int hist = *rc::gen::inRange(0, 4);
   for (int i = 0; i < hist; ++i) in.history.push_back(small_map().map[(seed >> (8 * i)) % 4096]);
   const auto ref = run_engram_reference(in);
@@ -176,12 +173,7 @@ RC_GTEST_PROP(EngramEmu, ASampledTableGivesTheWholeTablesOutputs, ()) {
   const int64_t T = *rc::gen::inRange(1, 12);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-  std::vector<int64_t> tokens = synthetic_token_ids(T, c.vocab, seed);
-  // Compressed id 0 is an id like any other (only negative ids are markers): a token that
-  // compresses to it, somewhere in most sequences.
-  if (*rc::gen::inRange(0, 4) != 0)
-    tokens[size_t(*rc::gen::inRange<int64_t>(0, T))] = token_compressing_to(0);
-  auto in = make_engram_inputs(c, small_map(), tokens, 1, act, seed);
+  auto in = make_engram_inputs(c, small_map(), drawn_token_ids(T, c.vocab, seed), 1, act, seed);
   in.history = {int64_t(seed % 3001), int64_t((seed >> 20) % 3001)};
   const auto ref = run_engram_reference(in);
   std::set<int64_t> rows;
