@@ -292,7 +292,7 @@ std::pair<std::vector<double>, std::string> acceptance_from(const std::string& p
   for (size_t i = 0; i < cases.size(); ++i) {
     const JsonFields row = top.element("cases", i);
     if (!row.has("acceptance_per_position")) continue;
-    if (!pick || row.string("case").starts_with("decode/sampling")) pick = i;
+    if (!pick || row.label("case").starts_with("decode/sampling")) pick = i;
   }
   if (!pick)
     throw_bad_input(
@@ -311,7 +311,7 @@ std::pair<std::vector<double>, std::string> acceptance_from(const std::string& p
                       row.where("acceptance_per_position"), k, brief(values[k]));
     out.push_back(values[k].get<double>());
   }
-  return {out, fmt::format("{} (case {})", path, row.string("case"))};
+  return {out, fmt::format("{} (case {})", path, row.label("case"))};
 }
 
 struct TrafficFlags {

@@ -47,13 +47,34 @@ nlohmann::json parse_json(std::string_view text, const std::string& source) {
   }
 }
 
+namespace {
+
+// The length of the control character at s[i]: 1 for C0 and DEL, 2 for a C1 control in UTF-8
+// (U+0080..U+009F: 0xc2 0x80..0x9f; some terminals act on them as on ESC sequences), else 0.
+size_t control_at(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x20 || c == 0x7f) return 1;
+  const bool c1 =
+      c == 0xc2 && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xe0) == 0x80;
+  return c1 ? 2 : 0;
+}
+
+}  // namespace
+
 std::string brief_text(std::string_view s) {
   constexpr size_t kShown = 60;
   std::string out;  // one line: control characters escaped
-  for (const char c : s.substr(0, kShown))
-    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f
-               ? fmt::format("\\x{:02x}", static_cast<unsigned char>(c))
-               : std::string(1, c);
+  const std::string_view shown = s.substr(0, kShown);
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const size_t n = control_at(shown, i);
+    if (n == 0) {
+      out += shown[i];
+      continue;
+    }
+    for (const char c : shown.substr(i, n))
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    i += n - 1;
+  }
   return s.size() <= kShown ? out : fmt::format("{}... ({} characters)", out, s.size());
 }
 
@@ -116,6 +137,17 @@ std::string JsonFields::string(const char* key) const {
   const auto& v = at(key);
   if (!v.is_string()) throw_bad_input("{}: expected a string, got {}", where(key), brief(v));
   return v.get<std::string>();
+}
+
+std::string JsonFields::label(const char* key) const {
+  std::string s = string(key);
+  if (s.empty() || s.size() > 128)
+    throw_bad_input("{}: expected a name of 1 to 128 characters, got {}", where(key),
+                    brief_text(s));
+  for (size_t i = 0; i < s.size(); ++i)
+    if (control_at(s, i) > 0)
+      throw_bad_input("{}: a control character at byte {} of {}", where(key), i, brief_text(s));
+  return s;
 }
 
 bool JsonFields::boolean(const char* key) const {

@@ -406,7 +406,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   const JsonFields f(j, source);
   f.reject_unknown({"name", "seed", "residual", "engram", "vision", "dspark", "model"});
   ModelConfig m;
-  m.name = f.string("name");
+  m.name = f.label("name");
   m.seed = f.unsigned_integer("seed");
   for (const std::string& s : sections)
     if (std::find(kModelSections.begin(), kModelSections.end(), s) == kModelSections.end())

@@ -209,7 +209,7 @@ ReleaseConfig parse_release_config(const JsonFields& f) {
                     "engram",
                     "vision"});
   ReleaseConfig r;
-  r.name = f.string("name");
+  r.name = f.label("name");
   r.source = f.string_or("source", "");
   r.vocab = f.integer("vocab", 1, int64_t{1} << 31);
   r.hidden = static_cast<int>(f.integer("hidden", 1, 1 << 20));

@@ -106,11 +106,16 @@ bool same_as_on_disk(const std::filesystem::path& manifest_path, const BuiltCase
   }
 }
 
+// Whether a regen names the case (an empty `only` names every case).
+bool selected(const GoldenSpec& spec, const std::vector<std::string>& only) {
+  return only.empty() || std::find(only.begin(), only.end(), spec.name) != only.end();
+}
+
 // Regenerates one generator case into `dir` (only if named in `only`, when given).
 void regen_one(const std::filesystem::path& dir, const std::string& component,
                const GoldenSpec& spec, bool accept, const std::vector<std::string>& only,
                std::vector<RegenReport>& reports) {
-  if (!only.empty() && std::find(only.begin(), only.end(), spec.name) == only.end()) return;
+  if (!selected(spec, only)) return;
   RegenReport r{spec.name, {}, false, false};
   BuiltCase built = spec.build(spec.seed);
   built.blob.metadata = {{"component", component}, {"case", spec.name}};
@@ -180,6 +185,12 @@ std::vector<RegenReport> regen_cases(const std::filesystem::path& dir, bool acce
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_bad_input("{}: cannot create the directory: {}", dir.string(), ec.message());
+  // Every path this run may write is checked (no link out of `dir`) before anything is written.
+  for (const Component& c : registry()) {
+    for (const SharedFile& f : c.shared_files()) file_in(dir, f.name, dir.string());
+    for (const GoldenSpec& spec : c.golden_specs())
+      if (selected(spec, only)) file_in(dir, spec.name + ".json", dir.string());
+  }
   remove_leftovers(dir);
   for (const Component& c : registry())
     for (const SharedFile& f : c.shared_files()) {

@@ -793,6 +793,13 @@ TEST(App, BadFlagsNameTheFlagAndTheValueAsTyped) {
         temp_file(tmp, "empty_profile.json",
                   R"({"cases":[{"case":"decode/greedy","acceptance_per_position":[]}]})")},
        {"empty_profile.json", "1 to 8 values"}},
+      {{"traffic", "--acceptance-from",
+        temp_file(tmp, "escape_case.json",
+                  "{\"cases\":[{\"case\":\"decode/\\u001b[2Jgreedy\",\"acceptance_per_"
+                  "position\":[0.5]}]}")},
+       {"escape_case.json", "cases[0].case'", "control character", "decode/\\x1b[2Jgreedy"}},
+      {{"traffic", "--preset-file", temp_file(tmp, "escape_name.json", R"({"name":"p\u009b31m"})")},
+       {"escape_name.json", "field 'name'", "control character", "p\\xc2\\x9b31m"}},
       {{"traffic", "--acceptance-from", temp_file(tmp, "array.json", "[1,2]")},
        {"array.json", "tandem verify --json"}},
       {{"traffic", "--acceptance-from", ""}, {"--acceptance-from", "empty"}},

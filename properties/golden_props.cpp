@@ -234,6 +234,24 @@ TEST_F(GoldenDir, SymlinksLeadingOutAreRefused) {
   EXPECT_TRUE(golden::check_case(manifest, {}).pass());
 }
 
+// A regen that refuses one of its paths writes nothing: the shared files (Engram's synthetic map)
+// and the other cases are written only after every path it may write was checked.
+TEST_F(GoldenDir, ARefusedRegenWritesNothing) {
+  const std::vector<std::string> names = golden::generator_case_names();
+  const fs::path outside = dir_.parent_path() / (dir_.filename().string() + "-outside.json");
+  struct Restore {  // the sibling is the test's too
+    fs::path p;
+    ~Restore() { fs::remove(p); }
+  } restore{outside};
+  const std::string outside_bytes = "{}";
+  write_file_atomic(outside, std::string_view(outside_bytes));
+  fs::create_symlink(outside, dir_ / (names.back() + ".json"));
+  EXPECT_THROW(golden::regen_cases(dir_, true, {names.front(), names.back()}), BadInput);
+  EXPECT_THROW(golden::regen_cases(dir_, true), BadInput);
+  EXPECT_EQ(entries(dir_), std::vector<std::string>{names.back() + ".json"});
+  EXPECT_EQ(read_file(outside), outside_bytes);
+}
+
 // What killed regens leave (temporaries of dead processes, blobs no manifest names) is removed
 // by the next regen; blobs a manifest names and other files stay.
 TEST_F(GoldenDir, RegenRemovesLeftoversOfKilledRuns) {

@@ -105,7 +105,7 @@ Preset parse_preset(const JsonFields& f) {
                     "engram_layers", "engram_lookups", "engram_row_bytes", "engram_rows_per_layer",
                     "hbm_GBps", "host_link_GBps", "gamma", "source"});
   Preset p;
-  p.name = f.string("name");
+  p.name = f.label("name");
   p.layers = static_cast<int>(f.integer("layers", 1, 100000));
   p.d = static_cast<int>(f.integer("d", 1, 1 << 20));
   p.act_bytes = static_cast<int>(f.integer("act_bytes", 1, 8));

@@ -197,6 +197,31 @@ TEST(ModelConfig, ErrorsNameTheField) {
   expect_bad(nlohmann::json::array(), {"cfg.json", "object"});
 }
 
+// The name is printed by verify's heading and written into reports: control characters (an ESC
+// sequence could drive the terminal; C1's CSI as UTF-8 too) are refused, and the error message
+// shows them escaped.
+TEST(ModelConfig, NamesWithControlCharactersAreRefusedAndShownEscaped) {
+  for (const std::string name : {std::string("t\x1b[2J"), std::string("a\0b", 3),
+                                 std::string("t\xc2\x9b"
+                                             "31m"),
+                                 std::string(""), std::string(129, 'n')}) {
+    auto j = tiny_json();
+    j["name"] = name;
+    try {
+      parse_model_config(j, "cfg.json");
+      ADD_FAILURE() << "accepted the name " << j["name"].dump();
+    } catch (const BadInput& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("cfg.json: field 'name'"), std::string::npos) << m;
+      for (const char c : m) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) << m;
+      EXPECT_EQ(m.find("\xc2\x9b"), std::string::npos) << m;
+    }
+  }
+  auto j = tiny_json();
+  j["name"] = "v4.1-flash (mine, \xc3\xa9t\xc3\xa9)";  // printable UTF-8 is a name
+  EXPECT_EQ(parse_model_config(j, "cfg.json").name, j["name"].get<std::string>());
+}
+
 // The KV cache's layer mix (core/model_shape.hpp): every block reads a cache of its ratio and a
 // selection over that cache.
 TEST(ModelConfig, LayerMixErrorsNameTheField) {
