@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <ostream>
+#include <system_error>
 
 #include "app/verify.hpp"
 #include "cases/engram_case.hpp"
@@ -545,6 +547,18 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
   } catch (const KernelFault& e) {
     err << "tandem: verification failed: " << e.what() << "\n";
     return static_cast<int>(ExitCode::verification_failed);
+  } catch (const std::bad_alloc&) {  // the run asked more than this machine (or ulimit) gives
+    err << "tandem: error: out of memory: lower the config's sizes, --jobs or --block-workers "
+           "(each host thread holds its blocks' fiber stacks)\n";
+    return static_cast<int>(ExitCode::bad_input);
+  } catch (const std::system_error& e) {
+    if (e.code() != std::errc::resource_unavailable_try_again) {
+      err << "tandem: internal error: " << e.what() << "\n";
+      return static_cast<int>(ExitCode::internal);
+    }
+    err << "tandem: error: cannot start another host thread (" << e.what()
+        << "): lower --jobs or --block-workers\n";
+    return static_cast<int>(ExitCode::bad_input);
   } catch (const std::exception& e) {
     err << "tandem: internal error: " << e.what() << "\n";
     return static_cast<int>(ExitCode::internal);
