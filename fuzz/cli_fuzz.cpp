@@ -3,9 +3,6 @@
 // exception. The input is NUL-separated words; commands run with execute = false (flags and the
 // files they name are validated; nothing long runs and nothing is written), inside a private
 // directory holding a valid config, a preset and one golden case that the words may name.
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -20,22 +17,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The sandbox, made once per process: "tiny.json", "preset.json", "cases/".
-const fs::path& sandbox() {
-  static const fs::path made = [] {
-    std::string dir = (fs::temp_directory_path() / "tandem-cli-fuzz.XXXXXX").string();
-    if (::mkdtemp(dir.data()) == nullptr) tandem::fuzz::fail("mkdtemp");
-    const fs::path src(TANDEM_SOURCE_DIR);
+// The sandbox, made once per process and removed when it exits: "tiny.json", "preset.json",
+// "cases/".
+struct Sandbox {
+  const tandem::PrivateTempDir dir{fs::temp_directory_path()};
+  Sandbox() {
+    const fs::path src(TANDEM_SOURCE_DIR), d = dir.path();
     tandem::write_file_atomic(
-        fs::path(dir) / "tiny.json",
-        std::string_view(tandem::to_json(tandem::builtin_model("tiny")).dump()));
-    fs::copy_file(src / "sim/presets/v4.1-flash-gh200.json", fs::path(dir) / "preset.json");
-    fs::create_directories(fs::path(dir) / "cases");
+        d / "tiny.json", std::string_view(tandem::to_json(tandem::builtin_model("tiny")).dump()));
+    fs::copy_file(src / "sim/presets/v4.1-flash-gh200.json", d / "preset.json");
+    fs::create_directories(d / "cases");
     for (const char* f : {"dspark_verify_greedy.json", "dspark_verify_greedy.safetensors"})
-      fs::copy_file(src / "golden/cases" / f, fs::path(dir) / "cases" / f);
-    return fs::path(dir);
-  }();
-  return made;
+      fs::copy_file(src / "golden/cases" / f, d / "cases" / f);
+  }
+};
+
+const fs::path& sandbox() {
+  static const Sandbox made;
+  return made.dir.path();
 }
 
 // Runs inside the sandbox and returns to libFuzzer's directory (its corpus paths are relative).

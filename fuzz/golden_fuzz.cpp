@@ -1,7 +1,5 @@
 // Golden manifest reader and checker (golden/golden): the input is a manifest written beside the
 // shipped blobs; it is a passing or failing case, or BadInput naming the file and field.
-#include <unistd.h>
-
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -14,19 +12,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A scratch directory holding copies of the shipped blobs, once per process (copies: a symlink
-// leading out of a case directory is refused).
-const fs::path& scratch() {
-  static const fs::path dir = [] {
-    const fs::path d =
-        fs::temp_directory_path() / ("tandem-golden-fuzz-" + std::to_string(getpid()));
-    fs::create_directories(d);
+// A scratch directory holding copies of the shipped blobs, once per process and removed when it
+// exits (copies: a symlink leading out of a case directory is refused).
+struct Scratch {
+  const tandem::PrivateTempDir dir{fs::temp_directory_path()};
+  Scratch() {
     for (const auto& e : fs::directory_iterator(fs::path(TANDEM_SOURCE_DIR) / "golden/cases"))
       if (e.path().extension() == ".safetensors")
-        fs::copy_file(e.path(), d / e.path().filename(), fs::copy_options::overwrite_existing);
-    return d;
-  }();
-  return dir;
+        fs::copy_file(e.path(), dir.path() / e.path().filename());
+  }
+};
+
+const fs::path& scratch() {
+  static const Scratch made;
+  return made.dir.path();
 }
 
 // The manifest's own name when it is a plain identifier (so it can match its file name).
