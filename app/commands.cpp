@@ -117,12 +117,15 @@ void check_release_widths(const ReleaseConfig& r, const std::string& source) {
         source, kMoeMaxExperts, kMoeMaxTopK, r.routed_experts, r.top_k);
 }
 
-// `refused`: the components listed under the table's heading as not run, with their reasons;
-// `not_run`: the JSON's list (those, and the components whose sections are missing, which the
-// heading names in `what`).
-int print_rows(const std::vector<VerifyRow>& rows, const std::string& what, const RunOptions& opt,
+// The components a config could not run, named under the heading and in the JSON's "not_run":
+// `refused` with their reasons ("name: why"), `missing` (names) for want of their sections.
+int print_rows(const std::vector<VerifyRow>& rows, std::string what, const RunOptions& opt,
                bool json, std::ostream& out, const std::vector<std::string>& refused = {},
-               const std::vector<std::string>& not_run = {}) {
+               const std::vector<std::string>& missing = {}) {
+  if (!missing.empty())
+    what += fmt::format(" (not run, sections missing: {})", fmt::join(missing, ", "));
+  std::vector<std::string> not_run = refused;
+  for (const std::string& c : missing) not_run.push_back(c + ": sections missing");
   const auto j = to_json(rows, what, not_run);
   if (json) {
     out << j.dump(2) << "\n";
@@ -182,13 +185,8 @@ int cmd_verify(const std::string& model_name, const std::string& config_path, bo
   const app::ConfigComponents chosen = app::components_of_config(j, source, components);
   if (!execute) return 0;
   const auto rows = verify_model(chosen.run, opt, !json && isatty(STDERR_FILENO), jobs);
-  std::string what = "model " + top.name;
-  if (!chosen.missing_sections.empty())
-    what +=
-        fmt::format(" (not run, sections missing: {})", fmt::join(chosen.missing_sections, ", "));
-  std::vector<std::string> not_run = chosen.refused;
-  for (const std::string& c : chosen.missing_sections) not_run.push_back(c + ": sections missing");
-  return print_rows(rows, what, opt, json, out, chosen.refused, not_run);
+  return print_rows(rows, "model " + top.name, opt, json, out, chosen.refused,
+                    chosen.missing_sections);
 }
 
 int cmd_golden_list(const std::string& dir, std::ostream& out) {

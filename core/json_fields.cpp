@@ -141,9 +141,7 @@ std::string JsonFields::string(const char* key) const {
 
 std::string JsonFields::label(const char* key) const {
   std::string s = string(key);
-  if (s.empty() || s.size() > 128)
-    throw_bad_input("{}: expected a name of 1 to 128 characters, got {}", where(key),
-                    brief_text(s));
+  if (s.empty()) throw_bad_input("{}: expected a name, got an empty string", where(key));
   for (size_t i = 0; i < s.size(); ++i)
     if (control_at(s, i) > 0)
       throw_bad_input("{}: a control character at byte {} of {}", where(key), i, brief_text(s));

@@ -41,8 +41,8 @@ class JsonFields {
   double number(const char* key, double lo, double hi) const;
   double number_or(const char* key, double fallback, double lo, double hi) const;
   std::string string(const char* key) const;
-  // A name the program prints (a config's, a release's, a case's): 1 to 128 characters, no
-  // control character (C0, DEL or C1: an echoed ESC could drive the user's terminal).
+  // A name the program prints (a config's, a release's, a case's): not empty, no control
+  // character (C0, DEL or C1: an echoed ESC could drive the user's terminal).
   std::string label(const char* key) const;
   bool boolean(const char* key) const;
   std::string string_or(const char* key, std::string fallback) const;

@@ -204,7 +204,7 @@ TEST(ModelConfig, NamesWithControlCharactersAreRefusedAndShownEscaped) {
   for (const std::string name : {std::string("t\x1b[2J"), std::string("a\0b", 3),
                                  std::string("t\xc2\x9b"
                                              "31m"),
-                                 std::string(""), std::string(129, 'n')}) {
+                                 std::string("")}) {
     auto j = tiny_json();
     j["name"] = name;
     try {
