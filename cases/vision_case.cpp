@@ -37,12 +37,7 @@ VisionInputs make_vision_inputs(const VisionCase& c) {
   Tensor<uint8_t> rgb({c.image_h, c.image_w, 3});
   for (int64_t i = 0; i < rgb.size(); ++i)
     rgb.data[i] = static_cast<uint8_t>(philox_draw(c.seed, 1, uint32_t(i)).v[0]);
-  Tensor<float> canvas;
-  try {
-    canvas = reference::preprocess(rgb, g);
-  } catch (const BadInput& e) {  // the sizes the config gave: name them
-    throw_bad_input("vision.image_w x vision.image_h ({}x{}): {}", c.image_w, c.image_h, e.what());
-  }
+  const Tensor<float> canvas = reference::preprocess(rgb, g);
   const Tensor<float> patches = reference::patchify(canvas);
   const int64_t P = patches.dim(2), C = c.width, n = g.patches();
   Tensor<float> w({C, P});

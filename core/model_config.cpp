@@ -135,6 +135,12 @@ VisionConfig parse_vision_config(const JsonFields& f) {
   c.top_k = static_cast<int>(f.integer("top_k", 1, std::min(kMoeMaxTopK, c.experts)));
   c.text_tokens = static_cast<int>(f.integer("text_tokens", 0, 1 << 20));
   c.sizing = parse_image_sizing(f);
+  try {  // the image's sizes: refused here, not when a row runs
+    require_content(vision_geometry(c.image_w, c.image_h, c.sizing));
+  } catch (const BadInput& e) {
+    throw_bad_input("{} x 'image_h' ({}x{}): {}", f.where("image_w"), c.image_w, c.image_h,
+                    e.what());
+  }
   // The canvas holds at most 9 max_tokens patches of 196 px (h' w' < max_tokens visual tokens
   // of 3x3 patches). The image's bytes, the resampler's passes in double (the horizontal one is
   // at most image + canvas pixels), the canvas and its patches as floats; the gate's logits over

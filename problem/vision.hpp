@@ -12,29 +12,6 @@
 
 namespace tandem {
 
-inline constexpr int kPatch = 14, kUnshuffle = 3;
-inline constexpr int kCell = kPatch * kUnshuffle;  // 42 px: one visual token a side
-
-struct VisionGeometry {
-  int image_w = 0, image_h = 0;      // the input image (pixels)
-  int sized_w = 0, sized_h = 0;      // after the ratio clamp and the min_pixels upscale
-  int canvas_w = 0, canvas_h = 0;    // what the patches cover: multiples of 14
-  int content_x = 0, content_y = 0;  // the image resized into the canvas, aspect kept,
-  int content_w = 0, content_h = 0;  // centred (a side may round to 0 px: see preprocess)
-  int grid_w = 0, grid_h = 0;        // patches
-  int tokens_w = 0, tokens_h = 0;    // after the 3x3 unshuffle: ceil(grid / 3)
-  int64_t visual_tokens() const { return int64_t{tokens_w} * tokens_h; }
-  int64_t patches() const { return int64_t{grid_w} * grid_h; }
-  int64_t sequence_tokens() const { return span_tokens(tokens_w, tokens_h); }
-  // Text positions of a tokens_w x tokens_h grid: rows with their NEWLINE, START and END.
-  static int64_t span_tokens(int64_t tw, int64_t th) { return th * (tw + 1) + 2; }
-};
-// The released image processor's sizes (DESIGN 5.3): clamp the width to height x max_wh_ratio
-// (when set), upscale below min_pixels (truncating), round up to whole patches, and when the
-// span exceeds max_tokens take the closed-form largest aspect-preserving canvas; then where
-// PIL's ImageOps.pad puts the image in that canvas. BadInput for sides outside [1, 2^20].
-VisionGeometry vision_geometry(int width, int height, const ImageSizing& sizing);
-
 // The image's token ids (core/vision_config.hpp), START, (IMAGE x w' + NEWLINE) x h', END.
 std::vector<int32_t> image_token_layout(const VisionGeometry& g);
 

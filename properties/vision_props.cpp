@@ -414,17 +414,30 @@ TEST(VisionGate, OnlyRealExpertsAreChosenWhenEveryBiasedScoreIsNegative) {
   }
 }
 
-// A config's image whose resize rounds a side to 0 px is bad input naming the config's fields.
-TEST(VisionEmu, AnImageThatResizesToNothingNamesTheConfigsFields) {
+// An image whose resize rounds a side to 0 px is bad input: a config holding it is refused when
+// read, naming the file and fields (nothing runs first), and the preprocessing refuses it too.
+TEST(VisionEmu, AnImageThatResizesToNothingIsRefused) {
   VisionCase c;
   c.image_w = 1 << 20, c.image_h = 1;
+  nlohmann::json j = to_json(builtin_model("tiny"));
+  j["vision"]["image_w"] = c.image_w, j["vision"]["image_h"] = c.image_h;
+  for (const std::vector<std::string>& sections :
+       std::vector<std::vector<std::string>>{{"vision"}, kModelSections}) {
+    try {
+      parse_model_config(j, "cfg.json", sections);
+      ADD_FAILURE() << "a config's 2^20 x 1 px image was accepted";
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    "cfg.json: field 'vision.image_w' x 'image_h' (1048576x1): image"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   try {
     make_vision_inputs(c);
-    ADD_FAILURE() << "a 2^20 x 1 px image was accepted";
+    ADD_FAILURE() << "a 2^20 x 1 px image was preprocessed";
   } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("vision.image_w x vision.image_h (1048576x1)"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("a side rounds to 0 px"), std::string::npos) << e.what();
   }
 }
 

@@ -74,11 +74,7 @@ Tensor<double> resize_bicubic(const Tensor<uint8_t>& rgb, int64_t w, int64_t h) 
 }
 
 Tensor<float> preprocess(const Tensor<uint8_t>& rgb, const VisionGeometry& g) {
-  if (g.content_w < 1 || g.content_h < 1)
-    throw_bad_input(
-        "image {}x{} px fits its {}x{} px canvas as {}x{} px: a side rounds to 0 px "
-        "(the release's PIL refuses that resize)",
-        g.image_w, g.image_h, g.canvas_w, g.canvas_h, g.content_w, g.content_h);
+  require_content(g);
   const Tensor<double> content = resize_bicubic(rgb, g.content_w, g.content_h);
   // (x/255 - 0.5)/0.5 rounded to float, then to bf16: the release's float tensor cast to bf16.
   auto normalise = [](double v) {
