@@ -201,10 +201,10 @@ TEST(ModelConfig, ErrorsNameTheField) {
 // sequence could drive the terminal; C1's CSI as UTF-8 too) are refused, and the error message
 // shows them escaped.
 TEST(ModelConfig, NamesWithControlCharactersAreRefusedAndShownEscaped) {
-  for (const std::string name : {std::string("t\x1b[2J"), std::string("a\0b", 3),
-                                 std::string("t\xc2\x9b"
-                                             "31m"),
-                                 std::string("")}) {
+  for (const std::string& name : {std::string("t\x1b[2J"), std::string("a\0b", 3),
+                                  std::string("t\xc2\x9b"
+                                              "31m"),
+                                  std::string("")}) {
     auto j = tiny_json();
     j["name"] = name;
     try {
