@@ -229,6 +229,24 @@ TEST(EngramEmu, BadSampledTablesAndNaNCodesAreBadInput) {
   expect_bad_input([&] { run_engram_layer(huge, {}); }, "ue8m0 scale past 2^119");
 }
 
+// Row 0 of the layer's first table is a row like any other (only -1 means "no lookup"): a
+// sequence whose hash lands on it (drawn until one does) gathers its bytes, not zeros.
+TEST(EngramEmu, TheTablesRowZeroIsLookedUp) {
+  EngramConfig c = small_config();
+  ASSERT_EQ(engram_tables(c).at(0).offsets.at(0), 0);
+  std::vector<int64_t> tokens;
+  for (uint64_t seed = 1; tokens.empty() && seed < 10000; ++seed) {
+    const std::vector<int64_t> drawn = synthetic_token_ids(16, c.vocab, seed);
+    const auto a = addresses_of(c, reference::compress(drawn, small_map()));
+    if (std::find(a.data.begin(), a.data.end(), 0) != a.data.end()) tokens = drawn;
+  }
+  ASSERT_FALSE(tokens.empty()) << "no sequence looks up row 0";
+  const auto in = make_engram_inputs(c, small_map(), tokens, 0, ActDType::f32, 3);
+  for (const auto& t :
+       compare_engram(run_engram_reference(in), run_engram_layer(in, {}), ActDType::f32))
+    EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
+}
+
 // The specificity campaign's Engram finding (seed 2003), as tandem verify builds the row: with
 // three baseline orders the unmodified kernels' gates came out 3% over budget (a token has 4
 // gates, so 12 error draws); with kMinRowErrorDraws orders they pass.

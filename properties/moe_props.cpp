@@ -3,6 +3,7 @@
 // simulator's, and bad inputs named.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <sys/mman.h>
 
 #include "bad_input.hpp"
 #include "cases/case_util.hpp"
@@ -10,20 +11,24 @@
 #include "core/device_limits.hpp"
 #include "core/error.hpp"
 #include "core/vision_config.hpp"
+#include "emu/emu_test_kernels.hpp"
 #include "sim/moe_traffic.hpp"
 
 namespace tandem {
 namespace {
 
 RC_GTEST_PROP(MoeExpertsEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
-  const int64_t T = *rc::gen::inRange(1, 6), d = 8 * *rc::gen::inRange(1, 9);
+  // d up to 320: past a 32-thread block's one pass (128 f32 or 256 bf16 values), so threads
+  // also take a second pass over y and f.
+  const int64_t T = *rc::gen::inRange(1, 6), d = 8 * *rc::gen::inRange(1, 41);
   const int64_t H = 4 * *rc::gen::inRange(1, 33), E = *rc::gen::inRange(1, 9);
   const int64_t k = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(E, 4) + 1);
   const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   const MoeExpertInputs in = make_moe_inputs(T, d, H, E, k, act, *rc::gen::arbitrary<uint64_t>());
   const MoeReference ref = run_moe_reference(in);
   const auto schedules = emu::test_schedules();
-  const MoeExpertOutputs first = run_moe_experts(in, {Backend::emu, schedules[0], 128});
+  const MoeExpertOutputs first =
+      run_moe_experts(in, {Backend::emu, schedules[0], *rc::gen::element(32, 64, 128)});
   for (const auto& t : compare_moe(ref, first, act)) {
     RC_LOG() << t.name << ": " << t.result.summary();
     RC_ASSERT(t.result.pass);
@@ -91,6 +96,52 @@ TEST(MoeExpertsEmu, ReleaseWidthsStagePastTheDefaultSharedMemory) {
     EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
   EXPECT_TRUE(
       same_traffic(out.launches, sim::predict_moe_experts(1, 5120, 2304, 1, ActDType::bf16)));
+}
+
+// Address space for `count` floats with none of it readable (PROT_NONE: no memory committed);
+// open() makes one page-aligned range readable and writable.
+class FloatReservation {
+ public:
+  explicit FloatReservation(size_t count) : bytes_(count * sizeof(float)) {
+    void* p = mmap(nullptr, bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    base_ = p == MAP_FAILED ? nullptr : static_cast<float*>(p);
+  }
+  ~FloatReservation() {
+    if (base_) munmap(base_, bytes_);
+  }
+  FloatReservation(const FloatReservation&) = delete;
+  FloatReservation& operator=(const FloatReservation&) = delete;
+  float* data() const { return base_; }
+  bool open(size_t first, size_t count) const {
+    return base_ && mprotect(base_ + first, count * sizeof(float), PROT_READ | PROT_WRITE) == 0;
+  }
+
+ private:
+  size_t bytes_;
+  float* base_ = nullptr;
+};
+
+// At V4.1-Flash's widths an expert holds H x d = 11.8M weights: expert 200 starts past 2^31 of
+// them, so its offset needs 64-bit arithmetic (an int product wraps to a negative offset). The
+// kernel reading expert 200 of a 201-expert table (only its rows mapped) gives what it gives for
+// the same rows as expert 0.
+TEST(MoeExpertsEmu, AnExpertPast2To31WeightsIsAddressedIn64Bits) {
+  const int64_t d = 5120, H = 2304, expert = 200;
+  const size_t per_expert = size_t(H * d);
+  ASSERT_GT(expert * H * d, int64_t{INT32_MAX});
+  const MoeExpertInputs in = make_moe_inputs(1, d, H, 1, 1, ActDType::f32, 13);
+  const FloatReservation w_in(per_expert * (expert + 1)), w_out(per_expert * (expert + 1));
+  ASSERT_TRUE(w_in.open(per_expert * expert, per_expert) &&
+              w_out.open(per_expert * expert, per_expert))
+      << "cannot reserve 2 x 9.4 GB of address space";
+  std::copy(in.w_in.data.begin(), in.w_in.data.end(), w_in.data() + per_expert * expert);
+  std::copy(in.w_out.data.begin(), in.w_out.data.end(), w_out.data() + per_expert * expert);
+  const std::vector<float> far =
+      emu_test::moe_one_expert(in.y.data, int32_t(expert), w_in.data(), w_out.data(), int(H));
+  const std::vector<float> near =
+      emu_test::moe_one_expert(in.y.data, 0, in.w_in.ptr(), in.w_out.ptr(), int(H));
+  EXPECT_TRUE(std::any_of(near.begin(), near.end(), [](float v) { return v != 0; }));
+  EXPECT_EQ(far, near);
 }
 
 TEST(MoeExpertsCuda, KernelMatchesReference) {

@@ -277,6 +277,46 @@ RC_GTEST_PROP(ResidualEmu, BoundaryMatchesReferenceInEveryMode, ()) {
                                                                        !in.next.fn.data.empty())}));
 }
 
+// Sinkhorn's softmax is shift-invariant per comb row: a row of logits around +100 (expf
+// overflows) or -120 (expf underflows to 0) must be shifted by its own max first, not by 0. The
+// opened site's coefficients (kernel and reference) stay those of the unshifted logits.
+RC_GTEST_PROP(ResidualEmu, CombRowsFarFromZeroAreShiftedByTheirMax, ()) {
+  const ResidualCase c = *gen_case();
+  const ResidualBoundaryInputs in = make_boundary_inputs(c, BoundaryMode::boundary);
+  ResidualBoundaryInputs shifted = in;
+  const int row = *rc::gen::inRange(0, 4);
+  const float shift = *rc::gen::element(100.0f, -120.0f);
+  RC_LOG() << c.name() << " comb row " << row << " + " << shift;
+  for (int k = 0; k < 4; ++k) shifted.next.base.data[size_t(8 + 4 * row + k)] += shift;  // comb
+  // 1e-4: the shifted base and logits lose their bits below 2^-17 (the float ulp near 100), which
+  // moves a coefficient by about that; the policy's budget (drawn from unshifted-size rounding)
+  // does not apply to logits this large.
+  const auto near = [](const auto& a, const auto& b) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::fabs(double(a[i]) - double(b[i])) <= 1e-4)) return false;
+    return a.size() == b.size();
+  };
+  const RunOptions opt{Backend::emu, {}, c.block};
+  RC_ASSERT(near(run_residual_boundary(shifted, opt).coef.data,
+                 run_residual_boundary(in, opt).coef.data));
+  RC_ASSERT(near(run_residual_boundary_reference(shifted).truth.coef.data,
+                 run_residual_boundary_reference(in).truth.coef.data));
+}
+
+// The single pass forms y and the next coefficients from X_{l+1} as stored (bf16 rounded), not
+// from the wider values it computed: closing and opening in one pass equals opening from the
+// closed state that was written, bit for bit.
+RC_GTEST_PROP(ResidualEmu, OnePassBoundaryEqualsOpeningTheStoredState, ()) {
+  const ResidualCase c = *gen_case();
+  const ResidualBoundaryInputs in = make_boundary_inputs(c, BoundaryMode::boundary);
+  const ResidualBoundaryOutputs both = run_residual_boundary(in, {Backend::emu, {}, c.block});
+  ResidualBoundaryInputs open = in;
+  open.f = {}, open.x = both.x;
+  const ResidualBoundaryOutputs opened = run_residual_boundary(open, {Backend::emu, {}, c.block});
+  RC_ASSERT(opened.y.data == both.y.data);
+  RC_ASSERT(opened.coef.data == both.coef.data);
+}
+
 // The pre the open pass collapses with is the carried one: with coef's pre = e_k, y is the
 // normalised stream k.
 TEST(ResidualEmu, OpenedSiteCollapsesWithTheCarriedPre) {

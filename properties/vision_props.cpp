@@ -414,6 +414,28 @@ TEST(VisionGate, OnlyRealExpertsAreChosenWhenEveryBiasedScoreIsNegative) {
   }
 }
 
+// Scores at the ends of softplus: logits far below 0 (softplus = log1p(e^x) ~ e^x, which
+// log(1 + e^x) in float rounds to 0 below -17) and past the x > 20 switch. The kernel selects as
+// the float reference and weighs within the policy's budget, on every backend.
+RC_GTEST_PROP(VisionGate, ScoresOfExtremeLogitsMatchTheReference, ()) {
+  auto in = gate_inputs(8, 64, 6, *rc::gen::arbitrary<uint64_t>());
+  // Even tokens: every logit in [-26, -8), so the chosen weights are ratios of tiny scores; odd
+  // tokens: one logit in five in [20, 40), the rest negative.
+  const int64_t E = in.logits.dim(1);
+  for (int64_t i = 0; i < in.logits.size(); ++i) {
+    const float u = seeded_uniform(uint64_t(i), 9, 0, 0.0f, 1.0f);
+    const bool large = (i / E) % 2 == 1 && i % 5 == 0;
+    in.logits.data[size_t(i)] = large ? 20.0f + 20.0f * u : -26.0f + 18.0f * u;
+  }
+  std::vector<Backend> backends{Backend::emu};
+  if (cuda_status().available) backends.push_back(Backend::cuda);
+  for (Backend b : backends)
+    for (const TensorCheck& t : compare_gate(in, run_moe_gate(in, {b, {}, 128}))) {
+      RC_LOG() << backend_name(b) << " " << t.name << ": " << t.result.summary();
+      RC_ASSERT(t.result.pass);
+    }
+}
+
 // An image whose resize rounds a side to 0 px is bad input: a config holding it is refused when
 // read, naming the file and fields (nothing runs first), and the preprocessing refuses it too.
 TEST(VisionEmu, AnImageThatResizesToNothingIsRefused) {

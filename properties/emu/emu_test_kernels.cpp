@@ -3,6 +3,7 @@
 
 #include "optimized/device_array.cuh"
 #include "optimized/kernel.cuh"
+#include "optimized/moe.cuh"
 
 namespace tandem::emu_test {
 namespace {
@@ -376,6 +377,20 @@ uint64_t hazard_count_of(Pattern p, const emu::Schedule& s) {
 void divergent_barrier() {
   emu::set_schedule({});
   TANDEM_LAUNCH("divergent_barrier", divergent_barrier_kernel, dim3(1), dim3(32), 0);
+}
+
+std::vector<float> moe_one_expert(const std::vector<float>& y, int32_t expert, const float* w_in,
+                                  const float* w_out, int H) {
+  emu::set_schedule({});
+  const int d = int(y.size());
+  const float weight = 1.0f;
+  std::vector<float> f(y.size(), NAN);
+  const size_t smem = sizeof(float) * (2 * size_t(d) + size_t(H));
+  TANDEM_ALLOW_DYNAMIC_SHARED(moe_experts_weighted<float>, smem);
+  TANDEM_LAUNCH("moe_experts_weighted", moe_experts_weighted<float>, dim3(1), dim3(256), smem,
+                y.data(), &expert, &weight, w_in, w_out, d, H, 1, f.data());
+  emu::take_launch_log();
+  return f;
 }
 
 }  // namespace tandem::emu_test

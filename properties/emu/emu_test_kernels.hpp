@@ -60,6 +60,12 @@ std::vector<float> shifted_copy(const std::vector<float>& in, Overrun o, int shi
 // A kernel where half the block waits at __syncthreads and half does not: must be reported.
 void divergent_barrier();
 
+// optimized/moe.cuh's moe_experts_weighted<float> for one token y [d] routed to `expert` alone
+// with weight 1, the weights given as raw pointers (w_in [> expert, H, d], w_out [> expert, d, H]:
+// only that expert's rows are read); returns f [d].
+std::vector<float> moe_one_expert(const std::vector<float>& y, int32_t expert, const float* w_in,
+                                  const float* w_out, int H);
+
 // Shared-memory access patterns for the hazard detector, each in a 64-thread block (two warps)
 // whose shared ints s[64] every thread first sets to its id, behind a barrier.
 enum class Pattern {
