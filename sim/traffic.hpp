@@ -93,7 +93,8 @@ Preset parse_preset(const JsonFields& f);
 Preset load_preset(const std::filesystem::path& path);
 void validate_workload(const Workload& w);
 
-// E[emitted per step] for verify budget K: 1 + sum_{j<=K} prod_{i<=j} c_i (i.i.d.: c_i = a).
+// E[emitted per step] for verify budget K: 1 + sum_{j<=K} prod_{i<=j} c_i (i.i.d.: c_i = a; a
+// confidence profile shorter than K repeats its last value: c_i = c_n for i > n).
 double expected_emitted(const Workload& w, int budget);
 VisionImage vision_tokens(const Image& img);
 Report simulate(const Preset& p, const Workload& w);

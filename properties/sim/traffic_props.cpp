@@ -7,9 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "app/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/model_config.hpp"
+#include "sim/model_traffic.hpp"
 #include "sim/traffic.hpp"
 #include "test_dir.hpp"
 
@@ -191,6 +195,171 @@ TEST(Traffic, BadWorkloadIsBadInput) {
   w = {};
   w.images = {{0, 10}};
   EXPECT_THROW(simulate(builtin_preset("tiny"), w), BadInput);
+}
+
+// Relative tolerance for a double figure recomputed by hand from the same formula: each side
+// takes a handful of correctly rounded operations (<= 2^-53 relative each), so 1e-12 is ample
+// and still a billion times finer than any of the mutations these tests guard against.
+constexpr double kRel = 1e-12;
+
+// DESIGN 6 / README "Traffic reports": the Engram prefetch must cross the host link while the
+// first block runs, and the first block moves its weights (active / layers) plus the batch's KV
+// share (batch x context x KV/token / layers) at HBM bandwidth. The needed link bandwidth is one
+// step's first-layer rows (batch x lookups x sector-rounded row) over that time.
+TEST(Traffic, EngramPrefetchFirstBlockScalesWithBatch) {
+  Preset p;
+  p.name = "hand";
+  p.layers = 4;
+  p.d = 64;
+  p.active_param_bytes = 4e6;  // 1e6 B a block
+  p.kv_bytes_per_token = 500;  // 4096 tokens: 512,000 B a block per request
+  p.engram_layers = 1;         // 24 rows of 264 B -> 288 B sectors: 6912 B a request
+  p.hbm_GBps = 1000;
+  Workload w;
+  w.context = 4096;
+  struct Want {
+    int batch;
+    double block_bytes;
+  } wants[] = {{1, 1e6 + 512000.0}, {8, 1e6 + 8 * 512000.0}};
+  for (const Want& want : wants) {
+    w.batch = want.batch;
+    const Report r = simulate(p, w);
+    const double ms = want.block_bytes / 1e12 * 1e3;  // 1000 GB/s
+    const double gbps = want.batch * 6912.0 / (ms * 1e-3) / 1e9;
+    EXPECT_NEAR(r.first_block_ms, ms, kRel * ms) << "batch " << want.batch;
+    EXPECT_NEAR(r.engram_prefetch_needed_GBps, gbps, kRel * gbps) << "batch " << want.batch;
+    EXPECT_EQ(r.engram_prefetch_hides, gbps <= 64) << "batch " << want.batch;
+  }
+}
+
+// README "Traffic reports": the residual and Engram rows are paid for every verified position,
+// (K + 1) / E of them per generated token. V4.1-Flash: the single pass's 10d per site = 10 x
+// 5120 x 2 B x 80 sites = 8,192,000 B; Engram 2 layers x 24 rows x 288 B = 13,824 B. At
+// acceptance 0.7, high load K = 1: E = 1.7; low load K = 5: E = 1 + .7 + ... + .7^5 = 2.94117.
+TEST(Traffic, DecodeResidualAndEngramPayPerVerifiedPosition) {
+  struct Load {
+    bool high;
+    int K;
+    double E;
+  } loads[] = {{true, 1, 1.7}, {false, 5, 2.94117}};
+  for (const Load& l : loads) {
+    Workload w;
+    w.high_load = l.high;
+    const Report r = simulate(builtin_preset("v4.1-flash"), w);
+    EXPECT_NEAR(r.expected_emitted, l.E, kRel * l.E);
+    const double positions = (l.K + 1) / l.E;
+    const double residual = 8192000.0 * positions, engram = 13824.0 * positions;
+    EXPECT_NEAR(row(r.decode, "residual").optimized, residual, kRel * residual) << l.K;
+    EXPECT_NEAR(row(r.decode, "engram").optimized, engram, kRel * engram) << l.K;
+    EXPECT_EQ(row(r.decode, "residual").baseline, 16384000.0);  // V4 unfused: 20d, not per position
+  }
+}
+
+// A profile shorter than the budget repeats its last confidence (sim/traffic.hpp): {0.9, 0.5}
+// at K = 4 is c = 0.9, 0.5, 0.5, 0.5, survivals 0.9, 0.45, 0.225, 0.1125.
+TEST(Traffic, ShortConfidenceProfileRepeatsItsLastValue) {
+  Workload w;
+  w.confidence = {0.9, 0.5};
+  const double e4 = 1 + 0.9 + 0.45 + 0.225 + 0.1125;  // 2.6875
+  EXPECT_NEAR(expected_emitted(w, 4), e4, kRel * e4);
+  // Through the report: low load verifies gamma = 5, one more survival of 0.05625.
+  w.high_load = false;
+  const Report r = simulate(builtin_preset("v4.1-flash"), w);
+  EXPECT_EQ(r.verify_budget, 5);
+  EXPECT_NEAR(r.expected_emitted, e4 + 0.05625, kRel * e4);
+  // A single confidence behaves as i.i.d. acceptance at that value: (1 - a^(K+1)) / (1 - a).
+  w.confidence = {0.6};
+  const double iid = (1 - std::pow(0.6, 6)) / 0.4;
+  EXPECT_NEAR(expected_emitted(w, 5), iid, kRel * iid);
+}
+
+// Confidences are probabilities: in [0, 1] (1 allowed: the drafter may be sure), anything else
+// is bad input naming --confidence, from the simulator and as the CLI's exit 2.
+TEST(Traffic, ConfidenceOutsideZeroOneIsBadInput) {
+  Workload w;
+  for (const double c : {1.5, 1.0000001, -0.1, -1e-9}) {
+    w.confidence = {0.9, c};
+    try {
+      simulate(builtin_preset("tiny"), w);
+      ADD_FAILURE() << "accepted confidence " << c;
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find("--confidence"), std::string::npos) << e.what();
+    }
+  }
+  w.confidence = {1.0, 0.0};
+  EXPECT_NO_THROW(simulate(builtin_preset("tiny"), w));
+
+  auto cli = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "tandem");
+    std::ostringstream out, err;
+    const int code = app::run(int(args.size()), args.data(), out, err);
+    return std::pair{code, err.str()};
+  };
+  for (const char* value : {"--confidence=0.9,1.5", "--confidence=-0.5"}) {
+    const auto [code, err] = cli({"traffic", "--preset", "tiny", value});
+    EXPECT_EQ(code, 2) << value << ": " << err;
+    EXPECT_NE(err.find("--confidence"), std::string::npos) << err;
+  }
+  EXPECT_EQ(cli({"traffic", "--preset", "tiny", "--confidence=1,0"}).first, 0);
+}
+
+// DESIGN 5.5: a sequence keeps min(T, 128) window records per window-owning layer, in whole pages.
+// Below the ring's size only T of them: V4.1 r = 2 layer, v41_window records of 528 B.
+TEST(Traffic, SequenceWindowBelowTheRingCountsOnlyTheTokens) {
+  auto window = [](int64_t tokens, int64_t page) {
+    return kv_sequence_bytes(v41_compressor(2), KvFormat::idx_mxfp4, false, KvFormat::v41_window,
+                             128, tokens, page);
+  };
+  EXPECT_EQ(window(10, 1).window, 10 * 528);
+  EXPECT_EQ(window(10, 1).padding, 0);  // 5 entries, 5 keys, 10 window records: no page slack
+  EXPECT_EQ(window(10, 64).window, 64 * 528);  // one page of 64
+  EXPECT_EQ(window(10, 64).padding, (64 - 5) * (288 + 68) + (64 - 10) * 528);
+  EXPECT_EQ(window(64, 64).window, 64 * 528);
+  EXPECT_EQ(window(65, 64).window, 2 * 64 * 528);
+  EXPECT_EQ(window(127, 1).window, 127 * 528);
+  EXPECT_EQ(window(1000, 1).window, 128 * 528);  // the full ring
+  // The report's sequence at 10 tokens: V4.1-Flash's 4 kv-source layers and 2 window-only
+  // layers each keep one page of the ring.
+  Workload w;
+  w.context = 10;
+  const Report r = simulate(builtin_preset("v4.1-flash"), w);
+  ASSERT_TRUE(r.kv_sequence.has_value());
+  EXPECT_EQ(r.kv_sequence->window, 6 * kKvReportPage * 528);
+}
+
+// The tiny preset is the end-to-end model of tandem verify, whose activations are f32
+// (optimized/model.hpp): its residual element is what the model's own byte model reads. The
+// model's first launch of one token opens the first site: it reads the hc_mult streams of d.
+TEST(Presets, TinyActBytesAreTheModelsActivations) {
+  const ModelConfig m = builtin_model("tiny");
+  const LaunchLog log = predict_model(m, {5}, 0);
+  ASSERT_FALSE(log.empty());
+  EXPECT_TRUE(log[0].kernel.starts_with("residual_single_pass")) << log[0].kernel;
+  const uint64_t streams = uint64_t(m.residual.hc_mult) * m.residual.d;
+  EXPECT_EQ(log[0].read[int(Traffic::activation)] % streams, 0u);
+  EXPECT_EQ(uint64_t(builtin_preset("tiny").act_bytes),
+            log[0].read[int(Traffic::activation)] / streams);
+  EXPECT_EQ(builtin_preset("tiny").act_bytes, 4);  // f32
+  for (const char* n : {"v4-flash", "v4-pro", "v4.1-flash"})
+    EXPECT_EQ(builtin_preset(n).act_bytes, 2) << n;  // the releases' bf16 residual
+}
+
+// Engram layers are some of the preset's layers: at most `layers`, else bad input naming the
+// field.
+TEST(Presets, EngramLayersAtMostLayers) {
+  const auto path =
+      std::filesystem::path(TANDEM_SOURCE_DIR) / "sim" / "presets" / "v4.1-flash-gh200.json";
+  nlohmann::json j = nlohmann::json::parse(read_file(path));
+  ASSERT_EQ(j["layers"], 40);
+  j["engram_layers"] = 40;
+  EXPECT_EQ(parse_preset(JsonFields(j, "test")).engram_layers, 40);
+  j["engram_layers"] = 41;
+  try {
+    parse_preset(JsonFields(j, "test"));
+    ADD_FAILURE() << "accepted 41 Engram layers of 40";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("engram_layers"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Presets, ShippedPresetFilesLoad) {
