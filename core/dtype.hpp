@@ -99,6 +99,8 @@ TANDEM_HD inline uint8_t fp8_tile_scale_code(float amax) {
   const uint32_t b = float_bits(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
   return static_cast<uint8_t>(((b >> 23) & 0xffu) + ((b & 0x7fffffu) != 0));
 }
+// NOTE: fmaxf drops a NaN, so NaN codes as -448: callers quantize finite values only (Engram's
+// weights and rows are validated finite; the KV records clamp their own way, kv_record.hpp).
 TANDEM_HD inline uint8_t fp8_tile_code(float x, float scale) {
   return e4m3_encode(fminf(fmaxf(x / scale, -448.0f), 448.0f));
 }

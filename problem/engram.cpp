@@ -44,6 +44,12 @@ void validate_engram_inputs(const EngramInputs& in) {
   if (in.wkv.shape != Shape{5 * d, E})
     throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
   if (in.gate_w.shape != Shape{4, d}) throw_bad_input("engram input 'gate_w': expected [4, {}]", d);
+  // Weights are data: a non-finite one is bad input (the FP8 quantizer would clamp a NaN to -448).
+  for (const auto& [name, w] : {std::pair{"wkv", &in.wkv}, std::pair{"gate_w", &in.gate_w}})
+    for (int64_t i = 0; i < w->size(); ++i)
+      if (!std::isfinite(w->data[size_t(i)]))
+        throw_bad_input("engram input '{}'[{}, {}] is not finite ({})", name, i / w->dim(1),
+                        i % w->dim(1), w->data[size_t(i)]);
   if (c.wkv_fp8_block != 0 && c.wkv_fp8_block != 32 && c.wkv_fp8_block != 128)
     throw_bad_input("engram config: wkv_fp8_block is 32, 128 or 0, got {}", c.wkv_fp8_block);
   if (!engram_gate_fits(E, d))

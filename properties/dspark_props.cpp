@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "bad_input.hpp"
 #include "case_budget.hpp"
 #include "cases/dspark_case.hpp"
 #include "core/philox.hpp"
@@ -409,6 +410,12 @@ TEST(DsparkVerify, BadInputNamesTheProblem) {
   in = random_verify(2, 2, 10, 1, false);
   in.p_target.data[0] = NAN;
   EXPECT_THROW(run_dspark_verify(in, {}), BadInput);
+  in = random_verify(2, 2, 10, 1, false);
+  in.p_draft.data[13] = 1.0625f;  // [request 0, draft 1, token 3]
+  expect_bad_input([&] { run_dspark_verify(in, {}); }, "p_draft[0, 1, 3] is 1.0625");
+  in = random_verify(2, 2, 10, 1, false);
+  in.p_target.data[37] = -0.25f;  // [request 1, row 0, token 7] of [2, 3, 10]
+  expect_bad_input([&] { run_dspark_verify(in, {}); }, "p_target[1, 0, 7] is -0.25");
   in = random_verify(2, 2, 10, 1, false);
   in.drafted = {1, 3};  // more than the budget's rows
   try {

@@ -229,6 +229,27 @@ TEST(EngramEmu, BadSampledTablesAndNaNCodesAreBadInput) {
   expect_bad_input([&] { run_engram_layer(huge, {}); }, "ue8m0 scale past 2^119");
 }
 
+// A compressed id is below engram.compressed_vocab (the last one is the vocab minus one), and the
+// weights are finite (the FP8 quantizer would turn a NaN into -448): else bad input, named.
+TEST(EngramEmu, IdsPastTheCompressedVocabAndNonFiniteWeightsAreBadInput) {
+  const EngramConfig c = small_config();
+  const auto in =
+      make_engram_inputs(c, small_map(), synthetic_token_ids(4, c.vocab, 3), 1, ActDType::f32, 3);
+  EngramInputs last = in;
+  last.compressed[2] = c.compressed_vocab - 1;
+  EXPECT_NO_THROW(run_engram_layer(last, {}));
+  EngramInputs past = in;
+  past.compressed[2] = c.compressed_vocab;
+  expect_bad_input([&] { run_engram_layer(past, {}); },
+                   "compressed id 3001 >= engram.compressed_vocab 3001");
+  EngramInputs nan = in;
+  nan.wkv.data[size_t(nan.wkv.dim(1) + 5)] = NAN;
+  expect_bad_input([&] { run_engram_layer(nan, {}); }, "'wkv'[1, 5] is not finite (nan)");
+  EngramInputs inf = in;
+  inf.gate_w.data[3] = -INFINITY;
+  expect_bad_input([&] { run_engram_layer(inf, {}); }, "'gate_w'[0, 3] is not finite (-inf)");
+}
+
 // Row 0 of the layer's first table is a row like any other (only -1 means "no lookup"): a
 // sequence whose hash lands on it (drawn until one does) gathers its bytes, not zeros.
 TEST(EngramEmu, TheTablesRowZeroIsLookedUp) {

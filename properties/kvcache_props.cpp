@@ -584,6 +584,10 @@ TEST(KvCache, BadInputNamesTheField) {
   c.decode = true, c.x = Tensor<float>({1, 16}, 0.5f), c.state.a = Tensor<float>({2, 512}),
   c.state.b = Tensor<float>({2, 512}, NAN);
   expect_bad_input([&] { run_kv_compress(c, {}); }, "'state.b'[0] is nan");
+  c.state.b = Tensor<float>({2, 512}, -INFINITY);  // every slot empty: valid
+  EXPECT_NO_THROW(run_kv_compress(c, {}));
+  c.state.b.data[7] = INFINITY;
+  expect_bad_input([&] { run_kv_compress(c, {}); }, "'state.b'[7] is inf");
   IndexKeyInputs k = make_index_key_inputs(KvFormat::idx_mxfp4, 3, 2, 4, 1e-6, 1);
   k.latent = Tensor<float>({3, 256});
   expect_bad_input([&] { run_index_key_store(k, {}); }, "'latent'");

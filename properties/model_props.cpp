@@ -252,6 +252,39 @@ TEST(Model, WindowIndicesAreTheNewestPositionsUpToTheToken) {
       }
 }
 
+// A forced tap replaces an element only with the other correct bf16 rounding of it: a bf16 value
+// of the same sign whose bits are at most one step from the element's own rounding; the tap
+// sees the run's own values.
+TEST(ModelReference, TapAndSnapTakesOnlyANeighbouringBf16) {
+  const float one_up = bf16_decode(0x3f81), two_up = bf16_decode(0x3f82);  // 1 + 2^-7, 1 + 2^-6
+  const float own = 1.0f + 0x1p-9f;  // rounds to bf16 1.0 (0x3f80)
+  reference::ForcedTaps forced{{"x", Tensor<float>({6}, {one_up, two_up, 1.0f + 0x1p-10f, -1.0f,
+                                                         bf16_decode(0x3f7f), 0.0f})}};
+  Tensor<float> values({6}, {own, own, own, own, own, -0.0f});
+  Tensor<double> tapped;
+  reference::tap_and_snap<float>(
+      "x", values, [&](std::string, Tensor<double> t) { tapped = std::move(t); }, &forced);
+  EXPECT_EQ(tapped.data[0], double(own));
+  EXPECT_EQ(values.data, (std::vector<float>{one_up, own, own, own, bf16_decode(0x3f7f), -0.0f}));
+  Tensor<float> other_shape({2, 3}, own);
+  reference::tap_and_snap<float>(
+      "x", other_shape, [](std::string, Tensor<double>) {}, &forced);
+  EXPECT_EQ(other_shape.data, std::vector<float>(6, own));
+}
+
+// A ring one slot shorter than the positions a row holds (min(W, its position + 1)) would alias
+// the oldest with the newest: refused; a ring exactly as long is enough.
+TEST(Model, WindowIndicesRefuseARingShorterThanTheRow) {
+  EXPECT_NO_THROW(model_window_indices(0, 2, 4, 2));  // rows of 1 and 2 positions
+  expect_bad_input([] { model_window_indices(0, 2, 4, 1); },
+                   "1 slots cannot hold a window of 4 at positions 0..1");
+  EXPECT_NO_THROW(model_window_indices(0, 5, 4, 4));
+  expect_bad_input([] { model_window_indices(0, 5, 4, 3); },
+                   "3 slots cannot hold a window of 4 at positions 0..4");
+  expect_bad_input([] { model_window_indices(200, 1, 128, 127); }, "127 slots");
+  expect_bad_input([] { model_window_indices(0, 1, 0, 4); }, "a window of 0");
+}
+
 TEST(Model, DsparkDraftsFromTheModelsFeaturesAndKeepsGreedyText) {
   TinyModel plain(tiny()), spec(tiny());
   DsparkConfig c = tiny().dspark;

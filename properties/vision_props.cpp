@@ -181,6 +181,14 @@ TEST(VisionPreprocess, ContentIsCentredInGray) {
         ASSERT_EQ(img.data[(y * 868 + x) * 3 + c], normalised(y >= 2 && y < 349 ? 200 : 127))
             << y << "," << x;
   EXPECT_EQ(reference::patchify(img).dim(2), 3 * 14 * 14);
+  // Transposed, 40 x 100 px: canvas 350 x 868, 347 columns at x = round(1.5) = 2.
+  const auto tall = vision_geometry(40, 100, kRelease);
+  ASSERT_EQ(tall.canvas_w, 350);
+  ASSERT_EQ(tall.canvas_h, 868);
+  EXPECT_EQ(tall.content_x, 2);
+  EXPECT_EQ(tall.content_w, 347);
+  EXPECT_EQ(tall.content_y, 0);
+  EXPECT_EQ(tall.content_h, 868);
 }
 
 // A constant image stays exactly constant through any resize: each output is its first tap

@@ -2,6 +2,7 @@
 // class rejected with a message naming the file.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "core/atomic_file.hpp"
@@ -102,6 +103,32 @@ TEST(Safetensors, TruncatedFileOnDiskIsRejectedAndWritesAreAtomic) {
   for (const auto& e : std::filesystem::directory_iterator(dir))
     EXPECT_EQ(e.path().filename().string().find("tmp"), std::string::npos)
         << "left behind: " << e.path();
+}
+
+// A shard's tensor read on demand stays inside the tensor: a range past its end is bad input
+// naming the file, never the next tensor's bytes (nor an offset + count that wraps).
+TEST(Safetensors, OnDemandReadsStayInsideTheTensor) {
+  const TestDir tmp;
+  const auto path = tmp.path() / "s.safetensors";
+  write_safetensors(path, sample());
+  const SafetensorsFile f(path);
+  const StEntry& a = f.header().tensors.at("a");  // [2, 3] floats 1..6, followed by "b"
+  ASSERT_EQ(a.end - a.begin, 24u);
+  const std::string last = f.read(a, 20, 4);
+  float v = 0;
+  std::memcpy(&v, last.data(), 4);
+  EXPECT_EQ(v, 6.0f);
+  EXPECT_EQ(f.read(a, 24, 0), "");
+  for (const auto& [offset, count] :
+       {std::pair<uint64_t, uint64_t>{4, 24}, {20, 8}, {25, 0}, {8, UINT64_MAX - 4}}) {
+    try {
+      f.read(a, offset, count);
+      ADD_FAILURE() << "bytes [" << offset << ", +" << count << ") of a 24-byte tensor were read";
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find("s.safetensors"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("of a 24-byte tensor"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
