@@ -277,6 +277,36 @@ RC_GTEST_PROP(ResidualEmu, BoundaryMatchesReferenceInEveryMode, ()) {
                                                                        !in.next.fn.data.empty())}));
 }
 
+// The baseline runs in the kernels' storage precision: bf16 activations hold bf16 values only;
+// f32 ones hold values bf16 cannot, and stay within f32 rounding of the truth (a baseline run in
+// bf16 would widen every f32 budget ~2^16-fold and let a bf16-rounding kernel pass).
+RC_GTEST_PROP(ResidualReference, TheBaselineStoresTheActivationDtype, ()) {
+  const ResidualCase c = *gen_case();
+  const ResidualStackInputs in = c.inputs();
+  const auto base = reference::run_baseline(in, c.path);
+  const auto all_bf16 = [](const Tensor<double>& t) {
+    return std::all_of(t.data.begin(), t.data.end(),
+                       [](double v) { return double(reference::store<bf16>(float(v))) == v; });
+  };
+  const auto boundary =
+      reference::residual_boundary_baseline(make_boundary_inputs(c, BoundaryMode::boundary));
+  if (c.act == ActDType::bf16) {
+    RC_ASSERT(all_bf16(base.x_out) && all_bf16(base.y_out));
+    RC_ASSERT(all_bf16(boundary.x) && all_bf16(boundary.y));
+    return;
+  }
+  RC_ASSERT(!all_bf16(base.x_out) && !all_bf16(boundary.x));
+  const auto truth = reference::run_truth(in, c.path);
+  double scale = 0, err = 0;
+  for (size_t i = 0; i < truth.x_out.data.size(); ++i) {
+    scale = std::max(scale, std::fabs(truth.x_out.data[i]));
+    err = std::max(err, std::fabs(base.x_out.data[i] - truth.x_out.data[i]));
+  }
+  // 2^-14 of the largest element: f32 sums over <= 4 x 96 terms and <= 3 sites stay below
+  // ~2^-17; one bf16 rounding alone is up to 2^-9.
+  RC_ASSERT(err <= 0x1p-14 * scale);
+}
+
 // Sinkhorn's softmax is shift-invariant per comb row: a row of logits around +100 (expf
 // overflows) or -120 (expf underflows to 0) must be shifted by its own max first, not by 0. The
 // opened site's coefficients (kernel and reference) stay those of the unshifted logits.
