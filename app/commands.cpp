@@ -549,15 +549,13 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
     err << "tandem: error: out of memory: lower the config's sizes, --jobs or --block-workers "
            "(each host thread holds its blocks' fiber stacks)\n";
     return static_cast<int>(ExitCode::bad_input);
-  } catch (const std::system_error& e) {
-    if (e.code() != std::errc::resource_unavailable_try_again) {
-      err << "tandem: internal error: " << e.what() << "\n";
-      return static_cast<int>(ExitCode::internal);
-    }
-    err << "tandem: error: cannot start another host thread (" << e.what()
-        << "): lower --jobs or --block-workers\n";
-    return static_cast<int>(ExitCode::bad_input);
   } catch (const std::exception& e) {
+    if (const auto* s = dynamic_cast<const std::system_error*>(&e);
+        s && s->code() == std::errc::resource_unavailable_try_again) {  // a thread past the limit
+      err << "tandem: error: cannot start another host thread (" << e.what()
+          << "): lower --jobs or --block-workers\n";
+      return static_cast<int>(ExitCode::bad_input);
+    }
     err << "tandem: internal error: " << e.what() << "\n";
     return static_cast<int>(ExitCode::internal);
   }
