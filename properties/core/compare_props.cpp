@@ -66,6 +66,25 @@ TEST(Compare, BudgetScalesWithBaselineError) {
   EXPECT_FALSE(c.run().pass);
 }
 
+// The element bound is exactly 2 x the baseline's error + 2 ulp of the output dtype (DESIGN 4):
+// one element just inside passes, just outside fails (one element among 100: NMSE stays in).
+TEST(Compare, ElementBudgetIsTwiceTheBaselineErrorPlusTwoUlp) {
+  const double u = std::ldexp(1.0, -23);  // the f32 ulp at 1.5
+  auto one_off = [&](double baseline_err, double optimized_err) {
+    Case c{std::vector<double>(100, 1.5), std::vector<double>(100, 1.5 + baseline_err),
+           std::vector<double>(100, 1.5)};
+    c.optimized[37] += optimized_err;
+    return c.run(OutDType::F32);
+  };
+  EXPECT_TRUE(one_off(0, 1.9 * u).pass);  // the ulp term alone: 2 ulp
+  EXPECT_FALSE(one_off(0, 2.1 * u).pass);
+  EXPECT_TRUE(one_off(1e-4, 2e-4 + 1.9 * u).pass);  // 2 x 1e-4 + 2 ulp
+  const CompareResult r = one_off(1e-4, 2e-4 + 2.1 * u);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.worst_index, 37);
+  EXPECT_NE(r.failure.find("element 37"), std::string::npos) << r.summary();
+}
+
 TEST(Compare, RowSharesTheLargestBaselineErrorOfTheRow) {
   Case c{{1, 2, 3, 4}, {1 + 1e-5, 2, 3, 4}, {1, 2 + 1.2e-5, 3, 4}};
   EXPECT_FALSE(c.run(OutDType::F64, 1).pass);  // element 1's own baseline error is 0
@@ -106,6 +125,26 @@ TEST(Compare, NmseIsCheckedGlobally) {
   const auto r = c.run(OutDType::F64, 2);
   EXPECT_EQ(r.pass_fraction, 1.0) << r.summary();
   EXPECT_FALSE(r.pass) << r.summary();
+  EXPECT_NE(r.failure.find("NMSE"), std::string::npos) << r.summary();
+}
+
+// The global bound is NMSE <= 4 x the baseline's (2^2: the element factor squared) + the ulp
+// term: with the baseline's error 1e-3 on half the elements (NMSE scale 0.5e-6) and every element
+// inside its row's budget, an optimized error of 1.39e-3 everywhere (ratio 3.86) passes and
+// 1.44e-3 (ratio 4.15) fails on NMSE.
+TEST(Compare, NmseBudgetIsFourTimesTheBaselines) {
+  auto uniform = [](double optimized_err) {
+    Case c = ramp(1000);
+    for (size_t i = 0; i < c.truth.size(); ++i) {
+      c.baseline[i] = c.truth[i] + ((i % 2) ? 1e-3 : 0.0);
+      c.optimized[i] = c.truth[i] + optimized_err;
+    }
+    return c.run(OutDType::F64, 2);
+  };
+  EXPECT_TRUE(uniform(1.39e-3).pass) << uniform(1.39e-3).summary();
+  const CompareResult r = uniform(1.44e-3);
+  EXPECT_EQ(r.pass_fraction, 1.0) << r.summary();
+  EXPECT_FALSE(r.pass);
   EXPECT_NE(r.failure.find("NMSE"), std::string::npos) << r.summary();
 }
 
