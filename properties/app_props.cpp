@@ -13,6 +13,7 @@
 #include "app/commands.hpp"
 #include "app/verify.hpp"
 #include "case_budget.hpp"
+#include "cases/case_check.hpp"
 #include "cases/engram_case.hpp"
 #include "core/atomic_file.hpp"
 #include "core/model_config.hpp"
@@ -47,6 +48,40 @@ std::string temp_file(const TestDir& dir, const std::string& name, const std::st
 }
 
 const std::string kShipped = std::string(TANDEM_SOURCE_DIR) + "/golden/cases";
+
+// A verify row fails on its first failing tensor (named, with its summary; the smallest margin
+// reported) and on counted bytes that differ from the simulator's, whatever the tensors said.
+TEST(VerifyRows, FailOnTheFirstFailingTensorAndOnBytesTheSimulatorDidNotPredict) {
+  CompareResult ok, near, bad, worse;
+  ok.pass = near.pass = true, bad.pass = worse.pass = false;
+  ok.worst_ratio = 0.25, near.worst_ratio = 0.9, bad.worst_ratio = 3, worse.worst_ratio = 7;
+  VerifyRow row;
+  fold_checks(row, {{"a", ok}, {"b", near}});
+  EXPECT_TRUE(row.pass);
+  EXPECT_EQ(row.worst_tensor, "b");
+  EXPECT_DOUBLE_EQ(row.margin, 1 - 0.9);
+  fold_checks(row, {{"a", ok}, {"b", bad}, {"c", worse}});
+  EXPECT_FALSE(row.pass);
+  EXPECT_EQ(row.first_divergence, "b");
+  EXPECT_EQ(row.worst_tensor, "c");
+  LaunchCounts counted{"k"};
+  counted.read[0] = 4096, counted.written[1] = 512;
+  LaunchCounts other = counted;
+  other.written[1] += 2;
+  VerifyRow bytes;
+  fold_checks(bytes, {{"a", ok}});
+  check_against_sim(bytes, {counted}, {counted});
+  EXPECT_TRUE(bytes.pass);
+  EXPECT_NE(bytes.bytes.find("== sim"), std::string::npos) << bytes.bytes;
+  check_against_sim(bytes, {other}, {counted});
+  EXPECT_FALSE(bytes.pass);
+  EXPECT_NE(bytes.bytes.find("!= sim"), std::string::npos) << bytes.bytes;
+  EXPECT_NE(bytes.detail.find("differ from the simulator"), std::string::npos) << bytes.detail;
+  // An exact check compares shapes too: the same values laid out [3, 2] are not a [2, 3] output.
+  const Tensor<int32_t> want({2, 3}, {1, 2, 3, 4, 5, 6}), got({3, 2}, {1, 2, 3, 4, 5, 6});
+  EXPECT_TRUE(exact_check("t", want, want).result.pass);
+  EXPECT_EQ(exact_check("t", want, got).result.failure, "shape mismatch");
+}
 
 TEST(App, InfoNamesTheBackends) {
   const CliRun r = tandem({"info"});
