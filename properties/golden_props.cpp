@@ -190,6 +190,10 @@ TEST(Golden, DeltaCountsOnlyEqualInfinitiesAsEqual) {
   EXPECT_FALSE(delta({NAN, 2.0}, {NAN, 2.0}).within());
   EXPECT_FALSE(delta({INFINITY, 2.1}, {INFINITY, 2.0}).within());  // the scale is 2, not inf
   EXPECT_TRUE(delta({INFINITY, 2.0 + 1e-13}, {INFINITY, 2.0}).within());
+  // The bound: 1e-12 of the largest finite stored magnitude (2 here), no more.
+  EXPECT_TRUE(delta({-1.0, 2.0 + 1.9e-12}, {-1.0, 2.0}).within());
+  EXPECT_FALSE(delta({-1.0, 2.0 + 2.1e-12}, {-1.0, 2.0}).within());
+  EXPECT_FALSE(delta({-1.0 + 2.1e-12, 2.0}, {-1.0, 2.0}).within());
 }
 
 TEST(Golden, MissingDirectoryIsBadInput) {
