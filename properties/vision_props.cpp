@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -164,16 +165,16 @@ TEST(VisionGeometry, MaxWhRatioClampsTheWidth) {
   EXPECT_EQ(up.sized_h, 344);
 }
 
+// A geometry's canvas and where the image lies in it: canvas w, h, content x, w, y, h.
+std::array<int, 6> placement(const VisionGeometry& g) {
+  return {g.canvas_w, g.canvas_h, g.content_x, g.content_w, g.content_y, g.content_h};
+}
+
 TEST(VisionPreprocess, ContentIsCentredInGray) {
   // 100 x 40 px: upscaled to 860 x 344, canvas 868 x 350; the image fits 868 px wide as
   // round(347.2) = 347 rows, at y = round(1.5) = 2 (half to even): rows [2, 349).
   const auto g = vision_geometry(100, 40, kRelease);
-  ASSERT_EQ(g.canvas_w, 868);
-  ASSERT_EQ(g.canvas_h, 350);
-  EXPECT_EQ(g.content_x, 0);
-  EXPECT_EQ(g.content_w, 868);
-  EXPECT_EQ(g.content_y, 2);
-  EXPECT_EQ(g.content_h, 347);
+  ASSERT_EQ(placement(g), (std::array{868, 350, 0, 868, 2, 347}));
   const Tensor<float> img = reference::preprocess(Tensor<uint8_t>({40, 100, 3}, 200), g);
   for (int64_t y = 0; y < 350; ++y)
     for (int64_t x = 0; x < 868; ++x)
@@ -182,13 +183,7 @@ TEST(VisionPreprocess, ContentIsCentredInGray) {
             << y << "," << x;
   EXPECT_EQ(reference::patchify(img).dim(2), 3 * 14 * 14);
   // Transposed, 40 x 100 px: canvas 350 x 868, 347 columns at x = round(1.5) = 2.
-  const auto tall = vision_geometry(40, 100, kRelease);
-  ASSERT_EQ(tall.canvas_w, 350);
-  ASSERT_EQ(tall.canvas_h, 868);
-  EXPECT_EQ(tall.content_x, 2);
-  EXPECT_EQ(tall.content_w, 347);
-  EXPECT_EQ(tall.content_y, 0);
-  EXPECT_EQ(tall.content_h, 868);
+  EXPECT_EQ(placement(vision_geometry(40, 100, kRelease)), (std::array{350, 868, 2, 347, 0, 868}));
 }
 
 // A constant image stays exactly constant through any resize: each output is its first tap
