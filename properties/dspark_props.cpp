@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -191,28 +192,44 @@ TEST(DsparkVerify, AcceptanceIsStrictAtTheBoundary) {
 }
 
 // The inverse CDF draws the first token whose running sum passes the target strictly. Every
-// draft is accepted (p_t = p_d = 1 on it) and the bonus row is [u, 1 - u, 0, ...] for the bonus
-// draw's own uniform u (a multiple of 2^-24, so both weights and their total 1 are exact): the
-// target u x 1 equals token 0's running sum, so token 1 is drawn, and token 0 never when u = 0
-// (a weight of 0).
+// draft is accepted (p_t = p_d = 1 on it) and the bonus row is made for the bonus draw's own
+// uniform u (a multiple of 2^-24, so the weights and their total 1 are exact):
+//  [u, 1 - u, 0, ...]: the target u x 1 equals token 0's running sum, so token 1 is drawn, and
+//  token 0 never when u = 0 (a weight of 0);
+//  [u, 0, (1 - u) / 2, (1 - u) / 2, 0, ...]: the target equals block 0's sum (the warps' blocks
+//  are V / 32 = 2 tokens), so the first block that passes it is block 1, and token 2 is drawn.
 TEST(DsparkVerify, TheInverseCdfPassesTheTargetStrictly) {
   const int64_t R = 256, V = 64;
-  VerifyInputs in = single_row_batch(R, V, 59, false);
-  std::vector<float> certain(V, 0.0f);
-  certain[0] = 1.0f;
-  for (int64_t r = 0; r < R; ++r) {
-    set_row(in.p_draft, r, certain);
-    set_row(in.p_target, 2 * r, certain);
-    // The bonus row's uniform: the request's stream 1 at the position after its one draft.
-    const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
-    std::vector<float> bonus(V, 0.0f);
-    bonus[0] = u, bonus[1] = 1.0f - u;
-    set_row(in.p_target, 2 * r + 1, bonus);
-  }
-  const VerifyOutputs out = verified_decisions(in);
-  for (int64_t r = 0; r < R; ++r) {
-    EXPECT_EQ(out.accepted[r], 1) << "request " << r;
-    EXPECT_EQ(out.emitted.data[r * 2 + 1], 1) << "request " << r;
+  const std::vector<std::pair<std::function<std::vector<float>(float)>, int32_t>> rows{
+      {[](float u) {
+         std::vector<float> w(V, 0.0f);
+         w[0] = u, w[1] = 1.0f - u;
+         return w;
+       },
+       1},
+      {[](float u) {
+         std::vector<float> w(V, 0.0f);
+         w[0] = u, w[2] = w[3] = (1.0f - u) / 2;
+         return w;
+       },
+       2}};
+  for (const auto& [bonus_row, want] : rows) {
+    VerifyInputs in = single_row_batch(R, V, 59, false);
+    std::vector<float> certain(V, 0.0f);
+    certain[0] = 1.0f;
+    for (int64_t r = 0; r < R; ++r) {
+      set_row(in.p_draft, r, certain);
+      set_row(in.p_target, 2 * r, certain);
+      // The bonus row's uniform: the request's stream 1 at the position after its one draft.
+      const float u =
+          philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+      set_row(in.p_target, 2 * r + 1, bonus_row(u));
+    }
+    const VerifyOutputs out = verified_decisions(in);
+    for (int64_t r = 0; r < R; ++r) {
+      EXPECT_EQ(out.accepted[r], 1) << "request " << r;
+      EXPECT_EQ(out.emitted.data[r * 2 + 1], want) << "request " << r;
+    }
   }
 }
 
