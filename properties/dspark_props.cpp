@@ -221,8 +221,7 @@ TEST(DsparkVerify, TheInverseCdfPassesTheTargetStrictly) {
       set_row(in.p_draft, r, certain);
       set_row(in.p_target, 2 * r, certain);
       // The bonus row's uniform: the request's stream 1 at the position after its one draft.
-      const float u =
-          philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+      const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
       set_row(in.p_target, 2 * r + 1, bonus_row(u));
     }
     const VerifyOutputs out = verified_decisions(in);
