@@ -13,6 +13,7 @@
 
 #include "bad_input.hpp"
 #include "case_budget.hpp"
+#include "cases/case_util.hpp"
 #include "cases/dspark_case.hpp"
 #include "core/philox.hpp"
 #include "reference/dspark.hpp"
@@ -229,6 +230,49 @@ TEST(DsparkVerify, TheInverseCdfPassesTheTargetStrictly) {
       EXPECT_EQ(out.accepted[r], 1) << "request " << r;
       EXPECT_EQ(out.emitted.data[r * 2 + 1], want) << "request " << r;
     }
+  }
+}
+
+// The Markov step of a batch: each request reads its own [gamma, ...] slices of base, streams
+// and coef (rows r x gamma + k, however many it drafts), so a request drafting K < gamma in a
+// batch of R gives what it gives alone, bit for bit.
+RC_GTEST_PROP(DsparkMarkovDraftEmu, EachRequestOfABatchDraftsAsAlone, ()) {
+  const int64_t R = *rc::gen::inRange(2, 5), G = *rc::gen::inRange(2, 6),
+                V = *rc::gen::inRange(2, 97);
+  const int64_t width = 4 * *rc::gen::inRange(1, 5), rank = *rc::gen::inRange(1, 9);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  MarkovDraftInputs in;
+  in.requests = R, in.budget = *rc::gen::inRange<int>(1, int(G));  // fewer than gamma
+  in.base = seeded_tensor({R, G, V}, seed, 1, -3.0f, 3.0f);
+  in.streams = seeded_tensor({R, G, 4, width}, seed, 2, -1.0f, 1.0f);
+  in.coef = seeded_tensor({R, G, 24}, seed, 3, 0.0f, 1.0f);
+  in.markov_in = seeded_tensor({V, rank}, seed, 4, -1.0f, 1.0f);
+  in.markov_out = seeded_tensor({rank, V}, seed, 5, -1.0f, 1.0f);
+  in.confidence = seeded_tensor({width + rank}, seed, 6, -1.0f, 1.0f);
+  for (int64_t r = 0; r < R; ++r) {
+    in.last.push_back(int32_t((seed >> (8 * r)) % uint64_t(V)));
+    in.request.push_back(uint32_t(r)), in.position.push_back(uint32_t(10 * r + 3));
+  }
+  in.seed = seed, in.greedy = *rc::gen::arbitrary<bool>(), in.temperature = 0.8f;
+  const MarkovDraftOutputs batch = run_markov_draft(in, {Backend::emu, {}, 128});
+  const int64_t K = in.budget;
+  auto rows = [](const Tensor<float>& t, int64_t from, int64_t n) {
+    return std::vector<float>(t.ptr() + from * n, t.ptr() + (from + 1) * n);
+  };
+  for (int64_t r = 0; r < R; ++r) {
+    MarkovDraftInputs one = in;
+    one.requests = 1;
+    one.base = Tensor<float>({1, G, V}, rows(in.base, r, G * V));
+    one.streams = Tensor<float>({1, G, 4, width}, rows(in.streams, r, G * 4 * width));
+    one.coef = Tensor<float>({1, G, 24}, rows(in.coef, r, G * 24));
+    one.last = {in.last[size_t(r)]}, one.request = {in.request[size_t(r)]};
+    one.position = {in.position[size_t(r)]};
+    const MarkovDraftOutputs alone = run_markov_draft(one, {Backend::emu, {}, 128});
+    RC_ASSERT(
+        std::equal(alone.tokens.data.begin(), alone.tokens.data.end(), batch.tokens.ptr() + r * K));
+    RC_ASSERT(alone.logits.data == rows(batch.logits, r, K * V));
+    RC_ASSERT(alone.p.data == rows(batch.p, r, K * V));
+    RC_ASSERT(alone.confidence.data == rows(batch.confidence, r, K));
   }
 }
 
