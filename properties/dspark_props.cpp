@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -231,6 +232,40 @@ TEST(DsparkVerify, TheInverseCdfPassesTheTargetStrictly) {
       EXPECT_EQ(out.emitted.data[r * 2 + 1], want) << "request " << r;
     }
   }
+}
+
+// The kernel's fallback (as reference::inverse_cdf's, above) on the bonus draw: per request, a
+// row whose target u x total rounds to exactly block 0's sum 0.5 (the mass M after block 1
+// tuned to the request's own u), block 1's two weights of 2^-25 each absorbed by 0.5: block 1
+// is chosen, its rescan passes nothing, and the draw is the last non-zero weight (not a zero
+// one past it).
+TEST(DsparkVerify, TheKernelsFallBackToTheLastNonZeroWeight) {
+  const int64_t R = 256, V = 64;
+  VerifyInputs in = single_row_batch(R, V, 61, false);
+  std::vector<float> certain(V, 0.0f);
+  certain[0] = 1.0f;
+  std::vector<int32_t> want(R, -1);
+  for (int64_t r = 0; r < R; ++r) {
+    set_row(in.p_draft, r, certain);
+    set_row(in.p_target, 2 * r, certain);
+    const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+    const float mass = 0.5f / u - 0.5f;  // M + 2^-24, spread over n weights <= 1 from token 4
+    const int n = int(std::min(50.0f, std::ceil(mass)));
+    std::vector<float> w(V, 0.0f);
+    w[0] = 0.5f, w[2] = w[3] = std::ldexp(1.0f, -25);
+    float m = u > 0.01f ? mass / float(n) : 0.0f;
+    for (int step = 0; step < 256 && m > 0; ++step, m = std::nextafter(m, 0.0f)) {
+      std::fill_n(w.begin() + 4, n, m);
+      if (u * reference::blocked_sum(w) == 0.5f) break;
+    }
+    if (u * reference::blocked_sum(w) == 0.5f) want[size_t(r)] = 3 + n;  // the last non-zero
+    set_row(in.p_target, 2 * r + 1, want[size_t(r)] >= 0 ? w : certain);
+  }
+  const int64_t tuned = std::count_if(want.begin(), want.end(), [](int32_t t) { return t >= 0; });
+  ASSERT_GT(tuned, R / 2) << "too few requests' rows reach the fallback";
+  const VerifyOutputs out = verified_decisions(in);
+  for (int64_t r = 0; r < R; ++r)
+    if (want[size_t(r)] >= 0) EXPECT_EQ(out.emitted.data[r * 2 + 1], want[size_t(r)]) << r;
 }
 
 // The Markov step of a batch: each request reads its own [gamma, ...] slices of base, streams
