@@ -268,6 +268,35 @@ TEST(DsparkVerify, TheKernelsFallBackToTheLastNonZeroWeight) {
     if (want[size_t(r)] >= 0) EXPECT_EQ(out.emitted.data[r * 2 + 1], want[size_t(r)]) << r;
 }
 
+// The total the target scales is the block sums added in block order (reference::blocked_sum),
+// not in a warp's tree order: with a weight a in block 0, 0.5 in block 1 and 2^-25 (a quarter
+// ulp of the total) in each later block, the ordered total absorbs every 2^-25 while a tree adds
+// them up first (~7 ulp more). Per request with u in [0.5, 0.66), a is tuned to the float just
+// above u x (ordered total): token 0 is drawn; from the tree's total it would not be.
+TEST(DsparkVerify, TheTargetScalesTheBlockOrderedTotal) {
+  const int64_t R = 256, V = 64;
+  VerifyInputs in = single_row_batch(R, V, 67, false);
+  std::vector<float> certain(V, 0.0f);
+  certain[0] = 1.0f;
+  int64_t tuned = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    set_row(in.p_draft, r, certain);
+    set_row(in.p_target, 2 * r, certain);
+    const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+    std::vector<float> w(V, 0.0f);
+    w[2] = 0.5f;
+    for (int64_t b = 2; b < 32; ++b) w[size_t(2 * b)] = std::ldexp(1.0f, -25);
+    w[0] = 0.5f * u / (1.0f - u);  // a = u (a + 0.5)
+    for (int step = 0; step < 8; ++step) w[0] = std::nextafter(u * reference::blocked_sum(w), 2.0f);
+    const bool ok = u >= 0.5f && u < 0.66f && w[0] > u * reference::blocked_sum(w);
+    if (ok) ASSERT_EQ(reference::inverse_cdf(w, u), 0) << r;
+    tuned += ok;
+    set_row(in.p_target, 2 * r + 1, ok ? w : certain);
+  }
+  ASSERT_GT(tuned, 20);
+  verified_decisions(in);  // the kernel draws what the reference draws, token 0 where tuned
+}
+
 // The Markov step of a batch: each request reads its own [gamma, ...] slices of base, streams
 // and coef (rows r x gamma + k, however many it drafts), so a request drafting K < gamma in a
 // batch of R gives what it gives alone, bit for bit.
