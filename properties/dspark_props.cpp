@@ -134,6 +134,23 @@ VerifyOutputs verified_decisions(const VerifyInputs& in) {
 float acceptance_uniform(const VerifyInputs& in, int64_t r) {
   return philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r], 0).v[0]);
 }
+// R requests of V tokens whose one draft is accepted (p_t = p_d = 1 on token 0) and whose bonus
+// row is bonus_row(r, u) for the bonus draw's own uniform u (the request's stream 1 at the
+// position after its draft).
+VerifyInputs accepted_then_bonus(
+    int64_t R, int64_t V, uint64_t seed,
+    const std::function<std::vector<float>(int64_t, float)>& bonus_row) {
+  VerifyInputs in = single_row_batch(R, V, seed, false);
+  std::vector<float> certain(size_t(V), 0.0f);
+  certain[0] = 1.0f;
+  for (int64_t r = 0; r < R; ++r) {
+    set_row(in.p_draft, r, certain);
+    set_row(in.p_target, 2 * r, certain);
+    const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+    set_row(in.p_target, 2 * r + 1, bonus_row(r, u));
+  }
+  return in;
+}
 
 // A drafted token the drafter gave probability 0 is accepted with probability
 // min(1, p_t / 1e-8): here 2e-9 / 1e-8 = 0.2 (without the clamp every one would be accepted).
@@ -202,31 +219,21 @@ TEST(DsparkVerify, AcceptanceIsStrictAtTheBoundary) {
 //  are V / 32 = 2 tokens), so the first block that passes it is block 1, and token 2 is drawn.
 TEST(DsparkVerify, TheInverseCdfPassesTheTargetStrictly) {
   const int64_t R = 256, V = 64;
-  const std::vector<std::pair<std::function<std::vector<float>(float)>, int32_t>> rows{
-      {[](float u) {
+  const std::vector<std::pair<std::function<std::vector<float>(int64_t, float)>, int32_t>> rows{
+      {[](int64_t, float u) {
          std::vector<float> w(V, 0.0f);
          w[0] = u, w[1] = 1.0f - u;
          return w;
        },
        1},
-      {[](float u) {
+      {[](int64_t, float u) {
          std::vector<float> w(V, 0.0f);
          w[0] = u, w[2] = w[3] = (1.0f - u) / 2;
          return w;
        },
        2}};
   for (const auto& [bonus_row, want] : rows) {
-    VerifyInputs in = single_row_batch(R, V, 59, false);
-    std::vector<float> certain(V, 0.0f);
-    certain[0] = 1.0f;
-    for (int64_t r = 0; r < R; ++r) {
-      set_row(in.p_draft, r, certain);
-      set_row(in.p_target, 2 * r, certain);
-      // The bonus row's uniform: the request's stream 1 at the position after its one draft.
-      const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
-      set_row(in.p_target, 2 * r + 1, bonus_row(u));
-    }
-    const VerifyOutputs out = verified_decisions(in);
+    const VerifyOutputs out = verified_decisions(accepted_then_bonus(R, V, 59, bonus_row));
     for (int64_t r = 0; r < R; ++r) {
       EXPECT_EQ(out.accepted[r], 1) << "request " << r;
       EXPECT_EQ(out.emitted.data[r * 2 + 1], want) << "request " << r;
@@ -241,14 +248,8 @@ TEST(DsparkVerify, TheInverseCdfPassesTheTargetStrictly) {
 // one past it).
 TEST(DsparkVerify, TheKernelsFallBackToTheLastNonZeroWeight) {
   const int64_t R = 256, V = 64;
-  VerifyInputs in = single_row_batch(R, V, 61, false);
-  std::vector<float> certain(V, 0.0f);
-  certain[0] = 1.0f;
-  std::vector<int32_t> want(R, -1);
-  for (int64_t r = 0; r < R; ++r) {
-    set_row(in.p_draft, r, certain);
-    set_row(in.p_target, 2 * r, certain);
-    const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+  std::vector<int32_t> want(R, -1);  // where a row was tuned: its last non-zero weight
+  const VerifyInputs in = accepted_then_bonus(R, V, 61, [&](int64_t r, float u) {
     const float mass = 0.5f / u - 0.5f;  // M + 2^-24, spread over n weights <= 1 from token 4
     const int n = int(std::min(50.0f, std::ceil(mass)));
     std::vector<float> w(V, 0.0f);
@@ -258,9 +259,9 @@ TEST(DsparkVerify, TheKernelsFallBackToTheLastNonZeroWeight) {
       std::fill_n(w.begin() + 4, n, m);
       if (u * reference::blocked_sum(w) == 0.5f) break;
     }
-    if (u * reference::blocked_sum(w) == 0.5f) want[size_t(r)] = 3 + n;  // the last non-zero
-    set_row(in.p_target, 2 * r + 1, want[size_t(r)] >= 0 ? w : certain);
-  }
+    if (u * reference::blocked_sum(w) == 0.5f) want[size_t(r)] = 3 + n;
+    return w;  // untuned rows are valid too: drawn as the reference draws them
+  });
   const int64_t tuned = std::count_if(want.begin(), want.end(), [](int32_t t) { return t >= 0; });
   ASSERT_GT(tuned, R / 2) << "too few requests' rows reach the fallback";
   const VerifyOutputs out = verified_decisions(in);
@@ -275,24 +276,21 @@ TEST(DsparkVerify, TheKernelsFallBackToTheLastNonZeroWeight) {
 // above u x (ordered total): token 0 is drawn; from the tree's total it would not be.
 TEST(DsparkVerify, TheTargetScalesTheBlockOrderedTotal) {
   const int64_t R = 256, V = 64;
-  VerifyInputs in = single_row_batch(R, V, 67, false);
-  std::vector<float> certain(V, 0.0f);
-  certain[0] = 1.0f;
   int64_t tuned = 0;
-  for (int64_t r = 0; r < R; ++r) {
-    set_row(in.p_draft, r, certain);
-    set_row(in.p_target, 2 * r, certain);
-    const float u = philox_uniform(philox_draw(in.seed, uint32_t(r), in.position[r] + 1, 1).v[0]);
+  const VerifyInputs in = accepted_then_bonus(R, V, 67, [&](int64_t r, float u) {
     std::vector<float> w(V, 0.0f);
     w[2] = 0.5f;
     for (int64_t b = 2; b < 32; ++b) w[size_t(2 * b)] = std::ldexp(1.0f, -25);
     w[0] = 0.5f * u / (1.0f - u);  // a = u (a + 0.5)
     for (int step = 0; step < 8; ++step) w[0] = std::nextafter(u * reference::blocked_sum(w), 2.0f);
-    const bool ok = u >= 0.5f && u < 0.66f && w[0] > u * reference::blocked_sum(w);
-    if (ok) ASSERT_EQ(reference::inverse_cdf(w, u), 0) << r;
-    tuned += ok;
-    set_row(in.p_target, 2 * r + 1, ok ? w : certain);
-  }
+    if (!(u >= 0.5f && u < 0.66f && w[0] > u * reference::blocked_sum(w))) {
+      std::fill(w.begin(), w.end(), 1.0f / float(V));  // untuned (a may pass 1): a plain row
+      return w;
+    }
+    EXPECT_EQ(reference::inverse_cdf(w, u), 0) << r;
+    ++tuned;
+    return w;
+  });
   ASSERT_GT(tuned, 20);
   verified_decisions(in);  // the kernel draws what the reference draws, token 0 where tuned
 }
