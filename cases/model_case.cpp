@@ -31,14 +31,6 @@ ResidualSiteWeights site_weights(const reference::Site<double>& s) {
   return {floats(s.fn), floats(s.base), floats(s.scale), floats(s.norm_w), {}};
 }
 
-// E matrices [r, c] -> [E, r, c].
-Tensor<float> stacked(const std::vector<reference::Mat<double>>& m) {
-  const int64_t E = int64_t(m.size()), r = m[0].rows(), c = m[0].cols();
-  Tensor<float> t({E, r, c});
-  for (int64_t e = 0; e < E; ++e) std::copy_n(m[e].data(), r * c, t.ptr() + e * r * c);
-  return t;
-}
-
 Tensor<float> tap_floats(const Tensor<double>& t) {
   return Tensor<float>(t.shape, std::vector<float>(t.data.begin(), t.data.end()));
 }
@@ -53,8 +45,15 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
   // projections, the indexer's queries, weights and keys (every role, an upper bound).
   const double attention =
       (2.0 * m.shape.heads + 3) * 512 * d + m.shape.index_heads * 129 * d + 128 * 512;
-  double n = 2 * V * d + C * 588 + 18 * C * d + 2 * d * d +
-             m.shape.blocks * (attention + E * d + 2 * E * H * d + 2 * 96 * d);
+  // Held whole: every block's attention and router, the experts where they fit
+  // kMoeMaterialisedValues (else a chunk's routed ones, one block's at a time), one chunk of the
+  // unembedding (the embedding's rows are generated per token).
+  const double experts =
+      moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, m.residual.d)
+          ? m.shape.blocks * 2 * E * H * d
+          : 2 * std::min(E, (m.shape.prompt_tokens + 256.0) * m.vision.top_k) * H * d;
+  double n = std::min(V, double(kUnembedChunkRows)) * d + V + C * 588 + 18 * C * d + 2 * d * d +
+             m.shape.blocks * (attention + E * d + 2 * 96 * d) + experts;
   for (const EngramLayerTables& t : engram_tables(m.engram))
     n += 5 * d * lookup_width + double(t.rows) * m.engram.row_bytes() / 4;
   if (n > kMaxModelWeights)
@@ -66,11 +65,10 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
 
 ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
   ModelWeights o;
-  o.embed = floats(w.embed), o.special = floats(w.special), o.unembed = floats(w.unembed);
+  o.embed = w.embed, o.special = floats(w.special), o.unembed = w.unembed;
   for (const auto& b : w.blocks)
     o.blocks.push_back({site_weights(b.attn_site), site_weights(b.ffn_site), b.attn,
-                        floats(b.router), b.bias_text, b.bias_vl, stacked(b.w_in),
-                        stacked(b.w_out)});
+                        floats(b.router), b.bias_text, b.bias_vl, b.w_in, b.w_out});
   o.engram = w.engram;
   o.head_norm_w = floats(w.head.norm_w);
   o.image = {w.vision.patch_w, tap_floats(w.vision.w1), tap_floats(w.vision.b1),

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/vision_config.hpp"
@@ -20,7 +22,11 @@ namespace tandem {
 class ModelRunner : BlockRunner {
  public:
   ModelRunner(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt)
-      : BlockRunner(m.residual, opt), m_(m), w_(w), d_(m.residual.d) {}
+      : BlockRunner(m.residual, opt), m_(m), w_(w), d_(m.residual.d) {
+    if (moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, d_))
+      for (const ModelWeights::Block& b : w.blocks)
+        held_experts_.push_back({stacked(b.w_in, all_experts()), stacked(b.w_out, all_experts())});
+  }
 
   ModelRun append(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
     if (faulted_)
@@ -73,16 +79,30 @@ class ModelRunner : BlockRunner {
       boundary(k.attn_site, blk + ".attn");
       attention(b, k.attn);
       boundary(k.ffn_site, blk + ".moe");
-      moe(k, blk + ".moe");
+      moe(b, blk + ".moe");
     }
     ResidualSiteWeights head;
     head.norm_w = w_.head_norm_w;
     boundary(head, "head");
-    tap("logits", dense(y_, w_.unembed));
+    tap("logits", unembed());
+  }
+
+  // The logits [T, V]: the unembedding's rows generated and multiplied kUnembedChunkRows at a
+  // time (a dense_rows launch each).
+  Tensor<float> unembed() {
+    const int64_t T = y_.dim(0), V = w_.unembed.rows;
+    Tensor<float> logits({T, V});
+    for (int64_t first = 0; first < V; first += kUnembedChunkRows) {
+      const int64_t n = std::min(kUnembedChunkRows, V - first);
+      const Tensor<float> part = dense(y_, w_.unembed.row_block(first, n));
+      for (int64_t t = 0; t < T; ++t)
+        std::copy_n(part.ptr() + t * n, n, logits.ptr() + t * V + first);
+    }
+    return logits;
   }
 
   void embed(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
-    const int64_t T = int64_t(ids.size()), V = w_.embed.dim(0);
+    const int64_t T = int64_t(ids.size()), V = w_.embed.rows;
     if (T < 1) throw_bad_input("model prompt: no tokens");
     // The first chunk sizes the window's ring: a later chunk must not overwrite a record that
     // one of its own queries reads.
@@ -108,10 +128,12 @@ class ModelRunner : BlockRunner {
       if (id >= V || (id < 0 && (id > kStart || id < kEnd)))
         throw_bad_input("model prompt: token {} is {}, outside [0, {}) and not an image marker", t,
                         id, V);
-      const float* row = id >= 0        ? w_.embed.ptr() + id * d_
-                         : id == kImage ? visual.ptr() + image++ * d_
-                                        : w_.special.ptr() + (kStart - id) * d_;
-      std::copy_n(row, d_, e.ptr() + t * d_);
+      if (id >= 0)
+        w_.embed.rows_into(id, 1, e.ptr() + t * d_);
+      else
+        std::copy_n(
+            id == kImage ? visual.ptr() + image++ * d_ : w_.special.ptr() + (kStart - id) * d_, d_,
+            e.ptr() + t * d_);
       is_image_.push_back(id < 0);  // the image's layout routes with the vision-language biases
       // Engram: no lookup at image positions (look-back stops there).
       compressed_.push_back(id < 0 ? -2 : w_.compression_map[size_t(id)]);
@@ -305,7 +327,25 @@ class ModelRunner : BlockRunner {
     }
   }
 
-  void moe(const ModelWeights::Block& k, const std::string& name) {
+  // Expert ids 0..E-1.
+  std::vector<int32_t> all_experts() const {
+    std::vector<int32_t> ids(size_t(m_.vision.experts));
+    std::iota(ids.begin(), ids.end(), 0);
+    return ids;
+  }
+  // The experts `ids` of one block's table, generated: [ids, r, c].
+  static Tensor<float> stacked(const std::vector<SeededMatrix>& experts,
+                               const std::vector<int32_t>& ids) {
+    const SeededMatrix& first = experts[0];
+    Tensor<float> t({int64_t(ids.size()), first.rows, first.cols});
+    for (size_t i = 0; i < ids.size(); ++i)
+      experts[size_t(ids[i])].rows_into(0, first.rows,
+                                        t.ptr() + int64_t(i) * first.rows * first.cols);
+    return t;
+  }
+
+  void moe(int b, const std::string& name) {
+    const ModelWeights::Block& k = w_.blocks[size_t(b)];
     MoeGateInputs gate;
     gate.logits = dense(y_, k.router);
     gate.is_image = is_image_;
@@ -315,8 +355,20 @@ class ModelRunner : BlockRunner {
     log(g.launches);
     tap(name + ".experts",
         Tensor<float>(g.experts.shape, {g.experts.data.begin(), g.experts.data.end()}));
-    const MoeExpertOutputs o =
-        run_moe_experts({ActDType::f32, y_, g.experts, g.weights, k.w_in, k.w_out}, opt_);
+    // The experts' table: every expert (held), else the chunk's routed ones generated in
+    // ascending id, the routing renumbered into them (the kernel reads the same rows).
+    MoeExpertInputs in{ActDType::f32, y_, g.experts, g.weights, {}, {}};
+    if (!held_experts_.empty()) {
+      in.w_in = held_experts_[size_t(b)].first, in.w_out = held_experts_[size_t(b)].second;
+    } else {
+      std::vector<int32_t> routed = g.experts.data;
+      std::sort(routed.begin(), routed.end());
+      routed.erase(std::unique(routed.begin(), routed.end()), routed.end());
+      for (int32_t& e : in.experts.data)
+        e = int32_t(std::lower_bound(routed.begin(), routed.end(), e) - routed.begin());
+      in.w_in = stacked(k.w_in, routed), in.w_out = stacked(k.w_out, routed);
+    }
+    const MoeExpertOutputs o = run_moe_experts(in, opt_);
     log(o.launches);
     f_ = o.f;
     tap(name + ".f", f_);
@@ -331,6 +383,9 @@ class ModelRunner : BlockRunner {
   bool faulted_ = false;  // a launch failed mid-chunk: the caches are partly updated
   std::vector<int64_t> history_;
   std::vector<Cache> caches_ = std::vector<Cache>(size_t(m_.shape.blocks));
+  // Per block [E, hidden, d] and [E, d, hidden] when every expert fits
+  // kMoeMaterialisedValues (generated once); else empty (a chunk generates its routed ones).
+  std::vector<std::pair<Tensor<float>, Tensor<float>>> held_experts_;
   // The chunk being appended.
   std::vector<uint8_t> is_image_;
   std::vector<int64_t> compressed_;
@@ -384,9 +439,18 @@ ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches
 
 OptimizedModel::OptimizedModel(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt) {
   const int64_t d = m.residual.d;
-  if (w.blocks.size() != size_t(m.shape.blocks) || w.embed.shape.size() != 2 ||
-      w.embed.dim(1) != d || w.unembed.shape != w.embed.shape || w.head_norm_w.shape != Shape{d} ||
-      w.compression_map.size() != size_t(w.embed.dim(0)) ||
+  const int64_t E = m.vision.experts, H = m.shape.ffn_hidden;
+  const auto experts_are = [&](const std::vector<SeededMatrix>& x, int64_t r, int64_t c) {
+    return x.size() == size_t(E) && std::all_of(x.begin(), x.end(), [&](const auto& e) {
+             return e.rows == r && e.cols == c;
+           });
+  };
+  const bool blocks_fit = std::all_of(w.blocks.begin(), w.blocks.end(), [&](const auto& b) {
+    return experts_are(b.w_in, H, d) && experts_are(b.w_out, d, H);
+  });
+  if (w.blocks.size() != size_t(m.shape.blocks) || !blocks_fit || w.embed.cols != d ||
+      w.embed.rows != m.engram.vocab || w.unembed.rows != w.embed.rows || w.unembed.cols != d ||
+      w.head_norm_w.shape != Shape{d} || w.compression_map.size() != size_t(w.embed.rows) ||
       w.engram.size() != m.engram.layer_ids.size())
     throw_bad_input("model weights: not those of model '{}' ({} blocks, d = {})", m.name,
                     m.shape.blocks, d);

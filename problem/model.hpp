@@ -1,7 +1,8 @@
 #pragma once
 // The end-to-end tiny model as data: its weights as the kernels take them (float tensors of the
-// values the reference rounds to), and a run's taps (named intermediate tensors, in execution
-// order) with its launches.
+// values the reference rounds to; the vocabulary-sized matrices and the experts as seeded
+// matrices, generated where they are read), and a run's taps (named intermediate tensors, in
+// execution order) with its launches.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "core/engram_config.hpp"
 #include "core/error.hpp"
+#include "core/seeded_matrix.hpp"
 #include "core/tensor.hpp"
 #include "problem/kvcache.hpp"
 #include "problem/residual.hpp"  // ResidualSiteWeights
@@ -37,7 +39,7 @@ struct ModelWeights {
     Attention attn;
     Tensor<float> router;                   // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    Tensor<float> w_in, w_out;              // [E, hidden, d], [E, d, hidden]
+    std::vector<SeededMatrix> w_in, w_out;  // E x [hidden, d], E x [d, hidden]
   };
   struct EngramLayer {
     int block = 0;
@@ -50,13 +52,18 @@ struct ModelWeights {
     Tensor<float> w1, b1;   // aligner: [2d, 9C], [2d]
     Tensor<float> w2, b2;   // [d, 2d], [d]
   };
-  Tensor<float> embed, special, unembed;  // [V, d], [4, d] for START..END, [V, d]
+  SeededMatrix embed, unembed;  // [V, d] each
+  Tensor<float> special;        // [4, d] for START..END
   Image image;
   std::vector<Block> blocks;
   std::vector<EngramLayer> engram;
   Tensor<float> head_norm_w;             // [d]
   std::vector<int32_t> compression_map;  // [V] Engram's compressed ids
 };
+
+// The unembedding's rows a run generates and multiplies at once (one dense_rows launch each in
+// the optimized model): a [V, d] matrix is never held whole (662M values at V4.1-Flash's).
+inline constexpr int64_t kUnembedChunkRows = 4096;
 
 // A prompt as a case runs it: ids (text and the image's layout) and either the image as
 // preprocessed patches, embedded by each model on its own (taps image.*), or the IMAGE positions'

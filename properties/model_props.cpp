@@ -364,13 +364,15 @@ TEST(Model, BadPromptsNameTheProblem) {
   EXPECT_THROW(m.append_prompt(p), BadInput);
 }
 
-// The reference weights and their float copy for the optimized model, built once.
+// The reference weights and their float copy for the optimized model.
 struct SharedWeights {
-  reference::TinyModelWeights ref = reference::tiny_model_weights(tiny());
-  ModelWeights opt = optimized_model_weights(ref);
+  explicit SharedWeights(const ModelConfig& m)
+      : ref(reference::tiny_model_weights(m)), opt(optimized_model_weights(ref)) {}
+  reference::TinyModelWeights ref;
+  ModelWeights opt;
 };
-const SharedWeights& weights() {
-  static const SharedWeights w;
+const SharedWeights& weights() {  // the tiny model's, built once
+  static const SharedWeights w(tiny());
   return w;
 }
 
@@ -528,18 +530,21 @@ void expect_kv_reads_are_the_traffic_rows(const ModelRun& step, int64_t pos) {
 // An optimized sequence beside the reference continuing its own cache: each text chunk goes to
 // both, is compared tap by tap and its launches against the byte model at the chunk's position.
 struct CheckedSequence {
-  OptimizedModel model{tiny(), weights().opt, RunOptions{}};
-  ModelReferenceSequence ref{tiny(), weights().ref};
+  explicit CheckedSequence(const ModelConfig& config = tiny(), const SharedWeights& w = weights())
+      : m(config), model(config, w.opt, RunOptions{}), ref(config, w.ref) {}
+  const ModelConfig& m;
+  OptimizedModel model;
+  ModelReferenceSequence ref;
   ModelRun last;  // the last chunk's run
 
   void append(const std::vector<int32_t>& ids, const std::string& what) {
     const int64_t start = model.length();
     last = model.append(ids, no_image());
-    const ModelPrompt chunk{ids, Tensor<double>({0, tiny().residual.d}), {}};
+    const ModelPrompt chunk{ids, Tensor<double>({0, m.residual.d}), {}};
     for (const TensorCheck& c : ref.append(chunk, last))
       ASSERT_TRUE(c.result.pass) << what << ": first divergence at " << c.name << ": "
                                  << c.result.summary();
-    EXPECT_TRUE(same_traffic(last.launches, sim::predict_model(tiny(), ids, start))) << what;
+    EXPECT_TRUE(same_traffic(last.launches, sim::predict_model(m, ids, start))) << what;
   }
 };
 
@@ -582,6 +587,32 @@ TEST(ModelEmu, LaterChunksUpToTheRingsRoomMatchReferenceAndLongerOnesAreRefused)
   expect_bad_input([&] { seq.model.append(bad, no_image()); }, "outside [0, 4096)");
   EXPECT_EQ(seq.model.length(), 13);
   seq.append(text(1, 7), "a decode step after the refused chunks");
+}
+
+// A vocabulary of three unembedding chunks (the last one short) and an expert table past
+// kMoeMaterialisedValues (V4.1's 384 experts of 2 x 2304, at the tiny width: 113M values, never
+// held): the embedding's rows, the unembedding's chunks and a chunk's routed experts are
+// generated where they are read, by each side its own way. A prefill and two decode steps match
+// the reference tap by tap and the byte model (a dense_rows launch per unembedding chunk).
+TEST(ModelEmu, ChunkedUnembeddingAndRoutedExpertsMatchReferenceAndTheByteModel) {
+  nlohmann::json j = builtin_model_json("tiny");
+  j["engram"]["vocab"] = 2 * kUnembedChunkRows + 1000;
+  j["vision"]["experts"] = 384, j["model"]["ffn_hidden"] = 2304;
+  const ModelConfig m = parse_model_config(j, "wide tiny");
+  ASSERT_FALSE(moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, m.residual.d));
+  const SharedWeights w(m);
+  CheckedSequence seq(m, w);
+  std::vector<int32_t> ids;  // ids from the whole vocabulary: every chunk's rows are embedded
+  for (uint32_t i = 0; i < 6; ++i)
+    ids.push_back(int32_t(philox_draw(7, 5, i).v[0] % m.engram.vocab));
+  ids[0] = int32_t(m.engram.vocab - 1);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_NO_FATAL_FAILURE(seq.append(ids, fmt::format("step {}", step)));
+    const auto& logits = seq.last.taps.back();
+    ASSERT_EQ(logits.name, "logits");
+    ASSERT_EQ(logits.value.shape, (Shape{int64_t(ids.size()), m.engram.vocab}));
+    ids = {greedy_token(seq.last)};
+  }
 }
 
 TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {

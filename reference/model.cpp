@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "core/vision_config.hpp"  // moe_materialises_every_expert
 #include "reference/model_util.hpp"
 #include "reference/vision.hpp"
 
@@ -17,12 +19,12 @@ namespace {
 class Weights {
  public:
   explicit Weights(uint64_t seed) : seed_(seed) {}
+  // The next stream's matrix, generated where it is read.
+  SeededMatrix seeded(int64_t rows, int64_t cols, double lo, double hi) {
+    return {seed_, next_++, rows, cols, lo, hi};
+  }
   Mat<double> mat(int64_t rows, int64_t cols, double lo, double hi) {
-    Mat<double> m(rows, cols);
-    const uint32_t id = next_++;
-    for (int64_t i = 0; i < rows * cols; ++i)
-      m.data()[i] = seeded_float(seed_, id, uint32_t(i), lo, hi);
-    return m;
+    return seeded_rows<double>(seeded(rows, cols, lo, hi), 0, rows);
   }
   Vec<double> vec(int64_t n, double lo, double hi) { return mat(n, 1, lo, hi); }
   Tensor<double> tensor(Shape s, double lo, double hi) {
@@ -73,10 +75,11 @@ class Weights {
 
 bool is_layout(int32_t id) { return id <= kStart && id >= kEnd; }
 
+// Every matrix of `m` in S.
 template <class S>
-std::vector<Mat<S>> cast_all(const std::vector<Mat<double>>& m) {
+std::vector<Mat<S>> generate_all(const std::vector<SeededMatrix>& m) {
   std::vector<Mat<S>> out;
-  for (const auto& x : m) out.push_back(x.cast<S>());
+  for (const SeededMatrix& x : m) out.push_back(seeded_rows<S>(x, 0, x.rows));
   return out;
 }
 
@@ -87,9 +90,9 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
   const int64_t V = m.engram.vocab, d = m.residual.d, C = m.vision.width, E = m.vision.experts;
   const int64_t H = m.shape.ffn_hidden, P = 3 * kPatch * kPatch;
   TinyModelWeights out;
-  out.embed = w.mat(V, d, -1, 1);
+  out.embed = w.seeded(V, d, -1, 1);
   out.special = w.mat(4, d, -1, 1);
-  out.unembed = w.mat(V, d, -1 / std::sqrt(double(d)), 1 / std::sqrt(double(d)));
+  out.unembed = w.seeded(V, d, -1 / std::sqrt(double(d)), 1 / std::sqrt(double(d)));
   out.vision.patch_w = w.floats({C, P}, -1 / std::sqrt(double(P)), 1 / std::sqrt(double(P)));
   const double a1 = 1 / std::sqrt(9.0 * C), a2 = 1 / std::sqrt(2.0 * d);
   out.vision.w1 = w.tensor({2 * d, 9 * C}, -a1, a1);
@@ -107,8 +110,8 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
     blk.bias_text.assign(bt.data(), bt.data() + E);
     blk.bias_vl.assign(bv.data(), bv.data() + E);
     for (int64_t e = 0; e < E; ++e) {
-      blk.w_in.push_back(w.mat(H, d, -s, s));
-      blk.w_out.push_back(w.mat(d, H, -1 / std::sqrt(double(H)), 1 / std::sqrt(double(H))));
+      blk.w_in.push_back(w.seeded(H, d, -s, s));
+      blk.w_out.push_back(w.seeded(d, H, -1 / std::sqrt(double(H)), 1 / std::sqrt(double(H))));
     }
     out.blocks.push_back(std::move(blk));
   }
@@ -130,9 +133,9 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
     : m_(m),
       d_(m.residual.d),
       vision_(w.vision),
-      embed_(w.embed.cast<S>()),
+      embed_(w.embed),
+      unembed_(w.unembed),
       special_(w.special.cast<S>()),
-      unembed_(w.unembed.cast<S>()),
       cache_(m,
              [&] {
                std::vector<ModelWeights::Attention> a;
@@ -142,11 +145,13 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
       engram_(w.engram),
       head_(cast_site<S>(w.head)),
       map_(w.map) {
+  const bool held = moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, d_);
   for (const auto& b : w.blocks)
-    blocks_.push_back(
-        {cast_site<S>(b.attn_site),
-         cast_site<S>(b.ffn_site),
-         {b.router.cast<S>(), b.bias_text, b.bias_vl, cast_all<S>(b.w_in), cast_all<S>(b.w_out)}});
+    blocks_.push_back({cast_site<S>(b.attn_site),
+                       cast_site<S>(b.ffn_site),
+                       {b.router.cast<S>(), b.bias_text, b.bias_vl, b.w_in, b.w_out,
+                        held ? generate_all<S>(b.w_in) : std::vector<Mat<S>>{},
+                        held ? generate_all<S>(b.w_out) : std::vector<Mat<S>>{}}});
 }
 
 Tensor<float> image_patches(const Tensor<uint8_t>& rgb, const ImageSizing& sizing) {
@@ -203,10 +208,26 @@ std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& 
   gate.top_k = m_.vision.top_k;
   const MoeGateRef routed = moe_gate<S>(gate);
   experts = routed.experts;
+  const int64_t k = gate.top_k;
+  // Each routed expert's output for the tokens routed to it (an expert generated once, alone),
+  // then each token's mix in its routing order.
+  std::vector<Vec<S>> out(size_t(n * k));
+  std::vector<int32_t> routed_ids = experts.data;
+  std::sort(routed_ids.begin(), routed_ids.end());
+  routed_ids.erase(std::unique(routed_ids.begin(), routed_ids.end()), routed_ids.end());
+  Mat<S> in_made, out_made;
+  for (int32_t e : routed_ids) {
+    const bool held = !m.in_held.empty();
+    const Mat<S>& w_in =
+        held ? m.in_held[e] : (in_made = seeded_rows<S>(m.w_in[e], 0, m.w_in[e].rows));
+    const Mat<S>& w_out =
+        held ? m.out_held[e] : (out_made = seeded_rows<S>(m.w_out[e], 0, m.w_out[e].rows));
+    for (int64_t i = 0; i < n * k; ++i)
+      if (experts.data[size_t(i)] == e) out[size_t(i)] = expert_output<S>(w_in, w_out, y[i / k]);
+  }
   std::vector<Vec<S>> f;
   for (int64_t t = 0; t < n; ++t)
-    f.push_back(expert_mix<S>(m.w_in, m.w_out, routed.experts.ptr() + t * gate.top_k,
-                              routed.weights.ptr() + t * gate.top_k, gate.top_k, y[t]));
+    f.push_back(routed_sum<S>(&out[size_t(t * k)], routed.weights.ptr() + t * k, int(k)));
   return f;
 }
 
@@ -261,7 +282,7 @@ Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* 
     is_image[t] = id < 0;       // the image's layout routes with the vision-language biases
     raw[t] = id < 0 ? -2 : id;  // Engram: no lookup at image positions, look-back stops
     embedded[t] =
-        id >= 0 ? Vec<S>(embed_.row(id).transpose())
+        id >= 0 ? Vec<S>(seeded_rows<S>(embed_, id, 1).transpose())
         : id == kImage
             ? Vec<S>(Eigen::Map<const Vec<double>>(p.visual.ptr() + images++ * d_, d_).cast<S>())
             : Vec<S>(special_.row(kStart - id).transpose());
@@ -310,7 +331,13 @@ Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* 
   Eigen::MatrixXd logits(n, V);
   for (int64_t t = 0; t < n; ++t) {
     y.push_back(rms_norm<S>(collapse(x[t], pre[t]), head_.norm_w, S(m_.residual.norm_eps)));
-    logits.row(t) = naive_matvec<S>(unembed_, y[t]).transpose().template cast<double>();
+  }
+  for (int64_t first = 0; first < V; first += kUnembedChunkRows) {
+    const int64_t rows = std::min(kUnembedChunkRows, V - first);
+    const Mat<S> w = seeded_rows<S>(unembed_, first, rows);
+    for (int64_t t = 0; t < n; ++t)
+      logits.row(t).segment(first, rows) =
+          naive_matvec<S>(w, y[t]).transpose().template cast<double>();
   }
   tap("head.y", rows_tensor(y));
   if (taps) {

@@ -38,21 +38,23 @@ struct Prompt {
 };
 
 // The model's seeded weights, every value exactly representable in float: one source for the
-// truth and baseline references and for the optimized model.
+// truth and baseline references and for the optimized model. The vocabulary-sized matrices and
+// the experts are generated where they are read (core/seeded_matrix.hpp).
 struct TinyModelWeights {
   struct Block {
     Site<double> attn_site, ffn_site;
     ModelWeights::Attention attn;           // float already: shared with the kernels
     Mat<double> router;                     // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    std::vector<Mat<double>> w_in, w_out;   // E x [hidden, d], E x [d, hidden]
+    std::vector<SeededMatrix> w_in, w_out;  // E x [hidden, d], E x [d, hidden]
   };
   using EngramLayer = ModelWeights::EngramLayer;  // float already: shared with the kernels
   struct Vision {
     Tensor<float> patch_w;          // [C, 588]
     Tensor<double> w1, b1, w2, b2;  // the aligner
   };
-  Mat<double> embed, special, unembed;  // [V, d], [4, d] for START..END, [V, d]
+  SeededMatrix embed, unembed;  // [V, d] each
+  Mat<double> special;          // [4, d] for START..END
   Vision vision;
   std::vector<Block> blocks;
   std::vector<EngramLayer> engram;
@@ -111,8 +113,10 @@ class TinyModelT : public Backbone {
   struct Moe {
     Mat<S> router;                          // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    std::vector<Mat<S>> w_in;               // E x [hidden, d]
-    std::vector<Mat<S>> w_out;              // E x [d, hidden]
+    std::vector<SeededMatrix> w_in, w_out;  // E x [hidden, d], E x [d, hidden]
+    // Every expert in S, generated once, when the table fits kMoeMaterialisedValues; else empty
+    // and a chunk generates the experts it routes to, one at a time.
+    std::vector<Mat<S>> in_held, out_held;
   };
   struct Block {
     Site<S> attn_site, ffn_site;
@@ -129,7 +133,8 @@ class TinyModelT : public Backbone {
   ModelConfig m_;
   int64_t d_;
   TinyModelWeights::Vision vision_;
-  Mat<S> embed_, special_, unembed_;
+  SeededMatrix embed_, unembed_;  // rows generated where read: the unembedding in chunks
+  Mat<S> special_;
   std::vector<Block> blocks_;
   ModelCache<S> cache_;
   std::vector<TinyModelWeights::EngramLayer> engram_;

@@ -9,22 +9,24 @@
 #include <vector>
 
 #include "core/philox.hpp"
+#include "core/seeded_matrix.hpp"
 #include "core/tensor.hpp"
 #include "reference/residual.hpp"
 
 namespace tandem::reference {
 
-// A weight uniform in [lo, hi) and exactly representable in float (the kernels hold it as float):
-// value i of Philox stream `id` under `seed`.
-inline double seeded_float(uint64_t seed, uint32_t id, uint32_t i, double lo, double hi) {
-  return float(lo + (hi - lo) * philox_uniform(philox_draw(seed, id, i).v[0]));
-}
-// A float weight tensor of such values (value i: index i row-major).
+// A float weight tensor of seeded weights (core/seeded_matrix.hpp; value i: index i row-major).
 inline Tensor<float> seeded_floats(Shape s, uint64_t seed, uint32_t id, double lo, double hi) {
   Tensor<float> t(std::move(s));
-  for (size_t i = 0; i < t.data.size(); ++i)
-    t.data[i] = float(seeded_float(seed, id, uint32_t(i), lo, hi));
+  for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = float(seeded_weight(seed, id, i, lo, hi));
   return t;
+}
+// Rows [first, first + count) of a seeded matrix in scalar S.
+template <class S>
+Mat<S> seeded_rows(const SeededMatrix& w, int64_t first, int64_t count) {
+  Mat<S> m(count, w.cols);
+  w.rows_into(first, count, m.data());
+  return m;
 }
 
 // Uniform in [-scale, scale), Philox keyed by (seed, id, index): every run and platform builds
@@ -119,15 +121,26 @@ std::vector<Vec<S>> mhc_site(std::vector<Mat<S>>& x, std::vector<Vec4<S>>& pre, 
   return y;
 }
 
-// A row's expert mix: sum_k weights[k] W_out[e_k] silu(W_in[e_k] y), k in order.
+// One expert's output: W_out silu(W_in y).
+template <class S>
+Vec<S> expert_output(const Mat<S>& w_in, const Mat<S>& w_out, const Vec<S>& y) {
+  return naive_matvec<S>(w_out, silu<S>(naive_matvec<S>(w_in, y)));
+}
+// A row's mix of its k experts' outputs: sum_j weights[j] outputs[j], j in order.
+template <class S>
+Vec<S> routed_sum(const Vec<S>* outputs, const double* weights, int k) {
+  Vec<S> f = Vec<S>::Zero(outputs[0].size());
+  for (int j = 0; j < k; ++j) f += S(weights[j]) * outputs[j];
+  return f;
+}
+// A row's expert mix: sum_j weights[j] W_out[e_j] silu(W_in[e_j] y), j in order.
 template <class S>
 Vec<S> expert_mix(const std::vector<Mat<S>>& w_in, const std::vector<Mat<S>>& w_out,
                   const int32_t* experts, const double* weights, int k, const Vec<S>& y) {
-  Vec<S> f = Vec<S>::Zero(w_out[0].rows());
+  std::vector<Vec<S>> outputs;
   for (int j = 0; j < k; ++j)
-    f += S(weights[j]) * naive_matvec<S>(w_out[size_t(experts[j])],
-                                         silu<S>(naive_matvec<S>(w_in[size_t(experts[j])], y)));
-  return f;
+    outputs.push_back(expert_output<S>(w_in[size_t(experts[j])], w_out[size_t(experts[j])], y));
+  return routed_sum<S>(outputs.data(), weights, k);
 }
 
 }  // namespace tandem::reference

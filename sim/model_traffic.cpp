@@ -92,8 +92,9 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
     add(predict_moe_experts(T, d, H, k, f32));
     pending = true;
   }
-  open(false);  // the head: collapse and norm
-  log.push_back(predict_dense_rows(T, d, V, f32));
+  open(false);  // the head: collapse and norm, then the unembedding chunk by chunk
+  for (int64_t first = 0; first < V; first += kUnembedChunkRows)
+    log.push_back(predict_dense_rows(T, d, std::min(kUnembedChunkRows, V - first), f32));
   return log;
 }
 

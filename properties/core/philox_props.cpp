@@ -1,7 +1,11 @@
-// core/philox.hpp against the Random123 known-answer vectors.
+// core/philox.hpp against the Random123 known-answer vectors; core/seeded_matrix.hpp's weights
+// generated on demand.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/philox.hpp"
+#include "core/seeded_matrix.hpp"
 
 namespace tandem {
 namespace {
@@ -25,6 +29,41 @@ TEST(Philox4x32_10, DrawsAreKeyedBySeedRequestAndPosition) {
   EXPECT_EQ(philox_draw(1, 2, 3).v[0], a.v[0]);
   EXPECT_GE(philox_uniform(0xffffffffu), 0.0f);
   EXPECT_LT(philox_uniform(0xffffffffu), 1.0f);
+}
+
+// A block of rows is the whole matrix's rows whichever block is generated, and value i is the
+// float of lo + (hi - lo) u for the stream's draw at counter i (what the models' weights have
+// always been: the golden cases depend on it).
+TEST(SeededMatrix, RowBlocksAreTheWholeMatricesRows) {
+  const SeededMatrix w{77, 3, 9, 5, -0.25, 0.5};
+  const Tensor<float> whole = w.whole();
+  for (int64_t first = 0; first < w.rows; ++first)
+    for (int64_t count = 0; first + count <= w.rows; ++count) {
+      const Tensor<float> block = w.row_block(first, count);
+      ASSERT_EQ(block.shape, (Shape{count, w.cols}));
+      for (int64_t i = 0; i < count * w.cols; ++i)
+        ASSERT_EQ(block.data[size_t(i)], whole.data[size_t(first * w.cols + i)])
+            << first << " " << i;
+    }
+  for (int64_t i = 0; i < whole.size(); ++i) {
+    const double u = philox_uniform(philox_draw(77, 3, uint32_t(i)).v[0]);
+    EXPECT_EQ(whole.data[size_t(i)], float(-0.25 + 0.75 * u)) << i;
+    EXPECT_GE(whole.data[size_t(i)], -0.25f);
+    EXPECT_LT(whole.data[size_t(i)], 0.5f);
+  }
+}
+
+// Counters past 2^32 go on in the stream word: a stream longer than 2^32 values (an expert table
+// at a release's size) does not repeat its start.
+TEST(SeededMatrix, CountersPast2To32DoNotWrap) {
+  const uint64_t wrap = uint64_t{1} << 32;
+  int same = 0;
+  for (uint64_t i = 0; i < 64; ++i) {
+    same += seeded_weight(5, 2, i, -1, 1) == seeded_weight(5, 2, i + wrap, -1, 1);
+    EXPECT_EQ(seeded_weight(5, 2, i + wrap, -1, 1),
+              float(-1 + 2.0 * philox_uniform(philox_draw(5, 2, uint32_t(i), 1).v[0])));
+  }
+  EXPECT_LT(same, 2);
 }
 
 }  // namespace
