@@ -155,7 +155,7 @@ class ModelRunner : BlockRunner {
     in.compressed_pad = w_.compression_map[size_t(m_.engram.pad_id)];
     in.table = e.table;
     in.h = x_;
-    in.wkv = e.wkv, in.gate_w = e.gate_w;
+    in.wkv = *e.wkv, in.gate_w = e.gate_w;
     EngramOutputs o = run_engram_layer(in, opt_);
     log(o.launches);
     x_ = std::move(o.h_out);
@@ -180,7 +180,7 @@ class ModelRunner : BlockRunner {
     const Cache& cache = caches_[size_t(source)];
     SparseAttnInputs in;
     in.heads = int(H), in.start = start;
-    in.q = queries(w.wq, H, start);
+    in.q = queries(w.wq.values(), H, start);
     in.sinks = w.sinks;
     in.window = options(KvFormat::v41_window, ring_slots_), in.window_pool = cache.window_pool;
     in.window_idx = model_window_indices(start, T, s.window, ring_slots_);
@@ -192,7 +192,7 @@ class ModelRunner : BlockRunner {
     in.page_table = model_page_table(in.n_comp);
     const int selector = s.index_source(b);
     in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : caches_[size_t(selector)].selection;
-    attend(in, w.wo);
+    attend(in, w.wo.values());
   }
 
   // The chunk's window records, position p into ring slot p mod ring_slots_.

@@ -58,8 +58,8 @@ void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const 
     const std::string name = fmt::format("stage{}", b);
     expect_site(st.attn_site, d, name + ".attn_site");
     expect_site(st.ffn_site, d, name + ".ffn_site");
-    expect(st.attn.wq, {HD, d}, name + ".wq");
-    expect(st.attn.wo, {d, HD}, name + ".wo");
+    expect(st.attn.wq.values(), {HD, d}, name + ".wq");
+    expect(st.attn.wo.values(), {d, HD}, name + ".wo");
     expect(st.attn.sinks, {c.heads}, name + ".sinks");
     expect(st.attn.window_wkv, {512, d}, name + ".window_wkv");
     expect(st.attn.window_norm, {512}, name + ".window_norm");

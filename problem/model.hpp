@@ -5,9 +5,11 @@
 // execution order) with its launches.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "core/engram_config.hpp"
@@ -20,13 +22,32 @@
 
 namespace tandem {
 
+// A projection's weights [rows, cols]: held (the DSpark drafter trains its own), or seeded and
+// generated where used (the end-to-end model's queries and output: 168M values each at 64 heads
+// of 512 and d 5120).
+struct Projection {
+  std::variant<Tensor<float>, SeededMatrix> w;
+  // Implicit: a held tensor or a seeded matrix is a projection's weights.
+  Projection() = default;
+  Projection(Tensor<float> held) : w(std::move(held)) {}
+  Projection(SeededMatrix seeded) : w(seeded) {}
+  Shape shape() const {
+    const auto* s = std::get_if<SeededMatrix>(&w);
+    return s ? Shape{s->rows, s->cols} : std::get<Tensor<float>>(w).shape;
+  }
+  Tensor<float> values() const {
+    const auto* s = std::get_if<SeededMatrix>(&w);
+    return s ? s->whole() : std::get<Tensor<float>>(w);
+  }
+};
+
 struct ModelWeights {
   // A block's attention over the compressed cache (DESIGN 5.5, V4.1): H heads of 512 dims, the
   // window's and the compressor's records, the indexer. Tensors of a role the block does not
   // have (core/model_shape.hpp) are empty.
   struct Attention {
-    Tensor<float> wq;                       // [H * 512, d]
-    Tensor<float> wo;                       // [d, H * 512]
+    Projection wq;                          // [H * 512, d]
+    Projection wo;                          // [d, H * 512]
     Tensor<float> sinks;                    // [H]
     Tensor<float> window_wkv, window_norm;  // [512, d], [512]: blocks owning a window
     Tensor<float> comp_wkv, comp_wgate;     // [512, d] each (no gate at r = 1): kv sources
@@ -45,7 +66,10 @@ struct ModelWeights {
     int block = 0;
     EngramLayerTables tables;
     std::vector<uint8_t> table;
-    Tensor<float> wkv, gate_w;  // [5d, lookups * head_dim], [4, d]
+    // [5d, lookups * head_dim] (629 MB at V4.1's widths: one copy, shared by every copy of the
+    // weights), [4, d].
+    std::shared_ptr<const Tensor<float>> wkv;
+    Tensor<float> gate_w;
   };
   struct Image {
     Tensor<float> patch_w;  // [C, 588]

@@ -132,9 +132,9 @@ DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) {
   p.head_norm = vec_of<S>(w.head_norm);
   p.confidence = vec_of<S>(w.confidence);
   for (const DrafterWeights::Stage& st : w.stages)
-    p.stages.push_back({site_of<S>(st.attn_site), site_of<S>(st.ffn_site), as_matrix<S>(st.attn.wq),
-                        as_matrix<S>(st.attn.wo), as_matrix<S>(st.router), unstacked<S>(st.w_in),
-                        unstacked<S>(st.w_out)});
+    p.stages.push_back({site_of<S>(st.attn_site), site_of<S>(st.ffn_site),
+                        projection_matrix<S>(st.attn.wq), projection_matrix<S>(st.attn.wo),
+                        as_matrix<S>(st.router), unstacked<S>(st.w_in), unstacked<S>(st.w_out)});
   return p;
 }
 

@@ -46,8 +46,8 @@ class Weights {
     const int64_t H = shape.heads, ih = shape.index_heads, D = kKvMainDims, I = kIndexKeyDims;
     const double s = 1 / std::sqrt(double(d)), so = 1 / std::sqrt(double(H * D));
     ModelWeights::Attention a;
-    a.wq = floats({H * D, d}, -s, s);
-    a.wo = floats({d, H * D}, -so, so);
+    a.wq = seeded(H * D, d, -s, s);
+    a.wo = seeded(d, H * D, -so, so);
     a.sinks = floats({H}, -1, 1);
     const int ratio = shape.compress_ratios[size_t(b)];
     if (shape.kv_source(b) == b) {
@@ -119,9 +119,11 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
   const int64_t lookup_width = int64_t{m.engram.lookups()} * m.engram.head_dim;
   for (size_t i = 0; i < tables.size(); ++i) {
     const double k = 1 / std::sqrt(double(lookup_width));
-    out.engram.push_back({m.engram.layer_ids[i], tables[i],
-                          synthetic_table(tables[i].rows, m.engram.row_bytes(), m.seed + i),
-                          w.floats({5 * d, lookup_width}, -k, k), w.floats({4, d}, 0.75, 1.25)});
+    out.engram.push_back(
+        {m.engram.layer_ids[i], tables[i],
+         synthetic_table(tables[i].rows, m.engram.row_bytes(), m.seed + i),
+         std::make_shared<const Tensor<float>>(w.floats({5 * d, lookup_width}, -k, k)),
+         w.floats({4, d}, 0.75, 1.25)});
   }
   out.head = w.site(d);
   out.map = synthetic_compression_map(m.engram.vocab, m.engram.compressed_vocab, m.seed);
@@ -244,7 +246,7 @@ void TinyModelT<S>::engram(const TinyModelWeights::EngramLayer& e,
   in.history.assign(compressed_.end() - int64_t(h), compressed_.end());
   in.compressed_pad = map_.map.at(m_.engram.pad_id);
   in.table = e.table;
-  in.wkv = e.wkv, in.gate_w = e.gate_w;
+  in.wkv = *e.wkv, in.gate_w = e.gate_w;
   // NOTE: Engram's reference reads the streams as float (the kernels' input); the truth's
   // double state is rounded there (relative 2^-24, far below every tolerance budget).
   in.h = Tensor<float>({n, 4, d_});

@@ -10,6 +10,7 @@
 #include "problem/sparse_attn.hpp"
 #include "reference/indexer.hpp"
 #include "reference/kvcache.hpp"
+#include "reference/model_util.hpp"  // projection_matrix
 #include "reference/sparse_attn.hpp"
 
 namespace tandem::reference {
@@ -17,8 +18,7 @@ namespace {
 
 // Rows of W y_t for every token: [T, rows].
 template <class S>
-Tensor<S> project(const Tensor<float>& w, const std::vector<Vec<S>>& y) {
-  const Mat<S> m = as_matrix<S>(w);
+Tensor<S> project(const Mat<S>& m, const std::vector<Vec<S>>& y) {
   Tensor<S> out({int64_t(y.size()), m.rows()});
   for (size_t t = 0; t < y.size(); ++t) {
     const Vec<S> v = naive_matvec<S>(m, y[t]);
@@ -159,7 +159,7 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, c
                KvFormat::idx_mxfp4, mine.index_keys, tap, forced);
   // The chunk's index queries [T, heads, 128] (RoPE'd, MXFP4) and head weights [T, heads].
   const int64_t T = int64_t(y.size()), H = s.index_heads;
-  Tensor<S> q = project<S>(w.index_wq, y);
+  Tensor<S> q = project<S>(as_matrix<S>(w.index_wq), y);
   q.shape = {T, H, kIndexKeyDims};
   q = rope_queries<S, ActOf<S>>(std::move(q), start, options(KvFormat::idx_mxfp4, 1).rope_theta);
   std::vector<std::vector<uint8_t>> q_records;
@@ -175,7 +175,7 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, c
     for (const auto& r : q_records)
       li.q_records.data.insert(li.q_records.data.end(), r.begin(), r.end());
     li.q_records.shape = {int64_t(li.q_records.data.size())};
-    li.w = tensor_cast<float>(project<S>(w.index_w, y));
+    li.w = tensor_cast<float>(project<S>(as_matrix<S>(w.index_w), y));
     TopkInputs tk;
     // NOTE: the truth's scores select in float (the top-k's input dtype); two scores closer
     // than a float step are a tie for both.
@@ -214,7 +214,7 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   const Owned& cache = owned_[size_t(source)];
   SparseAttnInputs in;
   in.heads = int(H), in.start = start;
-  Tensor<S> q = project<S>(w.wq, y);
+  Tensor<S> q = project<S>(projection_matrix<S>(w.wq), y);
   q.shape = {T, H, kKvMainDims};
   // The RoPE kernel reads the projection as bf16 (model_forced_taps rounds the kernels' tap so),
   // snapped there as well as after it: one bf16 step of a pair's larger element before the
@@ -238,7 +238,7 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : owned_[size_t(selector)].selection;
   SparseAttnRun<S> run = sparse_attn<S, ActOf<S>>(in);
   tap_and_snap(fmt::format("block{}.attn.o", b), run.o, tap, forced);
-  const Mat<S> wo = as_matrix<S>(w.wo);
+  const Mat<S> wo = projection_matrix<S>(w.wo);
   std::vector<Vec<S>> f;
   for (int64_t t = 0; t < T; ++t)
     f.push_back(naive_matvec<S>(

@@ -11,6 +11,7 @@
 #include "core/philox.hpp"
 #include "core/seeded_matrix.hpp"
 #include "core/tensor.hpp"
+#include "problem/model.hpp"  // Projection
 #include "reference/residual.hpp"
 
 namespace tandem::reference {
@@ -27,6 +28,12 @@ Mat<S> seeded_rows(const SeededMatrix& w, int64_t first, int64_t count) {
   Mat<S> m(count, w.cols);
   w.rows_into(first, count, m.data());
   return m;
+}
+// A projection's weights in scalar S (a seeded one generated here).
+template <class S>
+Mat<S> projection_matrix(const Projection& p) {
+  const auto* s = std::get_if<SeededMatrix>(&p.w);
+  return s ? seeded_rows<S>(*s, 0, s->rows) : as_matrix<S>(std::get<Tensor<float>>(p.w));
 }
 
 // Uniform in [-scale, scale), Philox keyed by (seed, id, index): every run and platform builds
