@@ -41,26 +41,30 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
   const double d = m.residual.d, V = m.engram.vocab, E = m.vision.experts;
   const double H = m.shape.ffn_hidden, C = m.vision.width;
   const double lookup_width = double(m.engram.lookups()) * m.engram.head_dim;
-  // Attention: queries and output of 512-dim heads, the window's and the compressor's
-  // projections, the indexer's queries, weights and keys (every role, an upper bound).
-  const double attention =
-      (2.0 * m.shape.heads + 3) * 512 * d + m.shape.index_heads * 129 * d + 128 * 512;
-  // Held whole: every block's attention and router, the experts where they fit
-  // kMoeMaterialisedValues (else a chunk's routed ones, one block's at a time), one chunk of the
-  // unembedding (the embedding's rows are generated per token).
-  const double experts =
-      moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, m.residual.d)
-          ? m.shape.blocks * 2 * E * H * d
-          : 2 * std::min(E, (m.shape.prompt_tokens + 256.0) * m.vision.top_k) * H * d;
-  double n = std::min(V, double(kUnembedChunkRows)) * d + V + C * 588 + 18 * C * d + 2 * d * d +
-             m.shape.blocks * (attention + E * d + 2 * 96 * d) + experts;
+  // Held for the run: a block's attention tensors but its query and output projections (the
+  // window's and the compressor's projections, the indexer's queries, weights and keys: every
+  // role, an upper bound), its router and sites, the experts where they fit
+  // kMoeMaterialisedValues, Engram's Wkv and tables, the image path when the prompt has one, the
+  // compression map.
+  const bool every_expert = moe_materialises_every_expert(E, H, d);
+  const double attention = 3 * 512 * d + m.shape.index_heads * 129 * d + 128 * 512;
+  double n =
+      V + m.shape.blocks * (attention + E * d + 2 * 96 * d + (every_expert ? 2 * E * H * d : 0));
+  if (m.shape.prompt_image) n += C * 588 + 18 * C * d + 2 * d * d;
   for (const EngramLayerTables& t : engram_tables(m.engram))
     n += 5 * d * lookup_width + double(t.rows) * m.engram.row_bytes() / 4;
-  if (n > kMaxModelWeights)
+  // Generated where used, the largest at once: a query or output projection, one block's routed
+  // experts for the verification prompt, a chunk of the unembedding.
+  const double routed =
+      every_expert
+          ? 0
+          : 2 * std::min(E, double(verification_prompt_tokens(m)) * m.vision.top_k) * H * d;
+  n += std::max({m.shape.heads * 512.0 * d, routed, std::min(V, double(kUnembedChunkRows)) * d});
+  if (n > kMaxModelValues)
     throw_bad_input(
-        "{}: the model has ~{:.3g} weights (Engram tables included); the end-to-end "
-        "model runs at most {:.3g}",
-        source, n, kMaxModelWeights);
+        "{}: an end-to-end run holds or generates ~{:.3g} values at once (Engram tables "
+        "included); at most {:.3g}",
+        source, n, kMaxModelValues);
 }
 
 ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
@@ -396,12 +400,11 @@ bool same_taps(const ModelRun& a, const ModelRun& b) {
 
 // The first n tokens of a prompt, the IMAGE positions among them embedded as in `run` (the image
 // path's rows: its kernels are checked under every schedule by the vision and dense rows).
-ModelPrompt prompt_prefix(const ModelPrompt& p, const ModelRun& run, size_t n) {
+ModelPrompt prompt_prefix(const ModelPrompt& p, const ModelRun& run, size_t n, int64_t d) {
   ModelPrompt q{{p.ids.begin(), p.ids.begin() + std::min(n, p.ids.size())}, {}, {}};
   const int64_t images = std::count(q.ids.begin(), q.ids.end(), kImage);
   const auto embed = std::find_if(run.taps.begin(), run.taps.end(),
                                   [](const ModelTap& t) { return t.name == "image.embed"; });
-  const int64_t d = embed == run.taps.end() ? 0 : embed->value.dim(1);
   q.visual = Tensor<double>({images, d});
   if (images) std::copy_n(embed->value.data.begin(), images * d, q.visual.data.begin());
   return q;
@@ -415,12 +418,12 @@ constexpr int kDecodeSteps = 2;
 VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   check_model_size(model, "model '" + model.name + "'");
   const reference::TinyModelWeights w = reference::tiny_model_weights(model);
-  const ModelPrompt p = model_prompt(model, model.seed, true);
+  const ModelPrompt p = model_prompt(model, model.seed, model.shape.prompt_image);
   const int64_t images = std::count(p.ids.begin(), p.ids.end(), kImage);
   VerifyRow row;
   row.component = "model";
-  row.name = fmt::format("tiny/f32 {} tokens ({} image) + {} decode steps blocks={}", p.ids.size(),
-                         images, kDecodeSteps, model.shape.blocks);
+  row.name = fmt::format("{}/f32 {} tokens ({} image) + {} decode steps blocks={}", model.name,
+                         p.ids.size(), images, kDecodeSteps, model.shape.blocks);
   row.backend = backend_name(opt.backend);
   const ModelWeights ow = optimized_model_weights(w);
   OptimizedModel sequence(model, ow, opt);
@@ -428,7 +431,9 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   const ModelRun out = append_model(sequence, ow, p, opt);
   std::vector<TensorCheck> checks = ref.append(p, out);
   row.launches = out.launches;
-  LaunchLog predicted = sim::predict_image_embedding(model, p.patches.dim(0), p.patches.dim(1));
+  LaunchLog predicted;
+  if (!p.patches.data.empty())
+    predicted = sim::predict_image_embedding(model, p.patches.dim(0), p.patches.dim(1));
   auto add = [](LaunchLog& to, const LaunchLog& l) { to.insert(to.end(), l.begin(), l.end()); };
   add(predicted, sim::predict_model(model, p.ids, 0));
   const Tensor<float> no_image({0, model.residual.d});
@@ -448,8 +453,11 @@ VerifyRow verify_end_to_end(const ModelConfig& model, const RunOptions& opt) {
   // NOTE: the other schedules serialise every thread switch and take ~30 s each on the whole
   // prompt, so they rerun its first kSchedulePrefix tokens (text, START and image rows).
   constexpr size_t kSchedulePrefix = 16;
-  const ModelPrompt head = prompt_prefix(p, out, kSchedulePrefix);
-  std::optional<ModelRun> want;  // the prefix under opt's schedule, once a rerun needs it
+  const ModelPrompt head = prompt_prefix(p, out, kSchedulePrefix, model.residual.d);
+  // The prefix under opt's schedule, once a rerun needs it: the prompt's own run when the prefix
+  // is the whole text prompt (a release-width run is minutes: not made twice).
+  std::optional<ModelRun> want;
+  if (p.patches.data.empty() && head.ids == p.ids) want = out;
   check_schedules(
       row, opt, [&](const RunOptions& o) { return run_model(model, ow, head, o); },
       [&](const ModelRun& other) {

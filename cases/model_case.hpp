@@ -14,9 +14,12 @@
 
 namespace tandem {
 
-// The end-to-end model holds every weight in double and float several times over: configs with
-// more than kMaxModelWeights weights (Engram tables included) are BadInput naming `source`.
-inline constexpr double kMaxModelWeights = double(1 << 26);
+// The values an end-to-end model run holds or generates at once: its held weights (Engram's
+// tables included) and the largest matrix it generates where used. Each sits in a few copies (the
+// truth's double, the float runs', the emulator's device copy): configs past kMaxModelValues
+// (2^30: ~7 GB, on a 24 GB machine beside another verify row) are BadInput naming `source`.
+// Measured: 4.9 GB peak for V4.1-Flash's ~7.3e8 (~7 bytes a value).
+inline constexpr double kMaxModelValues = double(1 << 30);
 void check_model_size(const ModelConfig& m, const std::string& source);
 
 // The reference's weights as the optimized model's float tensors (exact: every weight is a

@@ -1,6 +1,9 @@
 #include "core/model_config.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <numeric>
 
 #include "core/atomic_file.hpp"
 #include "core/device_limits.hpp"
@@ -57,10 +60,10 @@ constexpr std::string_view kV41Flash = R"({
              "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
              "experts": 384, "top_k": 6, "text_tokens": 8},
-  "model": {"blocks": 4, "heads": 64, "ffn_hidden": 2304, "prompt_tokens": 2,
-            "compress_ratios": [0, 2, 2, 1], "kv_source_layers": [1, 3],
-            "index_source_layers": [1, 3], "window_size": 128, "index_n_heads": 32,
-            "index_topk": 512}
+  "model": {"blocks": 4, "layers": [0, 1, 2, 14], "heads": 64, "ffn_hidden": 2304,
+            "prompt_tokens": 2, "prompt_image": false, "compress_ratios": [0, 0, 2, 2],
+            "kv_source_layers": [2, 3], "index_source_layers": [2, 3], "window_size": 128,
+            "index_n_heads": 32, "index_topk": 512}
 })";
 
 }  // namespace
@@ -297,6 +300,10 @@ int ModelShape::kv_source(int b) const {
     if (s <= b) source = s;
   return source;
 }
+int ModelShape::block_of_layer(int layer) const {
+  const auto it = std::ranges::find(layers, layer);
+  return it == layers.end() ? -1 : int(it - layers.begin());
+}
 int ModelShape::index_source(int b) const {
   if (compress_ratios[size_t(b)] == 0) return -1;
   int source = -1;
@@ -306,9 +313,9 @@ int ModelShape::index_source(int b) const {
 }
 
 ModelShape parse_model_shape(const JsonFields& f) {
-  f.reject_unknown({"blocks", "heads", "ffn_hidden", "prompt_tokens", "compress_ratios",
-                    "kv_source_layers", "index_source_layers", "window_size", "index_n_heads",
-                    "index_topk"});
+  f.reject_unknown({"blocks", "heads", "ffn_hidden", "prompt_tokens", "prompt_image",
+                    "compress_ratios", "kv_source_layers", "index_source_layers", "window_size",
+                    "index_n_heads", "index_topk", "layers"});
   ModelShape s;
   s.blocks = static_cast<int>(f.integer("blocks", 3, 256));
   // Sparse attention runs heads in groups of 4 (problem/sparse_attn.hpp).
@@ -322,6 +329,18 @@ ModelShape parse_model_shape(const JsonFields& f) {
     throw_bad_input("{}: must be a multiple of 4 (16-byte expert rows), got {}",
                     f.where("ffn_hidden"), s.ffn_hidden);
   s.prompt_tokens = static_cast<int>(f.integer("prompt_tokens", 1, 1 << 16));
+  s.prompt_image = !f.has("prompt_image") || f.boolean("prompt_image");
+  s.layers.resize(size_t(s.blocks));
+  std::iota(s.layers.begin(), s.layers.end(), 0);
+  if (f.has("layers")) {
+    s.layers = int_list(f, "layers", 0, 1023, 256);
+    if (s.layers.size() != size_t(s.blocks))
+      throw_bad_input("{}: {} layers for {} blocks", f.where("layers"), s.layers.size(), s.blocks);
+    for (size_t i = 1; i < s.layers.size(); ++i)
+      if (s.layers[i] <= s.layers[i - 1])
+        throw_bad_input("{}: layers must be ascending and distinct, got {} after {}",
+                        f.where("layers"), s.layers[i], s.layers[i - 1]);
+  }
   s.compress_ratios = int_list(f, "compress_ratios", 0, 2, 256);
   if (s.compress_ratios.size() != size_t(s.blocks))
     throw_bad_input("{}: {} ratios for {} blocks", f.where("compress_ratios"),
@@ -353,16 +372,22 @@ ModelShape parse_model_shape(const JsonFields& f) {
 }
 
 nlohmann::json to_json(const ModelShape& s) {
-  return {{"blocks", s.blocks},
-          {"heads", s.heads},
-          {"ffn_hidden", s.ffn_hidden},
-          {"prompt_tokens", s.prompt_tokens},
-          {"compress_ratios", s.compress_ratios},
-          {"kv_source_layers", s.kv_source_layers},
-          {"index_source_layers", s.index_source_layers},
-          {"window_size", s.window},
-          {"index_n_heads", s.index_heads},
-          {"index_topk", s.index_topk}};
+  nlohmann::json j = {{"blocks", s.blocks},
+                      {"heads", s.heads},
+                      {"ffn_hidden", s.ffn_hidden},
+                      {"prompt_tokens", s.prompt_tokens},
+                      {"compress_ratios", s.compress_ratios},
+                      {"kv_source_layers", s.kv_source_layers},
+                      {"index_source_layers", s.index_source_layers},
+                      {"window_size", s.window},
+                      {"index_n_heads", s.index_heads},
+                      {"index_topk", s.index_topk}};
+  // Defaults are left out: a config written before these fields reads back the same.
+  std::vector<int> identity(s.layers.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  if (s.layers != identity) j["layers"] = s.layers;
+  if (!s.prompt_image) j["prompt_image"] = false;
+  return j;
 }
 
 namespace {
@@ -381,9 +406,10 @@ void check_end_to_end(const ModelConfig& m, const JsonFields& f) {
     throw_bad_input("{}: {} where residual.d is {} (Engram writes the residual streams)",
                     f.where("engram.d"), m.engram.d, m.residual.d);
   for (int id : m.engram.layer_ids)
-    if (id >= m.shape.blocks)
-      throw_bad_input("{}: layer {} but the model has {} blocks", f.where("engram.layer_ids"), id,
-                      m.shape.blocks);
+    if (m.shape.block_of_layer(id) < 0)
+      throw_bad_input("{}: layer {} but the model's {} blocks stand for layers {}",
+                      f.where("engram.layer_ids"), id, m.shape.blocks,
+                      fmt::join(m.shape.layers, ", "));
 }
 
 void check_end_to_end_budget(const ModelConfig& m, const JsonFields& f) {
@@ -391,7 +417,7 @@ void check_end_to_end_budget(const ModelConfig& m, const JsonFields& f) {
   // the projections (queries and output of 512-dim heads, the window's and the compressor's
   // records, the indexer's queries), the indexer's scan, sparse attention over the window and
   // the selection, the MoE's chosen experts, the unembedding.
-  const double T = m.shape.prompt_tokens + 256.0, d = m.residual.d;
+  const double T = double(verification_prompt_tokens(m)), d = m.residual.d;
   const double H = m.shape.heads, ih = m.shape.index_heads;
   const double attention = (2 * H + 3) * 512 * d + ih * 129 * d + T * ih * 128 +
                            H * 512 * (m.shape.window + m.shape.index_topk);
@@ -402,6 +428,12 @@ void check_end_to_end_budget(const ModelConfig& m, const JsonFields& f) {
 }
 
 }  // namespace
+
+int64_t verification_prompt_tokens(const ModelConfig& m) {
+  if (!m.shape.prompt_image) return m.shape.prompt_tokens;
+  const VisionGeometry g = vision_geometry(m.vision.image_w, m.vision.image_h, m.vision.sizing);
+  return m.shape.prompt_tokens + g.sequence_tokens();
+}
 
 bool ModelConfig::has(std::string_view section) const {
   return std::find(sections.begin(), sections.end(), section) != sections.end();

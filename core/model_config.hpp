@@ -33,6 +33,10 @@ struct ModelConfig {
   bool has(std::string_view section) const;
 };
 
+// The verification prompt's positions: model.prompt_tokens of text, and the image's layout
+// (rows of visual tokens with their NEWLINE, START and END) when model.prompt_image.
+int64_t verification_prompt_tokens(const ModelConfig& m);
+
 VisionConfig parse_vision_config(const JsonFields& f);
 nlohmann::json to_json(const VisionConfig& c);
 

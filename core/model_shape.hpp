@@ -27,6 +27,14 @@ struct ModelShape {
   int window = 8;       // window_size: the newest positions every block attends to
   int index_heads = 2;  // index_n_heads (128 dims each)
   int index_topk = 4;   // index_topk: compressed entries selected per token
+  // The release layer each block stands for, ascending (default 0, 1, .., blocks - 1): a model at
+  // a release's widths samples a few of its layers. Engram runs before the block standing for
+  // each of engram.layer_ids.
+  std::vector<int> layers{0, 1, 2, 3};
+  // The verification prompt: prompt_tokens of text around the config's image, or text alone (a
+  // release's 1920x1080 image is 968 positions: through a model at the release's widths, far
+  // past the work budget; the vision component runs that image).
+  bool prompt_image = true;
 
   bool is_kv_source(int b) const;
   bool is_index_source(int b) const;
@@ -34,6 +42,8 @@ struct ModelShape {
   int kv_source(int b) const;
   // The block whose selection block b attends with (-1 for window-only blocks).
   int index_source(int b) const;
+  // The block standing for release layer `layer`, or -1.
+  int block_of_layer(int layer) const;
 };
 
 }  // namespace tandem

@@ -18,16 +18,19 @@ TANDEM_HD inline void philox_mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint3
   lo = static_cast<uint32_t>(p);
 }
 
+// The round's multipliers and the key's Weyl increments.
+inline constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;
+inline constexpr int kPhiloxRounds = 10;
+
 TANDEM_HD inline Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < kPhiloxRounds; ++round) {
     uint32_t hi0, lo0, hi1, lo1;
-    philox_mulhilo(kMul0, ctr.v[0], hi0, lo0);
-    philox_mulhilo(kMul1, ctr.v[2], hi1, lo1);
+    philox_mulhilo(kPhiloxMul0, ctr.v[0], hi0, lo0);
+    philox_mulhilo(kPhiloxMul1, ctr.v[2], hi1, lo1);
     ctr = Philox4{{hi1 ^ ctr.v[1] ^ key0, lo1, hi0 ^ ctr.v[3] ^ key1, lo0}};
-    key0 += kWeyl0;
-    key1 += kWeyl1;
+    key0 += kPhiloxWeyl0;
+    key1 += kPhiloxWeyl1;
   }
   return ctr;
 }

@@ -27,8 +27,8 @@ void BlockRunner::log(const LaunchLog& l) {
   out_.launches.insert(out_.launches.end(), l.begin(), l.end());
 }
 
-Tensor<float> BlockRunner::dense(const Tensor<float>& x, const Tensor<float>& w) {
-  DenseOutputs o = run_dense_rows({ActDType::f32, x, w, {}, false}, opt_);
+Tensor<float> BlockRunner::dense(const Tensor<float>& x, Tensor<float> w) {
+  DenseOutputs o = run_dense_rows({ActDType::f32, x, std::move(w), {}, false}, opt_);
   log(o.launches);
   return std::move(o.y);
 }
@@ -40,8 +40,8 @@ Tensor<float> BlockRunner::rope(Tensor<float> q, int64_t heads, int64_t dims, in
   return std::move(o.q);
 }
 
-Tensor<float> BlockRunner::queries(const Tensor<float>& wq, int64_t heads, int64_t start) {
-  Tensor<float> projection = dense(y_, wq);
+Tensor<float> BlockRunner::queries(Tensor<float> wq, int64_t heads, int64_t start) {
+  Tensor<float> projection = dense(y_, std::move(wq));
   projection.shape = {y_.dim(0), heads, kKvMainDims};
   tap(pending_ + ".q_proj", projection);
   Tensor<float> q = rope(std::move(projection), heads, kKvMainDims, start);
@@ -49,12 +49,12 @@ Tensor<float> BlockRunner::queries(const Tensor<float>& wq, int64_t heads, int64
   return q;
 }
 
-void BlockRunner::attend(const SparseAttnInputs& in, const Tensor<float>& wo) {
+void BlockRunner::attend(const SparseAttnInputs& in, Tensor<float> wo) {
   SparseAttnOutputs o = run_sparse_attn(in, opt_);
   log(o.launches);
   tap(pending_ + ".o", o.o);
   o.o.shape = {o.o.dim(0), int64_t(in.heads) * kKvMainDims};
-  f_ = dense(o.o, wo);
+  f_ = dense(o.o, std::move(wo));
   tap(pending_ + ".f", f_);
 }
 

@@ -26,16 +26,17 @@ class BlockRunner {
   void boundary(const ResidualSiteWeights& next, const std::string& name);
   void tap(std::string name, const Tensor<float>& v);
   void log(const LaunchLog& l);
-  // x [T, n_in] times w [n_out, n_in]^T (dense_rows, f32).
-  Tensor<float> dense(const Tensor<float>& x, const Tensor<float>& w);
+  // x [T, n_in] times w [n_out, n_in]^T (dense_rows, f32); w by value: a generated projection
+  // moves into the launch's inputs.
+  Tensor<float> dense(const Tensor<float>& x, Tensor<float> w);
   // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims] at positions start..
   Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims, int64_t start);
   // The open site's queries for sparse attention: y W_q^T as [T, heads, 512] (tap
   // "<site>.q_proj"), RoPE'd at positions start.. ("<site>.q").
-  Tensor<float> queries(const Tensor<float>& wq, int64_t heads, int64_t start);
+  Tensor<float> queries(Tensor<float> wq, int64_t heads, int64_t start);
   // Sparse attention over `in` ("<site>.o"), then the output projection wo: the open site's f
   // ("<site>.f").
-  void attend(const SparseAttnInputs& in, const Tensor<float>& wo);
+  void attend(const SparseAttnInputs& in, Tensor<float> wo);
   KvStoreOptions options(KvFormat f, int64_t records) const;
   // The stored values of a launch's new records, then the records' bytes (row i: slots[i]).
   void tap_records(const std::string& name, const Tensor<float>& stored,

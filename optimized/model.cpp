@@ -420,6 +420,7 @@ ImageRun embed_image(const ModelWeights& w, const Tensor<float>& patches, const 
 
 ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches,
                              const RunOptions& opt) {
+  if (w.image.w1.data.empty()) throw_bad_input("{}", kNoImagePath);
   const int64_t P = w.image.patch_w.dim(1);
   if (patches.shape.size() != 3 || patches.dim(0) < 1 || patches.dim(1) < 1 || patches.dim(2) != P)
     throw_bad_input("model image: patches must be [grid_h >= 1, grid_w >= 1, {}]", P);

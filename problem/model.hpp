@@ -89,6 +89,10 @@ struct ModelWeights {
 // the optimized model): a [V, d] matrix is never held whole (662M values at V4.1-Flash's).
 inline constexpr int64_t kUnembedChunkRows = 4096;
 
+// A model whose verification prompt is text alone (model.prompt_image false) has no image path.
+inline constexpr const char* kNoImagePath =
+    "model image: this model has no image path (model.prompt_image is false)";
+
 // A prompt as a case runs it: ids (text and the image's layout) and either the image as
 // preprocessed patches, embedded by each model on its own (taps image.*), or the IMAGE positions'
 // embeddings given directly (float values; none for text).

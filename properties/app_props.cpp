@@ -757,12 +757,17 @@ TEST(App, VerifyRunsTheComponentsWhoseSectionsTheConfigHolds) {
   EXPECT_NE(r.out.find("model v4.1-flash"), std::string::npos) << r.out;
 }
 
-// Each component reads its own sections: V4.1-Flash's config runs every component but the
-// end-to-end model (its Engram layers 1 and 14 are past its 4 sampled blocks), which is listed as
-// not run with the reason unless asked for,
-// and then is bad input naming the field. The components that join sections see them agree.
+// Each component reads its own sections: V4.1-Flash's config runs every component; with its
+// sampled blocks standing for layers 0..3, the end-to-end model (Engram's layer 14 is none of
+// them) is listed as not run with the reason unless asked for, and then is bad input naming the
+// field. The components that join sections see them agree.
 TEST(App, ComponentsWhoseSectionsAreRefusedAreNotRunUnlessAskedFor) {
-  const nlohmann::json j = builtin_model_json("v4.1-flash");
+  const app::ConfigComponents every =
+      app::components_of_config(builtin_model_json("v4.1-flash"), "builtin:v4.1-flash", {});
+  EXPECT_EQ(every.run.size(), app::verify_components().size());
+  EXPECT_TRUE(every.refused.empty());
+  nlohmann::json j = builtin_model_json("v4.1-flash");
+  j["model"]["layers"] = {0, 1, 2, 3};
   const app::ConfigComponents c = app::components_of_config(j, "builtin:v4.1-flash", {});
   std::vector<std::string> ran, expected = app::verify_components();
   for (const auto& run : c.run) {

@@ -12,6 +12,7 @@
 
 #include "bad_input.hpp"
 #include "case_budget.hpp"
+#include "cases/case.hpp"
 #include "cases/dspark_case.hpp"
 #include "cases/model_case.hpp"
 #include "core/error.hpp"
@@ -613,6 +614,64 @@ TEST(ModelEmu, ChunkedUnembeddingAndRoutedExpertsMatchReferenceAndTheByteModel) 
     ASSERT_EQ(logits.value.shape, (Shape{int64_t(ids.size()), m.engram.vocab}));
     ids = {greedy_token(seq.last)};
   }
+}
+
+// Blocks standing for sampled release layers (model.layers): Engram runs before the block that
+// stands for each of its layers (here layers 5 and 9 at blocks 2 and 3), in the reference, the
+// optimized model and the byte model alike.
+TEST(ModelEmu, EngramRunsAtTheBlocksStandingForItsLayers) {
+  nlohmann::json j = builtin_model_json("tiny");
+  j["model"]["layers"] = {0, 1, 5, 9}, j["engram"]["layer_ids"] = {5, 9};
+  const ModelConfig m = parse_model_config(j, "sampled tiny");
+  const SharedWeights w(m);
+  CheckedSequence seq(m, w);
+  ASSERT_NO_FATAL_FAILURE(seq.append(text(7, 21), "prefill"));
+  std::vector<std::string> engram;
+  for (const ModelTap& t : seq.last.taps)
+    if (t.name.ends_with(".engram.x")) engram.push_back(t.name);
+  EXPECT_EQ(engram, (std::vector<std::string>{"block2.engram.x", "block3.engram.x"}));
+  ASSERT_NO_FATAL_FAILURE(seq.append({greedy_token(seq.last)}, "a decode step"));
+}
+
+// model.prompt_image false: `tandem verify`'s model row runs the prompt's text alone (no image
+// path, no image launches in the byte model), decodes and passes.
+TEST(ModelEmu, ATextOnlyVerificationPromptRunsWithoutTheImagePath) {
+  nlohmann::json j = builtin_model_json("tiny");
+  j["model"]["prompt_image"] = false;
+  const ModelConfig m = parse_model_config(j, "text tiny");
+  const RunOptions opt;
+  const auto& components = registry();
+  const auto model =
+      std::ranges::find_if(components, [](const Component& c) { return c.name == "model"; });
+  ASSERT_NE(model, components.end());
+  const VerifyRow row = model->verify_rows(m, opt).at(0).run();
+  EXPECT_TRUE(row.pass) << row.first_divergence << ": " << row.detail;
+  EXPECT_NE(row.name.find("12 tokens (0 image)"), std::string::npos) << row.name;
+  for (const LaunchCounts& l : row.launches)
+    EXPECT_FALSE(l.kernel.starts_with("vision")) << l.kernel;
+  // Its image path's weights are not made (the streams after them keep their values), and an
+  // image is refused by both models.
+  const SharedWeights w(m);
+  EXPECT_TRUE(w.ref.blocks[0].router == weights().ref.blocks[0].router);
+  EXPECT_EQ(w.opt.blocks[3].attn.index_wq.data, weights().opt.blocks[3].attn.index_wq.data);
+  const ModelPrompt image = model_prompt(tiny(), 3, true);
+  expect_bad_input([&] { reference::embed_patches<double>(w.ref.vision, image.patches); },
+                   "model.prompt_image is false");
+  expect_bad_input([&] { run_image_embedding(w.opt, image.patches, opt); },
+                   "model.prompt_image is false");
+}
+
+// check_model_size counts what a run holds or generates at once: V4.1-Flash's model fits (the
+// vocabulary-sized matrices and the experts generated where read); 512 experts of 16384 routed by
+// the image prompt's 218 tokens (1.07G values for one block's routed experts) do not, by its 12
+// text tokens (at most 72 experts) they do.
+TEST(Model, SizeCheckCountsWhatARunHoldsAtOnce) {
+  EXPECT_NO_THROW(check_model_size(builtin_model("v4.1-flash"), "v4.1-flash"));
+  ModelConfig m = tiny();
+  m.vision.experts = 512, m.shape.ffn_hidden = 16384;
+  expect_bad_input([&] { check_model_size(m, "big.json"); }, "big.json: an end-to-end run holds");
+  m.shape.prompt_image = false;
+  EXPECT_NO_THROW(check_model_size(m, "text.json"));
 }
 
 TEST(ModelCuda, OptimizedMatchesReferenceTapByTap) {

@@ -27,6 +27,8 @@ class Weights {
     return seeded_rows<double>(seeded(rows, cols, lo, hi), 0, rows);
   }
   Vec<double> vec(int64_t n, double lo, double hi) { return mat(n, 1, lo, hi); }
+  // Passes over n streams: the weights after them keep their values.
+  void skip(uint32_t n) { next_ += n; }
   Tensor<double> tensor(Shape s, double lo, double hi) {
     const Mat<double> m = mat(shape_elements(s), 1, lo, hi);
     return Tensor<double>(std::move(s), std::vector<double>(m.data(), m.data() + m.size()));
@@ -93,12 +95,18 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
   out.embed = w.seeded(V, d, -1, 1);
   out.special = w.mat(4, d, -1, 1);
   out.unembed = w.seeded(V, d, -1 / std::sqrt(double(d)), 1 / std::sqrt(double(d)));
-  out.vision.patch_w = w.floats({C, P}, -1 / std::sqrt(double(P)), 1 / std::sqrt(double(P)));
-  const double a1 = 1 / std::sqrt(9.0 * C), a2 = 1 / std::sqrt(2.0 * d);
-  out.vision.w1 = w.tensor({2 * d, 9 * C}, -a1, a1);
-  out.vision.b1 = w.tensor({2 * d}, -0.1, 0.1);
-  out.vision.w2 = w.tensor({d, 2 * d}, -a2, a2);
-  out.vision.b2 = w.tensor({d}, -0.1, 0.1);
+  if (m.shape.prompt_image) {
+    out.vision.patch_w = w.floats({C, P}, -1 / std::sqrt(double(P)), 1 / std::sqrt(double(P)));
+    const double a1 = 1 / std::sqrt(9.0 * C), a2 = 1 / std::sqrt(2.0 * d);
+    out.vision.w1 = w.tensor({2 * d, 9 * C}, -a1, a1);
+    out.vision.b1 = w.tensor({2 * d}, -0.1, 0.1);
+    out.vision.w2 = w.tensor({d, 2 * d}, -a2, a2);
+    out.vision.b2 = w.tensor({d}, -0.1, 0.1);
+  } else {
+    w.skip(5);  // a text-only model's image path, never run (1.2 GB in double at V4.1's widths)
+    out.vision.patch_w = Tensor<float>({0});
+    out.vision.w1 = out.vision.b1 = out.vision.w2 = out.vision.b2 = Tensor<double>({0});
+  }
   const double s = 1 / std::sqrt(double(d)), r = 2 * std::sqrt(3.0) / std::sqrt(double(d));
   for (int b = 0; b < m.shape.blocks; ++b) {
     TinyModelWeights::Block blk;
@@ -120,7 +128,7 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
   for (size_t i = 0; i < tables.size(); ++i) {
     const double k = 1 / std::sqrt(double(lookup_width));
     out.engram.push_back(
-        {m.engram.layer_ids[i], tables[i],
+        {m.shape.block_of_layer(m.engram.layer_ids[i]), tables[i],
          synthetic_table(tables[i].rows, m.engram.row_bytes(), m.seed + i),
          std::make_shared<const Tensor<float>>(w.floats({5 * d, lookup_width}, -k, k)),
          w.floats({4, d}, 0.75, 1.25)});
@@ -162,6 +170,7 @@ Tensor<float> image_patches(const Tensor<uint8_t>& rgb, const ImageSizing& sizin
 
 template <class S>
 ImageEmbedding embed_patches(const TinyModelWeights::Vision& w, const Tensor<float>& patches) {
+  if (w.w1.data.empty()) throw_bad_input("{}", kNoImagePath);
   ImageEmbedding e;
   e.grid = patch_embedding<S>(patches, w.patch_w);
   e.tokens = unshuffle(e.grid);

@@ -78,7 +78,7 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
   };
   for (int b = 0; b < m.shape.blocks; ++b) {
     for (int layer : m.engram.layer_ids) {
-      if (layer != b) continue;
+      if (m.shape.block_of_layer(layer) != b) continue;
       if (pending) log.push_back(predict_residual_boundary(T, d, f32, true, true, false, false));
       pending = false;
       add(predict_engram_layer(m.engram, T, markers, f32));

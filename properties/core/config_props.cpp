@@ -95,9 +95,20 @@ TEST(ModelConfig, SectionsAreValidatedWhenRead) {
   EXPECT_EQ(v41_moe.vision.experts, 384);
   EXPECT_EQ(v41_moe.vision.top_k, 6);
   EXPECT_EQ(v41_moe.shape.ffn_hidden, 2304);
-  EXPECT_THROW(builtin_model("v4.1-flash"), BadInput);  // every section: the end-to-end model's
-  // Engram layers 1 and 14 are past its 4 blocks (and d 5120 past its work budget). The
-  // output projection stages a token's heads x 512 inputs, past the default 48 KiB up to what
+  // Every section: the end-to-end model at the release's widths, its 4 blocks standing for layers
+  // 0, 1, 2 and 14 (Engram's 1 and 14 among them), a text prompt (the release's image is 968
+  // positions).
+  const ModelConfig whole = builtin_model("v4.1-flash");
+  EXPECT_EQ(whole.shape.layers, (std::vector<int>{0, 1, 2, 14}));
+  EXPECT_EQ(whole.shape.block_of_layer(14), 3);
+  EXPECT_FALSE(whole.shape.prompt_image);
+  EXPECT_EQ(whole.engram.vocab, 129280);
+  nlohmann::json with_image = builtin_model_json("v4.1-flash");
+  with_image["model"]["prompt_image"] = true;
+  EXPECT_EQ(verification_prompt_tokens(
+                parse_model_config(with_image, "x", {"residual", "vision", "model"})),
+            2 + 968);  // 23 rows of 41 visual tokens, each with its NEWLINE, START and END
+  // The output projection stages a token's heads x 512 inputs, past the default 48 KiB up to what
   // sm_90 grants a block: 116 heads exceed it, refused when every section is read.
   nlohmann::json all = tiny_json();
   all["model"]["heads"] = 116;
@@ -276,6 +287,47 @@ TEST(ModelConfig, LayerMixErrorsNameTheField) {
   EXPECT_EQ(s.index_source(4), 2);
   EXPECT_EQ(s.index_source(13), 12);  // an index source that is no kv source
   EXPECT_EQ(s.index_source(1), -1);
+}
+
+// model.layers: the release layer each block stands for (default 0..blocks-1), where Engram's
+// layers are placed; model.prompt_image: text around the image, or text alone. Both read back
+// from to_json; the defaults are left out of it (older configs read back the same).
+TEST(ModelConfig, SampledLayersPlaceEngramAndThePromptMayBeTextAlone) {
+  auto j = tiny_json();  // 16 blocks, Engram at layers 1 and 3 (the defaults)
+  const ModelConfig plain = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(plain.shape.block_of_layer(3), 3);
+  EXPECT_EQ(plain.shape.block_of_layer(16), -1);
+  EXPECT_FALSE(to_json(plain.shape).contains("layers"));
+  EXPECT_FALSE(to_json(plain.shape).contains("prompt_image"));
+  const VisionGeometry g =
+      vision_geometry(plain.vision.image_w, plain.vision.image_h, plain.vision.sizing);
+  EXPECT_EQ(verification_prompt_tokens(plain), 12 + g.sequence_tokens());
+  std::vector<int> layers(16);
+  for (int b = 0; b < 16; ++b) layers[size_t(b)] = 2 * b + (b >= 2 ? 10 : 0);  // 0, 2, 14, ..
+  j["model"]["layers"] = layers, j["model"]["prompt_image"] = false;
+  j["engram"]["layer_ids"] = {2, 14};
+  const ModelConfig sampled = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(sampled.shape.block_of_layer(2), 1);
+  EXPECT_EQ(sampled.shape.block_of_layer(14), 2);
+  EXPECT_EQ(sampled.shape.block_of_layer(1), -1);
+  EXPECT_EQ(verification_prompt_tokens(sampled), 12);
+  EXPECT_EQ(to_json(parse_model_config(to_json(sampled), "again")), to_json(sampled));
+  EXPECT_EQ(to_json(sampled.shape)["layers"], layers);
+  auto edit = [&](auto f) {
+    auto k = j;
+    f(k);
+    return k;
+  };
+  expect_bad(edit([](auto& k) {
+               k["engram"]["layer_ids"] = {2, 3};
+             }),
+             {"engram.layer_ids", "layer 3", "stand for layers 0, 2, 14"});
+  expect_bad(edit([](auto& k) { k["model"]["layers"].erase(0); }),
+             {"model.layers", "15 layers for 16 blocks"});
+  expect_bad(edit([](auto& k) { k["model"]["layers"][3] = 14; }),
+             {"model.layers", "ascending", "14 after 14"});
+  expect_bad(edit([](auto& k) { k["model"]["layers"][0] = -1; }), {"model.layers", "[0, 1023]"});
+  expect_bad(edit([](auto& k) { k["model"]["prompt_image"] = 1; }), {"model.prompt_image"});
 }
 
 TEST(ModelConfig, ImageSizingDefaultsToTheReleaseAndIsChecked) {

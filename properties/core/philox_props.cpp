@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/philox.hpp"
 #include "core/seeded_matrix.hpp"
@@ -64,6 +65,11 @@ TEST(SeededMatrix, CountersPast2To32DoNotWrap) {
               float(-1 + 2.0 * philox_uniform(philox_draw(5, 2, uint32_t(i), 1).v[0])));
   }
   EXPECT_LT(same, 2);
+  // The 16-lane generator across the boundary, and a tail shorter than its lanes.
+  std::vector<float> batch(45);
+  seeded_weights(5, 2, wrap - 20, int64_t(batch.size()), -1.0, 1.0, batch.data());
+  for (size_t i = 0; i < batch.size(); ++i)
+    EXPECT_EQ(batch[i], float(seeded_weight(5, 2, wrap - 20 + i, -1, 1))) << i;
 }
 
 }  // namespace
