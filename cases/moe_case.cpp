@@ -30,11 +30,8 @@ MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int6
   std::vector<int32_t> kept(E);  // expert ids, ascending; kept[i] is materialised at i
   std::iota(kept.begin(), kept.end(), 0);
   if (!moe_materialises_every_expert(E, H, d)) {
-    kept.assign(in.experts.data.begin(), in.experts.data.end());
-    std::sort(kept.begin(), kept.end());
-    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
-    for (int32_t& e : in.experts.data)
-      e = int32_t(std::lower_bound(kept.begin(), kept.end(), e) - kept.begin());
+    kept = routed_experts(in.experts);
+    renumber_routing(in.experts, kept);
   }
   const int64_t M = int64_t(kept.size());
   const float a = 1.0f / std::sqrt(float(d)), b = 1.0f / std::sqrt(float(H));

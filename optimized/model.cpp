@@ -361,11 +361,8 @@ class ModelRunner : BlockRunner {
     if (!held_experts_.empty()) {
       in.w_in = held_experts_[size_t(b)].first, in.w_out = held_experts_[size_t(b)].second;
     } else {
-      std::vector<int32_t> routed = g.experts.data;
-      std::sort(routed.begin(), routed.end());
-      routed.erase(std::unique(routed.begin(), routed.end()), routed.end());
-      for (int32_t& e : in.experts.data)
-        e = int32_t(std::lower_bound(routed.begin(), routed.end(), e) - routed.begin());
+      const std::vector<int32_t> routed = routed_experts(g.experts);
+      renumber_routing(in.experts, routed);
       in.w_in = stacked(k.w_in, routed), in.w_out = stacked(k.w_out, routed);
     }
     const MoeExpertOutputs o = run_moe_experts(in, opt_);

@@ -3,14 +3,30 @@
 // output is the gate-weighted sum of its selected experts, f[t] = sum_j w[t,j] *
 // W_out[e] silu(W_in[e] y[t]) with e = experts[t,j], in selection order. The router itself is
 // the vision component's moe_gate_biased_topk.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/tensor.hpp"
 #include "problem/dtype.hpp"
 #include "problem/traffic.hpp"
 
 namespace tandem {
+
+// The distinct experts of a routing [T, k], ascending: the rows of an expert table that holds
+// only the routed experts (a release's 384 x 2 x 2304 x 5120 values are never held whole).
+inline std::vector<int32_t> routed_experts(const Tensor<int32_t>& experts) {
+  std::vector<int32_t> ids = experts.data;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+// The routing renumbered into such a table: expert e -> its index in `routed`.
+inline void renumber_routing(Tensor<int32_t>& experts, const std::vector<int32_t>& routed) {
+  for (int32_t& e : experts.data)
+    e = int32_t(std::lower_bound(routed.begin(), routed.end(), e) - routed.begin());
+}
 
 struct MoeExpertInputs {
   ActDType act = ActDType::f32;

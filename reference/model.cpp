@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "core/vision_config.hpp"  // moe_materialises_every_expert
+#include "problem/moe.hpp"         // routed_experts
 #include "reference/model_util.hpp"
 #include "reference/vision.hpp"
 
@@ -223,11 +224,8 @@ std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& 
   // Each routed expert's output for the tokens routed to it (an expert generated once, alone),
   // then each token's mix in its routing order.
   std::vector<Vec<S>> out(size_t(n * k));
-  std::vector<int32_t> routed_ids = experts.data;
-  std::sort(routed_ids.begin(), routed_ids.end());
-  routed_ids.erase(std::unique(routed_ids.begin(), routed_ids.end()), routed_ids.end());
   Mat<S> in_made, out_made;
-  for (int32_t e : routed_ids) {
+  for (int32_t e : routed_experts(experts)) {
     const bool held = !m.in_held.empty();
     const Mat<S>& w_in =
         held ? m.in_held[e] : (in_made = seeded_rows<S>(m.w_in[e], 0, m.w_in[e].rows));
