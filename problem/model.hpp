@@ -31,10 +31,6 @@ struct Projection {
   Projection() = default;
   Projection(Tensor<float> held) : w(std::move(held)) {}
   Projection(SeededMatrix seeded) : w(seeded) {}
-  Shape shape() const {
-    const auto* s = std::get_if<SeededMatrix>(&w);
-    return s ? Shape{s->rows, s->cols} : std::get<Tensor<float>>(w).shape;
-  }
   Tensor<float> values() const {
     const auto* s = std::get_if<SeededMatrix>(&w);
     return s ? s->whole() : std::get<Tensor<float>>(w);
