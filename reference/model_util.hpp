@@ -19,7 +19,7 @@ namespace tandem::reference {
 // A float weight tensor of seeded weights (core/seeded_matrix.hpp; value i: index i row-major).
 inline Tensor<float> seeded_floats(Shape s, uint64_t seed, uint32_t id, double lo, double hi) {
   Tensor<float> t(std::move(s));
-  for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = float(seeded_weight(seed, id, i, lo, hi));
+  seeded_weights(seed, id, 0, t.size(), lo, hi, t.ptr());
   return t;
 }
 // Rows [first, first + count) of a seeded matrix in scalar S.
