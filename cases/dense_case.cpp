@@ -13,13 +13,14 @@
 namespace tandem {
 
 DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed,
-                              bool bias, bool gelu) {
+                              bool bias, bool gelu, int groups) {
   DenseInputs in;
   in.act = act;
+  in.groups = groups;
   in.x = seeded_tensor({T, n_in}, seed, 1, -2.0f, 2.0f);
   round_all_to(act, in.x.data);
-  const float a = 1.0f / std::sqrt(float(n_in));
-  in.w = seeded_tensor({n_out, n_in}, seed, 2, -a, a);
+  const float a = 1.0f / std::sqrt(float(n_in / groups));
+  in.w = seeded_tensor({n_out, n_in / groups}, seed, 2, -a, a);
   if (bias) in.bias = seeded_tensor({n_out}, seed, 3, -1.0f, 1.0f);
   in.gelu = gelu;
   return in;
@@ -34,15 +35,15 @@ DenseInputs router_logits_inputs(const CheckpointLayer& l) {
 
 namespace {
 
-// The float baseline with the inputs permuted by p (the sums in another order): another draw of
-// the same-precision error.
+// The float baseline with each group's inputs permuted by p (the sums in another order): another
+// draw of the same-precision error.
 Tensor<double> permuted_baseline(const DenseInputs& in, const std::vector<int64_t>& p) {
-  const int64_t T = in.x.dim(0), n_in = in.x.dim(1), n_out = in.w.dim(0);
+  const int64_t T = in.x.dim(0), n_out = in.w.dim(0), k = in.w.dim(1);  // k: a group's inputs
   DenseInputs q = in;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < n_in; ++i) q.x.data[t * n_in + i] = in.x.data[t * n_in + p[i]];
+  for (int64_t row = 0; row < T * in.groups; ++row)  // x as [T x groups, k]
+    for (int64_t i = 0; i < k; ++i) q.x.data[row * k + i] = in.x.data[row * k + p[i]];
   for (int64_t r = 0; r < n_out; ++r)
-    for (int64_t i = 0; i < n_in; ++i) q.w.data[r * n_in + i] = in.w.data[r * n_in + p[i]];
+    for (int64_t i = 0; i < k; ++i) q.w.data[r * k + i] = in.w.data[r * k + p[i]];
   return reference::dense_rows_baseline(q);
 }
 
@@ -50,7 +51,7 @@ Tensor<double> permuted_baseline(const DenseInputs& in, const std::vector<int64_
 
 DenseReference run_dense_reference(const DenseInputs& in) {
   DenseReference r{reference::dense_rows_truth(in), reference::dense_rows_baseline(in)};
-  for (const auto& p : baseline_orders(in.x.dim(1), in.w.dim(0)))
+  for (const auto& p : baseline_orders(in.w.dim(1), in.w.dim(0)))
     keep_farthest(r.baseline, permuted_baseline(in, p), r.truth);
   return r;
 }
@@ -64,10 +65,11 @@ std::vector<TensorCheck> compare_dense(const DenseReference& ref, const DenseOut
 namespace {
 
 BuiltCase build_dense(int64_t T, int64_t n_in, int64_t n_out, ActDType act, bool bias, bool gelu,
-                      uint64_t seed) {
-  const DenseInputs in = make_dense_inputs(T, n_in, n_out, act, seed, bias, gelu);
+                      uint64_t seed, int groups = 1) {
+  const DenseInputs in = make_dense_inputs(T, n_in, n_out, act, seed, bias, gelu, groups);
   BuiltCase b;
   b.config = {{"act", act_dtype_name(act)}, {"bias", bias}, {"gelu", gelu}};
+  if (groups > 1) b.config["groups"] = groups;  // cases of one group name none
   for_each_tensor(in, [&](const char* name, const Tensor<float>& t) { b.blob.put(name, t); });
   b.blob.put("expected.y", run_dense_reference(in).truth);
   b.outputs = {{"y", "tolerance"}};
@@ -76,10 +78,11 @@ BuiltCase build_dense(int64_t T, int64_t n_in, int64_t n_out, ActDType act, bool
 
 CaseReport check_dense(const LoadedCase& c, const RunOptions& opt) {
   const JsonFields config(c.manifest.at("config"), c.name + ".json", "config");
-  config.reject_unknown({"act", "bias", "gelu"});
+  config.reject_unknown({"act", "bias", "gelu", "groups"});
   DenseInputs in;
   in.act = parse_act(config);
   in.gelu = config.boolean("gelu");
+  in.groups = static_cast<int>(config.integer_or("groups", 1, 1, 1 << 16));
   if (config.boolean("bias")) in.bias = Tensor<float>({1});  // for_each_tensor then names it
   for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
   within_work(c, "x x w", double(in.x.shape.empty() ? 0 : in.x.dim(0)) * double(in.w.size()));
@@ -94,10 +97,10 @@ VerifyRow verify_dense_inputs(const DenseInputs& in, const std::string& what,
   const bool bias = !in.bias.data.empty();
   return verify_kernel_row<DenseOutputs>(
       {.component = "dense",
-       .name =
-           fmt::format("{}rows/{}{} T={} {} -> {}", what, act_dtype_name(in.act),
-                       bias || in.gelu ? std::string(",") + dense_epilogue_name(bias, in.gelu) : "",
-                       T, d, n_out),
+       .name = fmt::format(
+           "{}rows/{}{} T={} {} -> {}{}", what, act_dtype_name(in.act),
+           bias || in.gelu ? std::string(",") + dense_epilogue_name(bias, in.gelu) : "", T, d,
+           n_out, in.groups > 1 ? fmt::format(" in {} groups", in.groups) : std::string()),
        .run = [&](const RunOptions& o) { return run_dense_rows(in, o); },
        .compare =
            [&](const DenseOutputs& out) {
@@ -105,7 +108,10 @@ VerifyRow verify_dense_inputs(const DenseInputs& in, const std::string& what,
            },
        .same = [](const DenseOutputs& a, const DenseOutputs& b) { return a.y.data == b.y.data; },
        .predicted =
-           [&] { return LaunchLog{sim::predict_dense_rows(T, d, n_out, in.act, bias, in.gelu)}; },
+           [&] {
+             return LaunchLog{
+                 sim::predict_dense_rows(T, d, n_out, in.act, bias, in.gelu, in.groups)};
+           },
        .bytes = fmt::format("{} weight rows", n_out)},
       opt);
 }
@@ -116,14 +122,25 @@ VerifyRow verify_dense(const ModelConfig& model, int64_t n_out, ActDType act, bo
   return verify_dense_inputs(make_dense_inputs(T, d, n_out, act, model.seed, bias, gelu), "", opt);
 }
 
+// The attention's grouped output LoRA W_oa (core/attention_lora.hpp) at the model's heads:
+// residual.tokens rows of heads x 512 in o_groups groups, o_lora_rank outputs each.
+VerifyRow verify_grouped_dense(const ModelConfig& model, const RunOptions& opt) {
+  const AttentionLora& l = model.shape.lora;
+  return verify_dense_inputs(
+      make_dense_inputs(model.residual.tokens, int64_t{model.shape.heads} * 512,
+                        int64_t{l.o_groups} * l.o_rank, ActDType::f32, model.seed, false, false,
+                        l.o_groups),
+      "wo_a ", opt);
+}
+
 }  // namespace
 
 Component dense_component() {
   Component c;
   c.name = "dense";
   c.sections = {"residual", "model"};
-  // The attention block's q/k/v projection (f32, d -> 3d) and the FFN-shaped epilogue path
-  // (bf16, bias + GELU, d -> ffn_hidden).
+  // The attention block's q/k/v projection (f32, d -> 3d), the FFN-shaped epilogue path
+  // (bf16, bias + GELU, d -> ffn_hidden) and the attention's grouped output LoRA.
   c.verify_rows = [](const ModelConfig& model, const RunOptions& opt) {
     const int64_t d = model.residual.d, hidden = model.shape.ffn_hidden;
     return std::vector<VerifyJob>{
@@ -131,9 +148,11 @@ Component dense_component() {
          [=, &model, &opt] {
            return verify_dense(model, 3 * d, ActDType::f32, false, false, opt);
          }},
-        {"dense bias+gelu", [=, &model, &opt] {
+        {"dense bias+gelu",
+         [=, &model, &opt] {
            return verify_dense(model, hidden, ActDType::bf16, true, true, opt);
-         }}};
+         }},
+        {"dense grouped", [&model, &opt] { return verify_grouped_dense(model, opt); }}};
   };
   // The router's logits with the layer's released ffn.gate.weight (BF16 values) at the
   // release's width, f32 activations.
@@ -150,7 +169,9 @@ Component dense_component() {
         {"dense_f32", 801,
          [](uint64_t seed) { return build_dense(5, 64, 48, A::f32, false, false, seed); }},
         {"dense_bf16_bias_gelu", 802,
-         [](uint64_t seed) { return build_dense(3, 40, 24, A::bf16, true, true, seed); }}};
+         [](uint64_t seed) { return build_dense(3, 40, 24, A::bf16, true, true, seed); }},
+        {"dense_f32_grouped", 803,
+         [](uint64_t seed) { return build_dense(3, 256, 48, A::f32, false, false, seed, 2); }}};
   };
   c.check = check_dense;
   return c;

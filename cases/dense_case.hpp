@@ -10,10 +10,10 @@
 
 namespace tandem {
 
-// T tokens of n_in inputs in [-2, 2] (rounded to act), weights in +-1/sqrt(n_in).
-// With `bias`: a bias in [-1, 1]; `gelu`: exact GELU after it.
+// T tokens of n_in inputs in [-2, 2] (rounded to act), weights [n_out, n_in / groups] in
+// +-1/sqrt(n_in / groups). With `bias`: a bias in [-1, 1]; `gelu`: exact GELU after it.
 DenseInputs make_dense_inputs(int64_t T, int64_t n_in, int64_t n_out, ActDType act, uint64_t seed,
-                              bool bias = false, bool gelu = false);
+                              bool bias = false, bool gelu = false, int groups = 1);
 
 // The router's logits on a layer of released weights: tokens seeded activations of the release's
 // width (f32) into the layer's ffn.gate.weight [experts, d].

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/attention_lora.hpp"
 #include "core/device_limits.hpp"
 #include "core/vision_config.hpp"  // the MoE kernels' limits
 
@@ -54,6 +55,7 @@ struct DsparkConfig {
   int gamma = 5;             // positions drafted per pass: the last token + gamma - 1 noise
   int markov_rank = 8;       // r of the Markov head W2^T W1[x_{k-1}]
   int heads = 4;             // a stage's attention heads (each 512 wide, one K == V record)
+  AttentionLora lora;        // their q_lora_rank, o_groups, o_lora_rank
   int experts = 4;           // a stage's routed experts (plus one shared expert)
   int top_k = 2;             // routed experts per position
   int expert_hidden = 64;    // an expert's hidden width
@@ -81,18 +83,18 @@ inline bool dspark_stage_shape_ok(const DsparkConfig& c) {
 // projection, the router and top_k + 1 experts.
 inline double dspark_pass_work(const DsparkConfig& c, int context) {
   const double d = c.width, D = 512, H = c.heads, rows = std::min(c.window, context);
-  const double per_position = 2 * 24 * 4 * d + 2 * H * D * d + D * d +
-                              2 * H * D * (rows + c.gamma) + c.experts * d +
-                              2.0 * (c.top_k + 1) * d * c.expert_hidden;
+  const double per_position =
+      2 * 24 * 4 * d + attention_projection_values(c.lora, c.heads, c.width) + D * d +
+      2 * H * D * (rows + c.gamma) + c.experts * d + 2.0 * (c.top_k + 1) * d * c.expert_hidden;
   return rows * 3.0 * c.backbone_width * d + c.blocks * rows * D * d +
          c.gamma * (c.blocks * per_position + d * c.vocab);
 }
 // The drafter's weights (double): embeddings and heads, the target features' projection, and
 // per stage its two sites, attention and experts.
 inline double dspark_drafter_bytes(const DsparkConfig& c) {
-  const double d = c.width, D = 512, H = c.heads, V = c.vocab;
-  const double stage = 2 * 24 * 4 * d + 2 * H * D * d + D * d + c.experts * d +
-                       2.0 * (c.experts + 1) * d * c.expert_hidden;
+  const double d = c.width, D = 512, V = c.vocab;
+  const double stage = 2 * 24 * 4 * d + attention_projection_values(c.lora, c.heads, c.width) +
+                       D * d + c.experts * d + 2.0 * (c.experts + 1) * d * c.expert_hidden;
   return 8 * (V * (2 * d + 2 * c.markov_rank) + 3.0 * c.backbone_width * d + c.blocks * stage);
 }
 

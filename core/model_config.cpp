@@ -27,7 +27,8 @@ constexpr std::string_view kTiny = R"({
   "dspark": {"vocab": 257, "backbone_width": 16, "backbone_layers": 4, "width": 32, "blocks": 3,
              "window": 128, "gamma": 5, "markov_rank": 8, "heads": 4, "experts": 4, "top_k": 2,
              "expert_hidden": 64, "noise_id": 256, "requests": 16, "temperature": 1.0},
-  "model": {"blocks": 4, "heads": 4, "ffn_hidden": 128, "prompt_tokens": 12,
+  "model": {"blocks": 4, "heads": 4, "q_lora_rank": 64, "o_groups": 2, "o_lora_rank": 64,
+            "ffn_hidden": 128, "prompt_tokens": 12,
             "compress_ratios": [0, 2, 2, 1], "kv_source_layers": [1, 3],
             "index_source_layers": [1, 3], "window_size": 8, "index_n_heads": 2, "index_topk": 4}
 })";
@@ -36,16 +37,16 @@ constexpr std::string_view kTiny = R"({
 // width and mixing (hc 4, 20 Sinkhorn iterations, its eps), Engram's 24 lookups of 256 at the
 // hidden width with tables sized to the test (the primes above 1000, not 16,000,000), the
 // attention's 64 heads of 512, the indexer's 32 heads and top-512, the 128-token window, the
-// experts' hidden width (the layer mix is the tiny model's: only the end-to-end model, which
-// does not run here, reads it); DSpark's verification and decode over the release's vocabulary
-// (129,280, noise id 128799) with 3 draft stages of 64 heads of 512 and the release's MoE (128
+// experts' hidden width; DSpark's verification and decode over the release's vocabulary
+// (129,280, noise id 128799) with 3 draft stages of 64 heads of 512 with the release's query and
+// output LoRAs (rank 1280, 8 groups of rank 1024) and the release's MoE (128
 // routed experts of 2304, top-3, one shared) and norm epsilon, a 128-token window and 5 drafts
 // at a width of 64 (the release's 5120 needs ~86 GB for the drafter's weights and training in
 // double: past this machine's memory), 2 requests; the vision
 // tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
-// (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model reads
-// every section and is refused at these sizes (its Engram layers 1 and 14 are past the 4 blocks
-// here, and d 5120 with the vocabulary exceeds its work budget; verify lists it as not run).
+// (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model: 4 blocks
+// standing for layers 0, 1, 2 and 14 (two window-only, then r = 2 sources, Engram before layers
+// 1 and 14), the release's query and output LoRAs, a 2-token text prompt and 2 decode steps.
 constexpr std::string_view kV41Flash = R"({
   "name": "v4.1-flash",
   "seed": 20261205,
@@ -56,11 +57,12 @@ constexpr std::string_view kV41Flash = R"({
              "seed": 0, "d": 5120, "norm_eps": 1e-20, "tokens": 2},
   "dspark": {"vocab": 129280, "backbone_width": 64, "backbone_layers": 4, "width": 64,
              "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 8, "heads": 64,
-             "experts": 128, "top_k": 3, "expert_hidden": 2304, "noise_id": 128799,
+             "q_lora_rank": 1280, "o_groups": 8, "o_lora_rank": 1024, "experts": 128, "top_k": 3, "expert_hidden": 2304, "noise_id": 128799,
              "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
              "experts": 384, "top_k": 6, "text_tokens": 8},
-  "model": {"blocks": 4, "layers": [0, 1, 2, 14], "heads": 64, "ffn_hidden": 2304,
+  "model": {"blocks": 4, "layers": [0, 1, 2, 14], "heads": 64, "q_lora_rank": 1280,
+            "o_groups": 8, "o_lora_rank": 1024, "ffn_hidden": 2304,
             "prompt_tokens": 2, "prompt_image": false, "compress_ratios": [0, 0, 2, 2],
             "kv_source_layers": [2, 3], "index_source_layers": [2, 3], "window_size": 128,
             "index_n_heads": 32, "index_topk": 512}
@@ -178,7 +180,8 @@ nlohmann::json to_json(const VisionConfig& c) {
 DsparkConfig parse_dspark_config(const JsonFields& f) {
   f.reject_unknown({"vocab", "backbone_width", "backbone_layers", "width", "blocks", "window",
                     "gamma", "markov_rank", "requests", "temperature", "heads", "experts", "top_k",
-                    "expert_hidden", "noise_id", "norm_eps"});
+                    "expert_hidden", "noise_id", "norm_eps", "q_lora_rank", "o_groups",
+                    "o_lora_rank"});
   DsparkConfig c;
   c.vocab = static_cast<int>(f.integer("vocab", 2, 1 << 20));
   c.backbone_width = static_cast<int>(
@@ -203,6 +206,7 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   if (c.heads % kDsparkHeadStep)
     throw_bad_input("{}: must be a multiple of {} (sparse attention's head group), got {}",
                     f.where("heads"), kDsparkHeadStep, c.heads);
+  c.lora = parse_attention_lora(f, c.heads);
   // The stages' MoE runs on the model's gate and experts kernels: their limits.
   c.experts = static_cast<int>(f.integer_or("experts", c.experts, 1, kMoeMaxExperts));
   c.top_k = static_cast<int>(
@@ -237,23 +241,51 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   return c;
 }
 
+AttentionLora parse_attention_lora(const JsonFields& f, int heads) {
+  AttentionLora a;
+  // The query LoRA's norm runs residual_rmsnorm over rows of q_lora_rank (its 16-byte bf16 packs).
+  a.q_rank = static_cast<int>(f.integer_or("q_lora_rank", a.q_rank, 8, kResidualMaxWidth));
+  if (a.q_rank % 8)
+    throw_bad_input("{}: must be a multiple of 8 (the query LoRA norm's packs), got {}",
+                    f.where("q_lora_rank"), a.q_rank);
+  a.o_groups = static_cast<int>(f.integer_or("o_groups", a.o_groups, 1, heads));
+  if (heads % a.o_groups)
+    throw_bad_input("{}: {} groups do not divide the {} heads", f.where("o_groups"), a.o_groups,
+                    heads);
+  // wo_b stages a token's o_groups x o_lora_rank inputs in shared memory (dense_rows).
+  constexpr int64_t kStagedFloats = int64_t(kMaxDynamicShared / sizeof(float));
+  a.o_rank = static_cast<int>(f.integer_or("o_lora_rank", a.o_rank, 8, kStagedFloats));
+  if (a.o_rank % 8 || int64_t{a.o_groups} * a.o_rank > kStagedFloats)
+    throw_bad_input(
+        "{}: must be a multiple of 8 with o_groups x it at most {} (the inputs dense_rows stages), "
+        "got {} x {}",
+        f.where("o_lora_rank"), kStagedFloats, a.o_groups, a.o_rank);
+  return a;
+}
+
+void put_attention_lora(nlohmann::json& j, const AttentionLora& a) {
+  j["q_lora_rank"] = a.q_rank, j["o_groups"] = a.o_groups, j["o_lora_rank"] = a.o_rank;
+}
+
 nlohmann::json to_json(const DsparkConfig& c) {
-  return {{"vocab", c.vocab},
-          {"backbone_width", c.backbone_width},
-          {"backbone_layers", c.backbone_layers},
-          {"width", c.width},
-          {"blocks", c.blocks},
-          {"window", c.window},
-          {"gamma", c.gamma},
-          {"markov_rank", c.markov_rank},
-          {"heads", c.heads},
-          {"experts", c.experts},
-          {"top_k", c.top_k},
-          {"expert_hidden", c.expert_hidden},
-          {"noise_id", c.noise_id},
-          {"norm_eps", c.norm_eps},
-          {"requests", c.requests},
-          {"temperature", c.temperature}};
+  nlohmann::json j = {{"vocab", c.vocab},
+                      {"backbone_width", c.backbone_width},
+                      {"backbone_layers", c.backbone_layers},
+                      {"width", c.width},
+                      {"blocks", c.blocks},
+                      {"window", c.window},
+                      {"gamma", c.gamma},
+                      {"markov_rank", c.markov_rank},
+                      {"heads", c.heads},
+                      {"experts", c.experts},
+                      {"top_k", c.top_k},
+                      {"expert_hidden", c.expert_hidden},
+                      {"noise_id", c.noise_id},
+                      {"norm_eps", c.norm_eps},
+                      {"requests", c.requests},
+                      {"temperature", c.temperature}};
+  put_attention_lora(j, c.lora);
+  return j;
 }
 
 namespace {
@@ -315,7 +347,8 @@ int ModelShape::index_source(int b) const {
 ModelShape parse_model_shape(const JsonFields& f) {
   f.reject_unknown({"blocks", "heads", "ffn_hidden", "prompt_tokens", "prompt_image",
                     "compress_ratios", "kv_source_layers", "index_source_layers", "window_size",
-                    "index_n_heads", "index_topk", "layers"});
+                    "index_n_heads", "index_topk", "layers", "q_lora_rank", "o_groups",
+                    "o_lora_rank"});
   ModelShape s;
   s.blocks = static_cast<int>(f.integer("blocks", 3, 256));
   // Sparse attention runs heads in groups of 4 (problem/sparse_attn.hpp).
@@ -323,6 +356,7 @@ ModelShape parse_model_shape(const JsonFields& f) {
   if (s.heads % 4)
     throw_bad_input("{}: must be a multiple of 4 (sparse attention's head groups), got {}",
                     f.where("heads"), s.heads);
+  s.lora = parse_attention_lora(f, s.heads);
   // The expert kernel reads hidden rows with 16-byte loads and stages them in shared memory.
   s.ffn_hidden = static_cast<int>(f.integer("ffn_hidden", 4, 16384));
   if (s.ffn_hidden % 4)
@@ -387,6 +421,7 @@ nlohmann::json to_json(const ModelShape& s) {
   std::iota(identity.begin(), identity.end(), 0);
   if (s.layers != identity) j["layers"] = s.layers;
   if (!s.prompt_image) j["prompt_image"] = false;
+  put_attention_lora(j, s.lora);
   return j;
 }
 
@@ -414,12 +449,13 @@ void check_end_to_end(const ModelConfig& m, const JsonFields& f) {
 
 void check_end_to_end_budget(const ModelConfig& m, const JsonFields& f) {
   // One forward of the end-to-end prompt (its tokens and the image's, ~200) through every block:
-  // the projections (queries and output of 512-dim heads, the window's and the compressor's
-  // records, the indexer's queries), the indexer's scan, sparse attention over the window and
-  // the selection, the MoE's chosen experts, the unembedding.
+  // the projections (the query and output LoRAs, the window's and the compressor's records, the
+  // indexer's queries from the query latent and its weights), the indexer's scan, sparse
+  // attention over the window and the selection, the MoE's chosen experts, the unembedding.
   const double T = double(verification_prompt_tokens(m)), d = m.residual.d;
   const double H = m.shape.heads, ih = m.shape.index_heads;
-  const double attention = (2 * H + 3) * 512 * d + ih * 129 * d + T * ih * 128 +
+  const double attention = attention_projection_values(m.shape.lora, m.shape.heads, m.residual.d) +
+                           3 * 512 * d + ih * (128.0 * m.shape.lora.q_rank + d) + T * ih * 128 +
                            H * 512 * (m.shape.window + m.shape.index_topk);
   const double per_token = m.shape.blocks * (attention + m.vision.experts * d +
                                              2.0 * m.vision.top_k * m.shape.ffn_hidden * d) +

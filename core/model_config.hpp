@@ -41,6 +41,10 @@ VisionConfig parse_vision_config(const JsonFields& f);
 nlohmann::json to_json(const VisionConfig& c);
 
 DsparkConfig parse_dspark_config(const JsonFields& f);
+// q_lora_rank, o_groups and o_lora_rank of a section whose attention has `heads` heads (each
+// optional: AttentionLora's defaults), validated against the kernels' limits.
+AttentionLora parse_attention_lora(const JsonFields& f, int heads);
+void put_attention_lora(nlohmann::json& j, const AttentionLora& a);
 ModelShape parse_model_shape(const JsonFields& f);
 nlohmann::json to_json(const ModelShape& s);
 nlohmann::json to_json(const DsparkConfig& c);

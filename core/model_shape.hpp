@@ -4,6 +4,8 @@
 // core/model_config.cpp.
 #include <vector>
 
+#include "core/attention_lora.hpp"
+
 namespace tandem {
 
 // V4.1's candidate selection at its size, the indexer's config-shaped row: layer 20 keeps the top
@@ -14,6 +16,7 @@ inline constexpr int64_t kCandidateRowPositions = 4608 * kV41CandidateBlock;
 struct ModelShape {
   int blocks = 4;          // attention + MoE blocks, two mHC sites each; >= 3 (DSpark features)
   int heads = 4;           // attention heads of 512 dims (one record is K and V), a multiple of 4
+  AttentionLora lora;      // q_lora_rank, o_groups, o_lora_rank
   int ffn_hidden = 128;    // hidden width of each MoE expert
   int prompt_tokens = 12;  // text tokens around the image in the verification prompt
   // Per block: 0 (window only), 2 (softmax pooling of 2 tokens) or 1 (one entry per token).

@@ -27,8 +27,15 @@ void BlockRunner::log(const LaunchLog& l) {
   out_.launches.insert(out_.launches.end(), l.begin(), l.end());
 }
 
-Tensor<float> BlockRunner::dense(const Tensor<float>& x, Tensor<float> w) {
-  DenseOutputs o = run_dense_rows({ActDType::f32, x, std::move(w), {}, false}, opt_);
+Tensor<float> BlockRunner::dense(const Tensor<float>& x, Tensor<float> w, int groups) {
+  DenseOutputs o = run_dense_rows({ActDType::f32, x, std::move(w), {}, false, groups}, opt_);
+  log(o.launches);
+  return std::move(o.y);
+}
+
+Tensor<float> BlockRunner::rms_norm(Tensor<float> u, Tensor<float> w) {
+  RmsNormOutputs o =
+      run_rms_norm_rows({ActDType::f32, std::move(u), std::move(w), cfg_.norm_eps}, opt_);
   log(o.launches);
   return std::move(o.y);
 }
@@ -40,21 +47,33 @@ Tensor<float> BlockRunner::rope(Tensor<float> q, int64_t heads, int64_t dims, in
   return std::move(o.q);
 }
 
-Tensor<float> BlockRunner::queries(Tensor<float> wq, int64_t heads, int64_t start) {
-  Tensor<float> projection = dense(y_, std::move(wq));
-  projection.shape = {y_.dim(0), heads, kKvMainDims};
+Tensor<float> BlockRunner::query_latent(const ModelWeights::Attention& w) {
+  Tensor<float> latent = rms_norm(dense(y_, w.wq_a.values()), w.q_norm);
+  tap(pending_ + ".q_latent", latent);
+  return latent;
+}
+
+Tensor<float> BlockRunner::queries(const ModelWeights::Attention& w, const Tensor<float>& latent,
+                                   int64_t heads, int64_t start) {
+  const int64_t T = latent.dim(0);
+  Tensor<float> projection = dense(latent, w.wq_b.values());
+  projection.shape = {T * heads, kKvMainDims};  // a row per head: the per-head norm's
+  projection = rms_norm(std::move(projection), {});
+  projection.shape = {T, heads, kKvMainDims};
   tap(pending_ + ".q_proj", projection);
   Tensor<float> q = rope(std::move(projection), heads, kKvMainDims, start);
   tap(pending_ + ".q", q);
   return q;
 }
 
-void BlockRunner::attend(const SparseAttnInputs& in, Tensor<float> wo) {
+void BlockRunner::attend(const SparseAttnInputs& in, const ModelWeights::Attention& w, int groups) {
   SparseAttnOutputs o = run_sparse_attn(in, opt_);
   log(o.launches);
   tap(pending_ + ".o", o.o);
   o.o.shape = {o.o.dim(0), int64_t(in.heads) * kKvMainDims};
-  f_ = dense(o.o, std::move(wo));
+  const Tensor<float> latent = dense(o.o, w.wo_a.values(), groups);
+  tap(pending_ + ".o_latent", latent);
+  f_ = dense(latent, w.wo_b.values());
   tap(pending_ + ".f", f_);
 }
 

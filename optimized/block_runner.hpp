@@ -26,17 +26,23 @@ class BlockRunner {
   void boundary(const ResidualSiteWeights& next, const std::string& name);
   void tap(std::string name, const Tensor<float>& v);
   void log(const LaunchLog& l);
-  // x [T, n_in] times w [n_out, n_in]^T (dense_rows, f32); w by value: a generated projection
-  // moves into the launch's inputs.
-  Tensor<float> dense(const Tensor<float>& x, Tensor<float> w);
+  // x [T, n_in] times w [n_out, n_in / groups]^T (dense_rows, f32, block-diagonal with groups);
+  // w by value: a generated projection moves into the launch's inputs.
+  Tensor<float> dense(const Tensor<float>& x, Tensor<float> w, int groups = 1);
+  // RMSNorm of the rows of u [rows, n] with gain w ([n], or empty: none).
+  Tensor<float> rms_norm(Tensor<float> u, Tensor<float> w);
   // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims] at positions start..
   Tensor<float> rope(Tensor<float> q, int64_t heads, int64_t dims, int64_t start);
-  // The open site's queries for sparse attention: y W_q^T as [T, heads, 512] (tap
-  // "<site>.q_proj"), RoPE'd at positions start.. ("<site>.q").
-  Tensor<float> queries(Tensor<float> wq, int64_t heads, int64_t start);
-  // Sparse attention over `in` ("<site>.o"), then the output projection wo: the open site's f
-  // ("<site>.f").
-  void attend(const SparseAttnInputs& in, Tensor<float> wo);
+  // The open site's query latent RMSNorm(y W_qa^T) with its gain ("<site>.q_latent"; the index
+  // queries read it too).
+  Tensor<float> query_latent(const ModelWeights::Attention& w);
+  // The queries for sparse attention: latent W_qb^T, every head RMS-normalised without a gain
+  // ([T, heads, 512], "<site>.q_proj"), RoPE'd at positions start.. ("<site>.q").
+  Tensor<float> queries(const ModelWeights::Attention& w, const Tensor<float>& latent,
+                        int64_t heads, int64_t start);
+  // Sparse attention over `in` ("<site>.o"), then the grouped output LoRA ("<site>.o_latent")
+  // and W_ob: the open site's f ("<site>.f").
+  void attend(const SparseAttnInputs& in, const ModelWeights::Attention& w, int groups);
   KvStoreOptions options(KvFormat f, int64_t records) const;
   // The stored values of a launch's new records, then the records' bytes (row i: slots[i]).
   void tap_records(const std::string& name, const Tensor<float>& stored,

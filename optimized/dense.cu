@@ -13,7 +13,7 @@ template <class Act, bool kBias, bool kGelu>
 Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   const int64_t T = in.x.dim(0), n_in = in.x.dim(1), n_out = in.w.dim(0);
   DeviceArray<Act> x(in.x.data.size()), y(size_t(T * n_out));
-  const bool kmajor = dense_kmajor(n_in);
+  const bool kmajor = dense_kmajor(n_in);  // one group (validated)
   const std::vector<float> weights = kmajor ? k_major(in.w) : in.w.data;
   DeviceArray<float> w(weights.size()), bias(std::max<size_t>(1, in.bias.data.size()));
   x.upload(to_storage<Act>(in.x)), w.upload(weights);
@@ -24,7 +24,7 @@ Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   auto launch = [&](auto kernel) {
     TANDEM_ALLOW_DYNAMIC_SHARED(kernel, smem);  // always, as the other staging kernels
     TANDEM_LAUNCH(name.c_str(), kernel, dim3(unsigned(T)), dim3(opt.block_threads), smem, x.data(),
-                  w.data(), bias.data(), int(n_in), int(n_out), y.data());
+                  w.data(), bias.data(), int(n_in), int(n_out), in.groups, y.data());
   };
   if (kmajor)
     launch(dense_rows<Act, kBias, kGelu, true>);

@@ -3,7 +3,8 @@
 // ([n_in] floats, read once with 16-byte loads), then, by the shape (problem/dense.hpp
 // dense_kmajor):
 //   rows of >= 128 inputs: each warp takes output rows in turn and reads its weight row with
-//     coalesced 16-byte loads (warp_row_dot: lanes strided, a shuffle sum);
+//     coalesced 16-byte loads (warp_row_dot: lanes strided, a shuffle sum); with G groups
+//     (block-diagonal W) output row r of group g = r / (n_out / G) dots its group's slice of x;
 //   shorter rows: each thread takes four output channels in turn over the k-major weights
 //     (dot4_kmajor: one coalesced 16-byte load per input, summed in k order; a last partial group
 //     with 4-byte loads), so no lane idles on a short row and no shuffle is needed.
@@ -19,12 +20,12 @@ __device__ __forceinline__ void dense_store(float v, const float* __restrict__ b
   st(y_row + r, from_float<Act>(v), Traffic::activation);
 }
 
-// x: [T, n_in]; w: [n_out, n_in] (kKmajor: k-major [n_in, n_out rounded up to 4], the launcher's
-// k_major); bias: [n_out] (kBias); y: [T, n_out]. n_in a multiple of Pack<Act>::N (16-byte
-// activation loads, hence of 4: 16-byte weight loads).
+// x: [T, n_in]; w: [n_out, n_in / groups] (kKmajor: one group, k-major [n_in, n_out rounded up
+// to 4], the launcher's k_major); bias: [n_out] (kBias); y: [T, n_out]. n_in / groups a multiple
+// of Pack<Act>::N (16-byte activation loads, hence of 4: 16-byte weight loads).
 template <class Act, bool kBias, bool kGelu, bool kKmajor>
 __global__ void dense_rows(const Act* __restrict__ x, const float* __restrict__ w,
-                           const float* __restrict__ bias, int n_in, int n_out,
+                           const float* __restrict__ bias, int n_in, int n_out, int groups,
                            Act* __restrict__ y) {
   using P = Pack<Act>;
   static_assert(P::N % 4 == 0, "a pack of activations covers whole 16-byte weight loads");
@@ -51,8 +52,10 @@ __global__ void dense_rows(const Act* __restrict__ x, const float* __restrict__ 
     }
   } else {
     const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+    const int group_in = n_in / groups, group_out = n_out / groups;
     for (int r = warp; r < n_out; r += blockDim.x / kWarpSize) {
-      const float v = warp_row_dot(w + static_cast<size_t>(r) * n_in, staged, n_in);
+      const float v = warp_row_dot(w + static_cast<size_t>(r) * group_in,
+                                   staged + (r / group_out) * group_in, group_in);
       if (lane == 0) dense_store<Act, kBias, kGelu>(v, bias, r, y_row);
     }
   }

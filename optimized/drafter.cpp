@@ -92,7 +92,7 @@ class DrafterRunner : BlockRunner {
     tap_records(pending_ + ".window", records.stored, records.pool, KvFormat::v41_window, slots);
     SparseAttnInputs in;
     in.heads = c_.heads, in.start = start_ + W;
-    in.q = queries(a.wq.values(), H, in.start);
+    in.q = queries(a, query_latent(a), H, in.start);
     in.sinks = a.sinks;
     in.window = win.store, in.window_pool = std::move(records.pool);
     in.window_idx = Tensor<int32_t>({g, n});  // every slot, oldest first, from every position
@@ -102,7 +102,7 @@ class DrafterRunner : BlockRunner {
     in.comp_pool = Tensor<uint8_t>({kv_pool_bytes(in.comp)}, kKvPoison);
     in.page_table = model_page_table(0);
     in.comp_idx = Tensor<int32_t>({g, 0});
-    attend(in, a.wo.values());
+    attend(in, a, c_.lora.o_groups);
   }
 
   // Stage b's MoE: the routed experts at their gate weights, then the shared expert (the last

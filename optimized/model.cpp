@@ -176,11 +176,12 @@ class ModelRunner : BlockRunner {
       store_window(caches_[size_t(b)], w, start);
       if (s.compress_ratios[size_t(b)] > 0) compress(b, w, start);
     }
-    if (s.is_index_source(b)) select(b, w, start);
+    const Tensor<float> latent = query_latent(w);
+    if (s.is_index_source(b)) select(b, w, latent, start);
     const Cache& cache = caches_[size_t(source)];
     SparseAttnInputs in;
     in.heads = int(H), in.start = start;
-    in.q = queries(w.wq.values(), H, start);
+    in.q = queries(w, latent, H, start);
     in.sinks = w.sinks;
     in.window = options(KvFormat::v41_window, ring_slots_), in.window_pool = cache.window_pool;
     in.window_idx = model_window_indices(start, T, s.window, ring_slots_);
@@ -192,7 +193,7 @@ class ModelRunner : BlockRunner {
     in.page_table = model_page_table(in.n_comp);
     const int selector = s.index_source(b);
     in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : caches_[size_t(selector)].selection;
-    attend(in, w.wo.values());
+    attend(in, w, s.lora.o_groups);
   }
 
   // The chunk's window records, position p into ring slot p mod ring_slots_.
@@ -252,7 +253,7 @@ class ModelRunner : BlockRunner {
 
   // An index source's selection over its kv source's entries: index keys of the entries new
   // since its last chunk, the chunk's index queries (RoPE, MXFP4 records), scores, top-k.
-  void select(int b, const ModelWeights::Attention& w, int64_t start) {
+  void select(int b, const ModelWeights::Attention& w, const Tensor<float>& latent, int64_t start) {
     const ModelShape& s = m_.shape;
     const int64_t T = y_.dim(0), ih = s.index_heads;
     const Cache& source = caches_[size_t(s.kv_source(b))];
@@ -277,7 +278,7 @@ class ModelRunner : BlockRunner {
     KvQuantizeInputs q;
     q.store = options(KvFormat::idx_mxfp4, T * ih);
     q.traffic = Traffic::activation;  // the chunk's queries, read by index_logits alone
-    q.values = rope(dense(y_, w.index_wq), ih, kIndexKeyDims, start);
+    q.values = rope(dense(latent, w.index_wq), ih, kIndexKeyDims, start);
     q.values.shape = {T * ih, kIndexKeyDims};
     q.slots = Tensor<int32_t>({T * ih});
     for (int64_t i = 0; i < T * ih; ++i) q.slots.data[size_t(i)] = int32_t(i);

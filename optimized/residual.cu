@@ -77,7 +77,7 @@ class StackRunner {
   void sublayer(const SiteOnDevice& s) {
     auto launch = [&](auto kernel) {
       TANDEM_LAUNCH(name("dense_rows").c_str(), kernel, grid_, block_, smem_, y_.data(),
-                    s.w_sub.data(), nullptr, d_, d_, f_.data());
+                    s.w_sub.data(), nullptr, d_, d_, 1, f_.data());
     };
     if (dense_kmajor(d_))
       launch(dense_rows<Act, false, false, true>);
@@ -91,9 +91,10 @@ class StackRunner {
   void collapse_and_norm(const SiteOnDevice& s) {
     TANDEM_LAUNCH(name("residual_collapse").c_str(), residual_collapse<Act>, grid_, block_, 0,
                   x_.data(), coef_.data(), d_, u_.data());
-    allow_staged_row(residual_rmsnorm<Act>, smem_);
-    TANDEM_LAUNCH(name("residual_rmsnorm").c_str(), residual_rmsnorm<Act>, grid_, block_, smem_,
-                  u_.data(), s.norm_w.data(), p_.norm_eps, d_, y_.data());
+    auto* const norm = residual_rmsnorm<Act, true>;
+    allow_staged_row(norm, smem_);
+    TANDEM_LAUNCH(name("residual_rmsnorm").c_str(), norm, grid_, block_, smem_, u_.data(),
+                  s.norm_w.data(), p_.norm_eps, d_, y_.data());
   }
   void post() {
     TANDEM_LAUNCH(name("residual_post").c_str(), residual_post<Act>, grid_, block_, 0, x_.data(),
@@ -228,13 +229,20 @@ template <class Act>
 RmsNormOutputs rms_norm_rows(const RmsNormInputs& in, const RunOptions& opt) {
   const int T = int(in.u.dim(0)), d = int(in.u.dim(1));
   DeviceArray<Act> u(in.u.data.size()), y(in.u.data.size());
-  DeviceArray<float> w(in.w.data.size());
+  const bool gain = !in.w.data.empty();
+  DeviceArray<float> w(std::max<size_t>(1, in.w.data.size()));
   u.upload(to_storage<Act>(in.u));
-  w.upload(in.w.data);
-  allow_staged_row(residual_rmsnorm<Act>, sizeof(float) * d);
-  TANDEM_LAUNCH(launch_name("residual_rmsnorm", act_dtype_of<Act>()).c_str(), residual_rmsnorm<Act>,
-                dim3(T), dim3(opt.block_threads), sizeof(float) * d, u.data(), w.data(),
-                float(in.eps), d, y.data());
+  if (gain) w.upload(in.w.data);
+  auto launch = [&](auto kernel) {
+    allow_staged_row(kernel, sizeof(float) * d);
+    TANDEM_LAUNCH(rms_norm_launch_name(act_dtype_of<Act>(), gain).c_str(), kernel, dim3(T),
+                  dim3(opt.block_threads), sizeof(float) * d, u.data(), w.data(), float(in.eps), d,
+                  y.data());
+  };
+  if (gain)
+    launch(residual_rmsnorm<Act, true>);
+  else
+    launch(residual_rmsnorm<Act, false>);
   return {download_floats(y, {T, d}), {}};
 }
 

@@ -173,8 +173,9 @@ __global__ void residual_collapse(const Act* __restrict__ x, const float* __rest
 }
 
 // RMSNorm in one pass over global memory: u is staged in dynamic shared memory ([d] floats).
-// y[t] = u[t] * rsqrt(mean(u[t]^2) + eps) * w.
-template <class Act>
+// y[t] = u[t] * rsqrt(mean(u[t]^2) + eps) * w; w: [d], read when kGain (without: the release's
+// per-head query norm, which has no weight).
+template <class Act, bool kGain>
 __global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restrict__ w, float eps,
                                  int d, Act* __restrict__ y) {
   using P = Pack<Act>;
@@ -191,10 +192,15 @@ __global__ void residual_rmsnorm(const Act* __restrict__ u, const float* __restr
   block_sum(sum_sq, scratch);
   const float rs = rsqrtf(sum_sq[0] / d + eps);
   for (int i = threadIdx.x * P::N; i < d; i += blockDim.x * P::N) {
-    float wv[P::N], out[P::N];
-    load_floats<P::N>(w + i, wv, Traffic::weight);
+    float out[P::N];
 #pragma unroll
-    for (int e = 0; e < P::N; ++e) out[e] = staged[i + e] * rs * wv[e];
+    for (int e = 0; e < P::N; ++e) out[e] = staged[i + e] * rs;
+    if constexpr (kGain) {
+      float wv[P::N];
+      load_floats<P::N>(w + i, wv, Traffic::weight);
+#pragma unroll
+      for (int e = 0; e < P::N; ++e) out[e] *= wv[e];
+    }
     P::store(y + t * d + i, out, Traffic::activation);
   }
 }

@@ -1,8 +1,9 @@
 #pragma once
 // Dense rows as data: y[t] = W x[t] (+ b, then GELU when asked) for every token:
-// the end-to-end model's projections (queries, attention output, index queries and weights,
-// router logits, unembedding), the image's patch embedding and aligner, and the residual stack's
-// sublayer stand-in.
+// the end-to-end model's projections (the query LoRA, the grouped output LoRA, index queries and
+// weights, router logits, unembedding), the image's patch embedding and aligner, and the residual
+// stack's sublayer stand-in. With G groups W is block-diagonal (the release's grouped wo_a): group
+// g's n_out / G output rows read only its n_in / G inputs.
 #include <cstdint>
 #include <type_traits>
 
@@ -26,9 +27,10 @@ inline bool dense_kmajor(int64_t n_in) { return n_in < kDenseWarpRowInputs; }
 struct DenseInputs {
   ActDType act = ActDType::f32;
   Tensor<float> x;     // [T, n_in] (values of act), n_in a multiple of one 16-byte pack
-  Tensor<float> w;     // [n_out, n_in]
+  Tensor<float> w;     // [n_out, n_in / groups]
   Tensor<float> bias;  // [n_out] or empty
   bool gelu = false;   // exact GELU (erf) after the bias
+  int groups = 1;      // G >= 1 dividing n_in and n_out; G > 1 needs >= 128 inputs per group
 };
 
 // Every input tensor with its name (the golden blob's tensor names); the bias only when given.

@@ -58,8 +58,12 @@ void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const 
     const std::string name = fmt::format("stage{}", b);
     expect_site(st.attn_site, d, name + ".attn_site");
     expect_site(st.ffn_site, d, name + ".ffn_site");
-    expect(st.attn.wq.values(), {HD, d}, name + ".wq");
-    expect(st.attn.wo.values(), {d, HD}, name + ".wo");
+    const int64_t Rq = c.lora.q_rank, G = c.lora.o_groups, Ro = c.lora.o_rank;
+    expect(st.attn.wq_a.values(), {Rq, d}, name + ".wq_a");
+    expect(st.attn.q_norm, {Rq}, name + ".q_norm");
+    expect(st.attn.wq_b.values(), {HD, Rq}, name + ".wq_b");
+    expect(st.attn.wo_a.values(), {G * Ro, HD / G}, name + ".wo_a");
+    expect(st.attn.wo_b.values(), {d, G * Ro}, name + ".wo_b");
     expect(st.attn.sinks, {c.heads}, name + ".sinks");
     expect(st.attn.window_wkv, {512, d}, name + ".window_wkv");
     expect(st.attn.window_norm, {512}, name + ".window_norm");

@@ -17,8 +17,8 @@ namespace tandem {
 struct DrafterWeights {
   struct Stage {
     ResidualSiteWeights attn_site, ffn_site;  // the two mHC sites (fn, base, scale, norm_w)
-    // wq [heads x 512, width], wo [width, heads x 512], sinks [heads], the stage's own window
-    // wkv [512, width] and norm [512]; the other roles are empty.
+    // The query and output LoRAs (core/attention_lora.hpp), sinks [heads], the stage's own
+    // window wkv [512, width] and norm [512]; the other roles are empty.
     ModelWeights::Attention attn;
     Tensor<float> router;       // [experts, width]
     std::vector<float> bias;    // [experts] the router's bias (selection only)

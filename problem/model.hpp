@@ -22,9 +22,9 @@
 
 namespace tandem {
 
-// A projection's weights [rows, cols]: held (the DSpark drafter trains its own), or seeded and
-// generated where used (the end-to-end model's queries and output: 168M values each at 64 heads
-// of 512 and d 5120).
+// A projection's weights [rows, cols]: held (the DSpark drafter's), or seeded and generated where
+// used (the end-to-end model's query and output LoRAs: 42M values for W_qb at 64 heads of 512
+// and rank 1280).
 struct Projection {
   std::variant<Tensor<float>, SeededMatrix> w;
   // Implicit: a held tensor or a seeded matrix is a projection's weights.
@@ -38,17 +38,21 @@ struct Projection {
 };
 
 struct ModelWeights {
-  // A block's attention over the compressed cache (DESIGN 5.5, V4.1): H heads of 512 dims, the
-  // window's and the compressor's records, the indexer. Tensors of a role the block does not
-  // have (core/model_shape.hpp) are empty.
+  // A block's attention over the compressed cache (DESIGN 5.5, V4.1): H heads of 512 dims with
+  // the released query and output LoRAs (core/attention_lora.hpp: rank R_q, G groups of rank
+  // R_o), the window's and the compressor's records, the indexer. Tensors of a role the block
+  // does not have (core/model_shape.hpp) are empty.
   struct Attention {
-    Projection wq;                          // [H * 512, d]
-    Projection wo;                          // [d, H * 512]
+    Projection wq_a;                        // [R_q, d]
+    Tensor<float> q_norm;                   // [R_q] the latent's RMSNorm gain
+    Projection wq_b;                        // [H * 512, R_q]
+    Projection wo_a;                        // [G * R_o, H / G * 512]: group g's rows, its heads
+    Projection wo_b;                        // [d, G * R_o]
     Tensor<float> sinks;                    // [H]
     Tensor<float> window_wkv, window_norm;  // [512, d], [512]: blocks owning a window
     Tensor<float> comp_wkv, comp_wgate;     // [512, d] each (no gate at r = 1): kv sources
     Tensor<float> comp_norm;                // [512]
-    Tensor<float> index_wq, index_w;        // [index heads * 128, d], [index heads, d]
+    Tensor<float> index_wq, index_w;        // [index heads * 128, R_q], [index heads, d]
     Tensor<float> index_wk, index_norm;     // [128, 512], [128]: index sources
   };
   struct Block {
@@ -119,6 +123,8 @@ struct ModelTap {
 // (".index_keys", ...), its index queries (".index_q", ...) and its selection (".selection");
 // then every block's query projection (".q_proj", before the RoPE), RoPE'd queries (".q") and
 // attention output (".o", before the output projection).
+// The query latent (".q_latent", RMSNorm(W_qa y)) comes after the records and before the
+// index queries (their input); the output LoRA's latent (".o_latent") after ".o".
 // A tap of no rows (no entry completed in the chunk) is left out.
 inline constexpr const char* kRecordsSuffix = ".records";
 inline constexpr const char* kSelectionSuffix = ".selection";

@@ -85,7 +85,7 @@ void validate_rms_norm(const RmsNormInputs& in) {
   if (in.u.shape.size() != 2 || in.u.dim(0) < 1)
     throw_bad_input("rms norm input 'u': expected [T, d] with T >= 1");
   check_width(in.u.dim(1));
-  expect_shape(in.w, {in.u.dim(1)}, "w");
+  if (!in.w.data.empty()) expect_shape(in.w, {in.u.dim(1)}, "w");
   if (!(in.eps >= 0) || !std::isfinite(in.eps))
     throw_bad_input("rms norm: eps must be finite and >= 0, got {}", in.eps);
   for (const auto& [name, t] : {std::pair{"u", &in.u}, std::pair{"w", &in.w}})

@@ -82,14 +82,19 @@ struct ResidualBoundaryOutputs {
   LaunchLog launches;  // emu byte counts (empty on cuda)
 };
 
-// RMSNorm of rows on their own (DSpark's main_norm over the projected target features):
-// y[t] = u[t] * rsqrt(mean(u[t]^2) + eps) * w, one launch of residual_rmsnorm.
+// RMSNorm of rows on their own (DSpark's main_norm over the projected target features, the
+// attention's query LoRA norm, and without a gain its per-head query norm):
+// y[t] = u[t] * rsqrt(mean(u[t]^2) + eps) (* w), one launch of residual_rmsnorm.
 struct RmsNormInputs {
   ActDType act = ActDType::f32;
   Tensor<float> u;  // [T >= 1, d], d as residual.d (a multiple of 8 up to 12288)
-  Tensor<float> w;  // [d]
+  Tensor<float> w;  // [d], or empty: no gain
   double eps = 1e-6;
 };
+// The launch's name: "residual_rmsnorm", "nogain" for rows without a gain.
+inline std::string rms_norm_launch_name(ActDType act, bool gain) {
+  return launch_name("residual_rmsnorm", act, gain ? "" : "nogain");
+}
 struct RmsNormOutputs {
   Tensor<float> y;     // [T, d]
   LaunchLog launches;  // emu byte counts (empty on cuda)

@@ -223,12 +223,13 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
   EXPECT_TRUE(j["pass"].get<bool>());
   EXPECT_EQ(j["shared_memory_hazard_check"].get<bool>(), emu::hazard_check_built());
   EXPECT_EQ(j["not_run"], nlohmann::json::array());  // every component the tiny config holds ran
-  // 19 rows (dspark's 5: verification and decode, greedy and sampled, and the sampled drafter)
+  // 20 rows (dspark's 5: verification and decode, greedy and sampled, and the sampled drafter;
+  // dense's 3: the projection, the epilogue, the grouped output LoRA)
   // + kvcache: 6 formats, 3 windows, 6 compressors, 2 keys; + indexer: the config's logits and
   // top-k, 2 logits, 2 top-k rows, V4.1's candidates (a small row and one at the release's 2048
   // blocks of 8); + sparse_attn: V4.1, V4 and the config's attention, the attention's and the
   // indexer's query RoPE.
-  EXPECT_EQ(j["cases"].size(), 19u + 17u + 8u + 5u);
+  EXPECT_EQ(j["cases"].size(), 20u + 17u + 8u + 5u);
   std::set<std::string> components;  // every component asked for has its rows
   for (const auto& c : j["cases"]) components.insert(c["component"].get<std::string>());
   EXPECT_EQ(components.size(), app::verify_components().size() - 1);

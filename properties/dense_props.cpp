@@ -42,6 +42,50 @@ RC_GTEST_PROP(DenseRowsEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
                    {sim::predict_dense_rows(T, n_in, n_out, act, !in.bias.data.empty(), in.gelu)}));
 }
 
+// Block-diagonal rows (the attention's grouped output LoRA): 2..4 groups of at least 128 inputs
+// (the warp-per-row path), a few outputs each.
+RC_GTEST_PROP(DenseRowsEmu, GroupedRowsMatchReferenceUnderEverySchedule, ()) {
+  const auto act = *rc::gen::element(ActDType::f32, ActDType::bf16);
+  const int pack = act == ActDType::f32 ? 4 : 8, G = *rc::gen::inRange(2, 5);
+  const int64_t k = pack * *rc::gen::inRange(128 / pack, 128 / pack + 24);
+  const int64_t T = *rc::gen::inRange(1, 5), n_out = G * *rc::gen::inRange(1, 30);
+  const DenseInputs in =
+      make_dense_inputs(T, G * k, n_out, act, *rc::gen::arbitrary<uint64_t>(), false, false, G);
+  const auto schedules = emu::test_schedules();
+  const DenseOutputs first = run_dense_rows(in, {Backend::emu, schedules[0], 128});
+  for (const auto& t : compare_dense(run_dense_reference(in), first, act)) {
+    RC_LOG() << t.name << ": " << t.result.summary();
+    RC_ASSERT(t.result.pass);
+  }
+  for (const auto& s : schedules)
+    RC_ASSERT(run_dense_rows(in, {Backend::emu, s, 32 * *rc::gen::inRange(1, 9)}).y.data ==
+              first.y.data);
+  RC_ASSERT(same_traffic(first.launches,
+                         {sim::predict_dense_rows(T, G * k, n_out, act, false, false, G)}));
+}
+
+// Group g's outputs are its rows of W times its slice of x alone: bit for bit the rows of one
+// ungrouped launch on that slice (the same warp-per-row sums).
+TEST(DenseRowsEmu, EachGroupIsAnUngroupedLaunchOnItsSlice) {
+  constexpr int G = 3;
+  constexpr int64_t T = 2, k = 136, n = 5;
+  const DenseInputs in = make_dense_inputs(T, G * k, G * n, ActDType::f32, 11, false, false, G);
+  const Tensor<float> y = run_dense_rows(in, {}).y;
+  for (int64_t g = 0; g < G; ++g) {
+    DenseInputs one;
+    one.x = Tensor<float>({T, k});
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(in.x.ptr() + t * G * k + g * k, k, one.x.ptr() + t * k);
+    one.w = Tensor<float>({n, k},
+                          std::vector<float>(in.w.ptr() + g * n * k, in.w.ptr() + (g + 1) * n * k));
+    const Tensor<float> part = run_dense_rows(one, {}).y;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < n; ++r)
+        EXPECT_EQ(y.data[size_t(t * G * n + g * n + r)], part.data[size_t(t * n + r)])
+            << "group " << g << " token " << t << " row " << r;
+  }
+}
+
 // Rows past CUDA's default 48 KiB of shared memory (the launch opts into more, as a GPU needs):
 // V4.1-Flash's output projection (64 heads x 512 inputs) and the longest row sm_90's 227 KiB
 // hold; one more pack is bad input.
@@ -111,6 +155,17 @@ TEST(DenseRows, BadInputNamesTheTensor) {
   expect_bad_input(run(in), "dense input 'x'[1, 1] is not finite");
   in = ok;
   expect_bad_input([&] { run_dense_rows(in, {Backend::emu, {}, 48}); }, "block");
+  const DenseInputs grouped = make_dense_inputs(2, 256, 4, ActDType::f32, 1, false, false, 2);
+  in = grouped, in.groups = 0;
+  expect_bad_input(run(in), "dense groups 0");
+  in = grouped, in.groups = 4;  // 64 inputs a group: the k-major path has no groups
+  expect_bad_input(run(in), "dense groups 4");
+  in = grouped, in.groups = 3;  // 256 inputs do not split in 3
+  expect_bad_input(run(in), "dense groups 3");
+  in = grouped, in.w = Tensor<float>({3, 128});  // 3 outputs in 2 groups
+  expect_bad_input(run(in), "dense input 'w'");
+  in = grouped, in.w = Tensor<float>({4, 256});  // the whole row, not a group's
+  expect_bad_input(run(in), "dense input 'w'");
 }
 
 }  // namespace

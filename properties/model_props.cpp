@@ -377,19 +377,73 @@ const SharedWeights& weights() {  // the tiny model's, built once
   return w;
 }
 
+// The released attention's LoRAs in the reference (reference/model_cache.hpp), on block 0's
+// weights: the latent over its gain and every query head (the per-head norm, no gain) have unit
+// RMS up to eps; the output latent's group g reads group g's heads alone.
+TEST(Model, QueryHeadsHaveUnitRmsAndOutputGroupsReadTheirOwnHeads) {
+  const ModelConfig& m = tiny();
+  const ModelWeights::Attention& w = weights().ref.blocks[0].attn;
+  const reference::LoraMats<double> lora = reference::lora_mats<double>(w);
+  const int64_t H = m.shape.heads, G = m.shape.lora.o_groups, T = 3, D = kKvMainDims;
+  const double eps = m.residual.norm_eps;
+  std::map<std::string, Tensor<double>> taps;
+  const reference::TapSink sink = [&](std::string n, Tensor<double> v) { taps[n] = std::move(v); };
+  std::vector<reference::Vec<double>> y;
+  for (int64_t t = 0; t < T; ++t)
+    y.push_back(
+        reference::seeded_rows<double>({7, uint32_t(t), 1, m.residual.d, -1, 1}, 0, 1).transpose());
+  auto mean_square = [](const double* v, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += v[i] * v[i];
+    return s / double(n);
+  };
+  const auto latent = reference::query_latent<double>(lora, y, eps, "a", sink);
+  for (const auto& l : latent) {
+    const reference::Vec<double> unit = l.cwiseQuotient(lora.q_norm);
+    EXPECT_NEAR(mean_square(unit.data(), unit.size()), 1.0, 1e-4);  // eps 1e-6 on ~0.1 and up
+  }
+  const Tensor<double> q =
+      reference::head_queries<double>(lora, latent, H, eps, "a", sink, nullptr);
+  ASSERT_EQ(q.shape, (Shape{T, H, D}));
+  EXPECT_EQ(taps.at("a.q_proj").data, q.data);
+  for (int64_t h = 0; h < T * H; ++h) EXPECT_NEAR(mean_square(q.ptr() + h * D, D), 1.0, 1e-4);
+
+  Tensor<double> o({T, H, D});
+  for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::sin(0.37 * double(i));
+  reference::attention_output<double>(lora, o, int(G), "a", sink);
+  const Tensor<double> before = taps.at("a.o_latent");
+  const int64_t per_group = H / G * D, rank = m.shape.lora.o_rank;
+  for (int64_t t = 0; t < T; ++t)  // group 1's heads change
+    for (int64_t i = 0; i < per_group; ++i) o.data[size_t(t * H * D + per_group + i)] += 0.5;
+  const std::vector<reference::Vec<double>> f =
+      reference::attention_output<double>(lora, o, int(G), "a", sink);
+  const Tensor<double>& after = taps.at("a.o_latent");
+  ASSERT_EQ(after.shape, (Shape{T, G * rank}));
+  EXPECT_EQ(f.size(), size_t(T));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g) {
+      bool same = true;
+      for (int64_t r = 0; r < rank; ++r)
+        same = same && before.data[size_t(t * G * rank + g * rank + r)] ==
+                           after.data[size_t(t * G * rank + g * rank + r)];
+      EXPECT_EQ(same, g != 1) << "token " << t << " group " << g;
+    }
+}
+
 // Text prompts of 1..40 seeded ids (chunks the size of a prefill or a decode step).
 ModelPrompt text_prompt(uint64_t seed) {
   return {text(int(draw(seed, 2, 1, 41)), seed), Tensor<double>({0, tiny().residual.d}), {}};
 }
 
 // image.{grid,tokens,embed} with an image, embed, 7 per block, one per Engram layer, head.y,
-// logits; and the attention's taps: its query projection, queries and output, 2 for a window
+// logits; and the attention's taps: its query latent, query projection, queries, output and
+// output latent, 2 for a window
 // owner's records, 2 for a kv source's entries (when the prompt makes one), 5 for an index
 // source's keys (when there are entries), queries and selection.
 size_t expected_taps(const ModelPrompt& p) {
   const ModelShape& s = tiny().shape;
   const int64_t T = int64_t(p.ids.size());
-  size_t n = (p.patches.data.empty() ? 0 : 3) + 1 + 10 * size_t(s.blocks) +
+  size_t n = (p.patches.data.empty() ? 0 : 3) + 1 + 12 * size_t(s.blocks) +
              tiny().engram.layer_ids.size() + 2;
   for (int b = 0; b < s.blocks; ++b) {
     const int r = s.compress_ratios[size_t(b)];

@@ -73,7 +73,7 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
   auto uniform = [&](Shape shape, uint32_t id, double lo, double hi) {
     return seeded_floats(std::move(shape), seed, id, lo, hi);
   };
-  const int64_t d = c.width, D = kKvMainDims, HD = int64_t(c.heads) * D, F = c.expert_hidden;
+  const int64_t d = c.width, D = kKvMainDims, F = c.expert_hidden;
   const int64_t V = c.vocab, r = c.markov_rank, E = c.experts;
   mhc_ = dspark_mhc_config(c);
   const double a = 1 / std::sqrt(double(feature_dim));
@@ -86,7 +86,7 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
   w_.main_norm = uniform({d}, 8, 0.75, 1.25);
   w_.head_norm = uniform({d}, 9, 0.75, 1.25);
   const double s = 1 / std::sqrt(double(d)), fn = 2 / std::sqrt(4.0 * d);
-  const double so = 1 / std::sqrt(double(HD)), sf = 1 / std::sqrt(double(F));
+  const double sf = 1 / std::sqrt(double(F));
   for (int b = 0; b < c.blocks; ++b) {
     const uint32_t id = uint32_t(b + 1) << 16;  // room for 1024 experts' streams
     auto site = [&](uint32_t i) {
@@ -99,11 +99,14 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
     DrafterWeights::Stage st;
     st.attn_site = site(id);
     st.ffn_site = site(id + 4);
-    st.attn.wq = uniform({HD, d}, id + 8, -s, s);
+    uint32_t lora_id = id + 15;  // after the stage's other weights, before its experts'
+    st.attn =
+        lora_weights(c.heads, d, c.lora, [&](int64_t rows, int64_t cols, double lo, double hi) {
+          return Projection(uniform({rows, cols}, lora_id++, lo, hi));
+        });
     st.attn.window_wkv = uniform({D, d}, id + 9, -s, s);
     st.attn.window_norm = uniform({D}, id + 10, 0.75, 1.25);
     st.attn.sinks = uniform({c.heads}, id + 11, -1, 1);
-    st.attn.wo = uniform({d, HD}, id + 12, -so, so);
     const double rr = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
     st.router = uniform({E, d}, id + 13, -rr, rr);
     st.bias = uniform({E}, id + 14, -0.5, 0.5).data;
@@ -132,8 +135,7 @@ DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) {
   p.head_norm = vec_of<S>(w.head_norm);
   p.confidence = vec_of<S>(w.confidence);
   for (const DrafterWeights::Stage& st : w.stages)
-    p.stages.push_back({site_of<S>(st.attn_site), site_of<S>(st.ffn_site),
-                        projection_matrix<S>(st.attn.wq), projection_matrix<S>(st.attn.wo),
+    p.stages.push_back({site_of<S>(st.attn_site), site_of<S>(st.ffn_site), lora_mats<S>(st.attn),
                         as_matrix<S>(st.router), unstacked<S>(st.w_in), unstacked<S>(st.w_out)});
   return p;
 }
@@ -146,7 +148,7 @@ std::vector<Vec<S>> DsparkDrafter::attention(const Params<S>& p, int b,
   const ModelWeights::Attention& w = w_.stages[size_t(b)].attn;
   const std::string name = fmt::format("stage{}.attn", b);
   const int64_t W = int64_t(context.size()), g = int64_t(y.size()), n = W + g, d = c_.width;
-  const int64_t H = c_.heads, D = kKvMainDims;
+  const int64_t H = c_.heads;
   // The window's KV: the injected context rows, then the block's own, through the stage's wkv
   // (the store kernel reads its rows as bf16, as in the model).
   KvWindowInputs win;
@@ -172,12 +174,9 @@ std::vector<Vec<S>> DsparkDrafter::attention(const Params<S>& p, int b,
   for (int64_t i = 0; i < g * n; ++i) in.window_idx.data[size_t(i)] = int32_t((start + i % n) % n);
   // The queries are stored bf16 before and after their RoPE (the kernels' input dtype), as the
   // model's truth rounds them (reference/model_cache.cpp).
-  Tensor<S> q({g, H, D});
-  for (int64_t i = 0; i < g; ++i) {
-    const Vec<S> row = naive_matvec<S>(p.stages[size_t(b)].wq, y[i]);
-    std::copy(row.data(), row.data() + row.size(), q.ptr() + i * H * D);
-  }
-  tap_and_snap(name + ".q_proj", q, tap, forced);
+  const LoraMats<S>& lora = p.stages[size_t(b)].lora;
+  Tensor<S> q = head_queries<S>(lora, query_latent<S>(lora, y, c_.norm_eps, name, tap), H,
+                                c_.norm_eps, name, tap, forced);
   q = rope_queries<S, bf16>(std::move(q), in.start, in.rope_theta);
   tap_and_snap(name + ".q", q, tap, forced);
   in.q = tensor_cast<float>(q);
@@ -188,11 +187,7 @@ std::vector<Vec<S>> DsparkDrafter::attention(const Params<S>& p, int b,
   in.comp_idx = Tensor<int32_t>({g, 0});
   SparseAttnRun<S> run = sparse_attn<S, ActOf<S>>(in);
   tap_and_snap(name + ".o", run.o, tap, forced);
-  std::vector<Vec<S>> f;
-  for (int64_t i = 0; i < g; ++i)
-    f.push_back(naive_matvec<S>(p.stages[size_t(b)].wo,
-                                Eigen::Map<const Vec<S>>(run.o.ptr() + i * H * D, H * D)));
-  return f;
+  return attention_output<S>(lora, run.o, c_.lora.o_groups, name, tap);
 }
 
 template <class S>

@@ -134,8 +134,9 @@ class DsparkDrafter {
   template <class S>
   struct Params {
     struct Stage {
-      Site<S> attn_site, ffn_site;  // mHC sites (their w_sub unused)
-      Mat<S> wq, wo, router;        // [heads x 512, width], [width, heads x 512], [experts, width]
+      Site<S> attn_site, ffn_site;      // mHC sites (their w_sub unused)
+      LoraMats<S> lora;                 // the attention's query and output LoRAs
+      Mat<S> router;                    // [experts, width]
       std::vector<Mat<S>> w_in, w_out;  // routed experts, then the shared one
     };
     Mat<S> main_proj, embed, unembed, markov_in, markov_out;  // [width, F], [V, width] x 2, W1, W2

@@ -47,10 +47,11 @@ class Weights {
   // 1 / sqrt(fan-in), gated pooling's gate twice as wide, norm weights around 1.
   ModelWeights::Attention attention(const ModelShape& shape, int b, int64_t d) {
     const int64_t H = shape.heads, ih = shape.index_heads, D = kKvMainDims, I = kIndexKeyDims;
-    const double s = 1 / std::sqrt(double(d)), so = 1 / std::sqrt(double(H * D));
-    ModelWeights::Attention a;
-    a.wq = seeded(H * D, d, -s, s);
-    a.wo = seeded(d, H * D, -so, so);
+    const int64_t Rq = shape.lora.q_rank;
+    const double s = 1 / std::sqrt(double(d));
+    ModelWeights::Attention a = lora_weights(H, d, shape.lora, [&](auto... size_and_range) {
+      return Projection(seeded(size_and_range...));
+    });
     a.sinks = floats({H}, -1, 1);
     const int ratio = shape.compress_ratios[size_t(b)];
     if (shape.kv_source(b) == b) {
@@ -63,7 +64,7 @@ class Weights {
       a.comp_norm = floats({D}, 0.75, 1.25);
     }
     if (shape.is_index_source(b)) {
-      a.index_wq = floats({ih * I, d}, -s, s);
+      a.index_wq = floats({ih * I, Rq}, -1 / std::sqrt(double(Rq)), 1 / std::sqrt(double(Rq)));
       a.index_w = floats({ih, d}, -s, s);
       a.index_wk = floats({I, D}, -1 / std::sqrt(double(D)), 1 / std::sqrt(double(D)));
       a.index_norm = floats({I}, 0.75, 1.25);

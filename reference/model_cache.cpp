@@ -79,6 +79,74 @@ Tensor<uint8_t> tap_records(const std::string& name, const Tensor<S>& stored, Kv
   return records;
 }
 
+template <class S>
+LoraMats<S> lora_mats(const ModelWeights::Attention& w) {
+  return {projection_matrix<S>(w.wq_a), projection_matrix<S>(w.wq_b), projection_matrix<S>(w.wo_a),
+          projection_matrix<S>(w.wo_b),
+          Eigen::Map<const Eigen::VectorXf>(w.q_norm.ptr(), w.q_norm.size()).cast<S>()};
+}
+
+template <class S>
+std::vector<Vec<S>> query_latent(const LoraMats<S>& w, const std::vector<Vec<S>>& y, double eps,
+                                 const std::string& name, const TapSink& tap) {
+  std::vector<Vec<S>> latent;
+  for (const Vec<S>& row : y)
+    latent.push_back(rms_norm<S>(naive_matvec<S>(w.wq_a, row), w.q_norm, S(eps)));
+  tap(name + ".q_latent", rows_tensor(latent));
+  return latent;
+}
+
+template <class S>
+Tensor<S> head_queries(const LoraMats<S>& w, const std::vector<Vec<S>>& latent, int64_t heads,
+                       double eps, const std::string& name, const TapSink& tap,
+                       const ForcedTaps* forced) {
+  constexpr int64_t D = kKvMainDims;
+  Tensor<S> q = project<S>(w.wq_b, latent);
+  q.shape = {int64_t(latent.size()), heads, D};
+  const Vec<S> no_gain = Vec<S>::Ones(D);  // the release's per-head norm has no weight
+  for (int64_t h = 0; h < q.dim(0) * heads; ++h) {
+    Eigen::Map<Vec<S>> head(q.ptr() + h * D, D);
+    head = rms_norm<S>(Vec<S>(head), no_gain, S(eps));
+  }
+  // The RoPE kernel reads the normed heads as bf16 (model_forced_taps rounds the kernels' tap
+  // so), snapped there as well as after it: one bf16 step of a pair's larger element before the
+  // rotation can be several of the smaller one's after it.
+  tap_and_snap(name + ".q_proj", q, tap, forced);
+  return q;
+}
+
+template <class S>
+std::vector<Vec<S>> attention_output(const LoraMats<S>& w, const Tensor<S>& o, int groups,
+                                     const std::string& name, const TapSink& tap) {
+  const int64_t T = o.dim(0), per_group = o.dim(1) / groups * kKvMainDims;
+  const int64_t rank = w.wo_a.rows() / groups;
+  std::vector<Vec<S>> latent, f;
+  for (int64_t t = 0; t < T; ++t) {
+    Vec<S> l(groups * rank);
+    for (int64_t g = 0; g < groups; ++g)
+      l.segment(g * rank, rank) = naive_matvec<S>(
+          w.wo_a.middleRows(g * rank, rank),
+          Eigen::Map<const Vec<S>>(o.ptr() + (t * groups + g) * per_group, per_group));
+    f.push_back(naive_matvec<S>(w.wo_b, l));
+    latent.push_back(std::move(l));
+  }
+  tap(name + ".o_latent", rows_tensor(latent));
+  return f;
+}
+
+#define TANDEM_ATTENTION_PROJECTIONS(S)                                                        \
+  template LoraMats<S> lora_mats<S>(const ModelWeights::Attention&);                           \
+  template std::vector<Vec<S>> query_latent<S>(const LoraMats<S>&, const std::vector<Vec<S>>&, \
+                                               double, const std::string&, const TapSink&);    \
+  template Tensor<S> head_queries<S>(const LoraMats<S>&, const std::vector<Vec<S>>&, int64_t,  \
+                                     double, const std::string&, const TapSink&,               \
+                                     const ForcedTaps*);                                       \
+  template std::vector<Vec<S>> attention_output<S>(const LoraMats<S>&, const Tensor<S>&, int,  \
+                                                   const std::string&, const TapSink&);
+TANDEM_ATTENTION_PROJECTIONS(double)
+TANDEM_ATTENTION_PROJECTIONS(float)
+#undef TANDEM_ATTENTION_PROJECTIONS
+
 template void tap_and_snap<double>(const std::string&, Tensor<double>&, const TapSink&,
                                    const ForcedTaps*);
 template void tap_and_snap<float>(const std::string&, Tensor<float>&, const TapSink&,
@@ -136,8 +204,8 @@ void ModelCache<S>::compress(int b, const Tensor<float>& x, int64_t start, const
 }
 
 template <class S>
-void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, const TapSink& tap,
-                           const ForcedTaps* forced) {
+void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, const std::vector<Vec<S>>& q_latent,
+                           int64_t start, const TapSink& tap, const ForcedTaps* forced) {
   const ModelShape& s = m_.shape;
   const std::string name = fmt::format("block{}.attn", b);
   const int ratio = s.compress_ratios[size_t(b)];
@@ -159,7 +227,7 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, int64_t start, c
                KvFormat::idx_mxfp4, mine.index_keys, tap, forced);
   // The chunk's index queries [T, heads, 128] (RoPE'd, MXFP4) and head weights [T, heads].
   const int64_t T = int64_t(y.size()), H = s.index_heads;
-  Tensor<S> q = project<S>(as_matrix<S>(w.index_wq), y);
+  Tensor<S> q = project<S>(as_matrix<S>(w.index_wq), q_latent);
   q.shape = {T, H, kIndexKeyDims};
   q = rope_queries<S, ActOf<S>>(std::move(q), start, options(KvFormat::idx_mxfp4, 1).rope_theta);
   std::vector<std::vector<uint8_t>> q_records;
@@ -196,6 +264,7 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   const ModelWeights::Attention& w = w_[size_t(b)];
   const int64_t T = int64_t(y.size()), d = m_.residual.d, H = s.heads;
   const int source = s.kv_source(b), selector = s.index_source(b);
+  const std::string name = fmt::format("block{}.attn", b);
   if (source == b) {
     // The store kernels read the sublayer input as bf16.
     Tensor<float> x({T, d});
@@ -206,25 +275,23 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
     win.store = options(KvFormat::v41_window, 1);
     win.window = s.window, win.start = start;
     win.x = x, win.wkv = w.window_wkv, win.norm_w = w.window_norm;
-    keep_records(fmt::format("block{}.attn.window", b), kv_window_store<S, ActOf<S>>(win).stored,
-                 KvFormat::v41_window, owned_[size_t(b)].window, tap, forced);
+    keep_records(name + ".window", kv_window_store<S, ActOf<S>>(win).stored, KvFormat::v41_window,
+                 owned_[size_t(b)].window, tap, forced);
     if (s.compress_ratios[size_t(b)] > 0) compress(b, x, start, tap, forced);
   }
-  if (s.is_index_source(b)) select(b, y, start, tap, forced);
+  const double eps = m_.residual.norm_eps;
+  const LoraMats<S> lora = lora_mats<S>(w);  // generated here: 75M values at V4.1's widths
+  const std::vector<Vec<S>> latent = query_latent<S>(lora, y, eps, name, tap);
+  if (s.is_index_source(b)) select(b, y, latent, start, tap, forced);
   const Owned& cache = owned_[size_t(source)];
   SparseAttnInputs in;
   in.heads = int(H), in.start = start;
-  Tensor<S> q = project<S>(projection_matrix<S>(w.wq), y);
-  q.shape = {T, H, kKvMainDims};
-  // The RoPE kernel reads the projection as bf16 (model_forced_taps rounds the kernels' tap so),
-  // snapped there as well as after it: one bf16 step of a pair's larger element before the
-  // rotation can be several of the smaller one's after it, past the snap below.
-  tap_and_snap(fmt::format("block{}.attn.q_proj", b), q, tap, forced);
+  Tensor<S> q = head_queries<S>(lora, latent, H, eps, name, tap, forced);
   // The queries are stored bf16 before and after their RoPE (the kernels' input dtype): both
   // roundings belong to the model, in the truth too, so that the kernels' queries differ from it
   // only where a value sits within a rounding of a bf16 boundary (then snapped).
   q = rope_queries<S, bf16>(std::move(q), start, in.rope_theta);
-  tap_and_snap(fmt::format("block{}.attn.q", b), q, tap, forced);
+  tap_and_snap(name + ".q", q, tap, forced);
   in.q = tensor_cast<float>(q);
   in.sinks = w.sinks;
   const int64_t positions = int64_t(cache.window.size()), entries = int64_t(cache.entries.size());
@@ -237,13 +304,8 @@ std::vector<Vec<S>> ModelCache<S>::attend(int b, const std::vector<Vec<S>>& y, i
   in.n_comp = entries;
   in.comp_idx = selector < 0 ? Tensor<int32_t>({T, 0}) : owned_[size_t(selector)].selection;
   SparseAttnRun<S> run = sparse_attn<S, ActOf<S>>(in);
-  tap_and_snap(fmt::format("block{}.attn.o", b), run.o, tap, forced);
-  const Mat<S> wo = projection_matrix<S>(w.wo);
-  std::vector<Vec<S>> f;
-  for (int64_t t = 0; t < T; ++t)
-    f.push_back(naive_matvec<S>(
-        wo, Eigen::Map<const Vec<S>>(run.o.ptr() + t * H * kKvMainDims, H * kKvMainDims)));
-  return f;
+  tap_and_snap(name + ".o", run.o, tap, forced);
+  return attention_output<S>(lora, run.o, s.lora.o_groups, name, tap);
 }
 
 template <class S>

@@ -56,6 +56,31 @@ template <class S>
 Tensor<uint8_t> tap_records(const std::string& name, const Tensor<S>& stored, KvFormat f,
                             const TapSink& tap, const ForcedTaps* forced);
 
+// The released attention's query and output LoRAs (core/attention_lora.hpp) in scalar S.
+template <class S>
+struct LoraMats {
+  Mat<S> wq_a, wq_b, wo_a, wo_b;  // [R_q, d], [H x 512, R_q], [G x R_o, H / G x 512], [d, G x R_o]
+  Vec<S> q_norm;                  // [R_q]
+};
+template <class S>
+LoraMats<S> lora_mats(const ModelWeights::Attention& w);
+// The queries for the rows y: the query latent RMSNorm(W_qa y) with its gain, tapped
+// "name.q_latent" (also the indexer's input).
+template <class S>
+std::vector<Vec<S>> query_latent(const LoraMats<S>& w, const std::vector<Vec<S>>& y, double eps,
+                                 const std::string& name, const TapSink& tap);
+// W_qb of the latent with every head RMS-normalised on its own, without a gain: [T, heads, 512]
+// as the RoPE kernel reads it ("name.q_proj", snapped: see ForcedTaps).
+template <class S>
+Tensor<S> head_queries(const LoraMats<S>& w, const std::vector<Vec<S>>& latent, int64_t heads,
+                       double eps, const std::string& name, const TapSink& tap,
+                       const ForcedTaps* forced);
+// The grouped output LoRA of the attention output o [T, heads, 512]: group g's heads through
+// its rows of W_oa ("name.o_latent" [T, groups x o_rank]), then W_ob: a [d] row per token.
+template <class S>
+std::vector<Vec<S>> attention_output(const LoraMats<S>& w, const Tensor<S>& o, int groups,
+                                     const std::string& name, const TapSink& tap);
+
 template <class S>
 class ModelCache {
  public:
@@ -88,8 +113,10 @@ class ModelCache {
                     const ForcedTaps* forced) const;
   void compress(int b, const Tensor<float>& x, int64_t start, const TapSink& tap,
                 const ForcedTaps* forced);
-  void select(int b, const std::vector<Vec<S>>& y, int64_t start, const TapSink& tap,
-              const ForcedTaps* forced);
+  // y: the sublayer input (the head weights' input); latent: the query latent (the index
+  // queries').
+  void select(int b, const std::vector<Vec<S>>& y, const std::vector<Vec<S>>& latent, int64_t start,
+              const TapSink& tap, const ForcedTaps* forced);
 
   ModelConfig m_;
   std::vector<ModelWeights::Attention> w_;

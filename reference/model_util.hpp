@@ -36,6 +36,27 @@ Mat<S> projection_matrix(const Projection& p) {
   return s ? seeded_rows<S>(*s, 0, s->rows) : as_matrix<S>(std::get<Tensor<float>>(p.w));
 }
 
+// An attention's query and output LoRAs (core/attention_lora.hpp) for `heads` heads of 512 at
+// width d: `make(rows, cols, lo, hi)` draws each Projection in turn (wq_a, the latent's norm gain
+// as a column in [0.75, 1.25), wq_b, wo_a, wo_b), the matrices uniform in +-1 / sqrt(fan-in).
+template <class Make>
+ModelWeights::Attention lora_weights(int64_t heads, int64_t d, const AttentionLora& l,
+                                     Make&& make) {
+  const int64_t D = 512, Rq = l.q_rank, G = l.o_groups, Ro = l.o_rank;
+  const auto draw = [&](int64_t rows, int64_t cols) {
+    const double s = 1 / std::sqrt(double(cols));
+    return make(rows, cols, -s, s);
+  };
+  ModelWeights::Attention a;
+  a.wq_a = draw(Rq, d);
+  a.q_norm = make(Rq, int64_t{1}, 0.75, 1.25).values();
+  a.q_norm.shape = {Rq};
+  a.wq_b = draw(heads * D, Rq);
+  a.wo_a = draw(G * Ro, heads / G * D);
+  a.wo_b = draw(d, G * Ro);
+  return a;
+}
+
 // Uniform in [-scale, scale), Philox keyed by (seed, id, index): every run and platform builds
 // the same model.
 inline Eigen::MatrixXd seeded_matrix(int64_t rows, int64_t cols, uint64_t seed, uint32_t id,

@@ -7,6 +7,7 @@
 #include "problem/model.hpp"
 #include "sim/dense_traffic.hpp"
 #include "sim/kvcache_traffic.hpp"
+#include "sim/model_traffic.hpp"  // the attention's LoRAs
 #include "sim/moe_traffic.hpp"
 #include "sim/residual_traffic.hpp"
 #include "sim/sparse_attn_traffic.hpp"
@@ -151,10 +152,10 @@ LaunchLog predict_drafter(const DsparkConfig& c, int64_t feature_dim, int64_t T,
   for (int b = 0; b < c.blocks; ++b) {
     log.push_back(predict_residual_boundary(g, d, f32, b > 0, b > 0, true, true));
     add(predict_kv_window_store(KvFormat::v41_window, n, d));
-    log.push_back(predict_dense_rows(g, d, H * kKvMainDims, f32));
-    log.push_back(predict_rope_queries(g, H, kKvMainDims));
+    add(predict_query_latent(g, d, c.lora));
+    add(predict_head_queries(g, H, c.lora));
     log.push_back(predict_sparse_attn(attn));
-    log.push_back(predict_dense_rows(g, H * kKvMainDims, d, f32));
+    add(predict_output_lora(g, H, d, c.lora));
     log.push_back(predict_residual_boundary(g, d, f32, true, true, true, true));
     log.push_back(predict_dense_rows(g, d, E, f32));
     log.push_back(predict_moe_gate(g, E, k));

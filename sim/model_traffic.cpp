@@ -14,6 +14,22 @@
 
 namespace tandem::sim {
 
+LaunchLog predict_query_latent(int64_t T, int64_t d, const AttentionLora& l) {
+  return {predict_dense_rows(T, d, l.q_rank, ActDType::f32),
+          predict_rms_norm_rows(T, l.q_rank, ActDType::f32)};
+}
+LaunchLog predict_head_queries(int64_t T, int64_t heads, const AttentionLora& l) {
+  return {predict_dense_rows(T, l.q_rank, heads * kKvMainDims, ActDType::f32),
+          predict_rms_norm_rows(T * heads, kKvMainDims, ActDType::f32, false),
+          predict_rope_queries(T, heads, kKvMainDims)};
+}
+LaunchLog predict_output_lora(int64_t T, int64_t heads, int64_t d, const AttentionLora& l) {
+  const int64_t latent = int64_t{l.o_groups} * l.o_rank;
+  return {
+      predict_dense_rows(T, heads * kKvMainDims, latent, ActDType::f32, false, false, l.o_groups),
+      predict_dense_rows(T, latent, d, ActDType::f32)};
+}
+
 LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_t start) {
   constexpr ActDType f32 = ActDType::f32;
   const ModelShape& s = m.shape;
@@ -30,9 +46,10 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_
     for (int64_t t = 0; ratio > 0 && start > 0 && t < T; ++t)
       add(predict_kv_compress(v41_compressor(ratio), 1, d, true, start + t));
   }
+  add(predict_query_latent(T, d, s.lora));
   if (s.is_index_source(b)) {
     if (N > before) add(predict_index_key_store(KvFormat::idx_mxfp4, N - before));
-    log.push_back(predict_dense_rows(T, d, ih * kIndexKeyDims, f32));
+    log.push_back(predict_dense_rows(T, s.lora.q_rank, ih * kIndexKeyDims, f32));
     log.push_back(predict_rope_queries(T, ih, kIndexKeyDims));
     add(predict_kv_quantize(KvFormat::idx_mxfp4, T * ih, Traffic::activation));
     log.push_back(predict_dense_rows(T, d, ih, f32));
@@ -44,8 +61,7 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_
       log.push_back(predict_topk_select(lengths, s.index_topk));
     }
   }
-  log.push_back(predict_dense_rows(T, d, H * kKvMainDims, f32));
-  log.push_back(predict_rope_queries(T, H, kKvMainDims));
+  add(predict_head_queries(T, H, s.lora));
   // Sparse attention's bytes follow which indices are valid: the window's, and the selection's
   // (min(top-k, visible entries) per token, the rest -1).
   SparseAttnInputs in;
@@ -60,7 +76,7 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_
          ++k)
       in.comp_idx.data[size_t(t * s.index_topk + k)] = 0;
   log.push_back(predict_sparse_attn(in));
-  log.push_back(predict_dense_rows(T, H * kKvMainDims, d, f32));
+  add(predict_output_lora(T, H, d, s.lora));
   return log;
 }
 

@@ -18,6 +18,12 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
 // entries' index keys, queries, scores and top-k (index sources), the queries, sparse
 // attention, the output projection.
 LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_t start);
+// The attention's LoRAs over T tokens (optimized/block_runner.hpp), shared with DSpark's stages:
+// the query latent (W_qa at width d, its norm), the queries (W_qb, the per-head norm, RoPE), the
+// output (W_oa by groups, W_ob back to d).
+LaunchLog predict_query_latent(int64_t T, int64_t d, const AttentionLora& l);
+LaunchLog predict_head_queries(int64_t T, int64_t heads, const AttentionLora& l);
+LaunchLog predict_output_lora(int64_t T, int64_t heads, int64_t d, const AttentionLora& l);
 // How block b picks the compressed entries it reads: window only (ratio 0), its own top-k (an
 // index source), the last index source's selection (the others).
 KvSelection model_block_selection(const ModelShape& s, int b);

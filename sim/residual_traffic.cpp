@@ -47,12 +47,12 @@ LaunchCounts single_pass_launch(const char* kind, uint64_t T, uint64_t d, ActDTy
 
 }  // namespace
 
-LaunchCounts predict_rms_norm_rows(int64_t tokens, int64_t d, ActDType act) {
+LaunchCounts predict_rms_norm_rows(int64_t tokens, int64_t d, ActDType act, bool gain) {
   const uint64_t T = tokens, row = d * act_bytes(act);
-  return Launch(launch_name("residual_rmsnorm", act))
+  return Launch(rms_norm_launch_name(act, gain))
       .read(Traffic::activation, T * row)
       .write(Traffic::activation, T * row)
-      .read(Traffic::weight, T * d * kF32)
+      .read(Traffic::weight, gain ? T * d * kF32 : 0)
       .c;
 }
 

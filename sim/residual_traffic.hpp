@@ -18,8 +18,9 @@ LaunchLog predict_residual_stack(ResidualPath path, int64_t tokens, int64_t d, i
 LaunchCounts predict_residual_boundary(int64_t tokens, int64_t d, ActDType act, bool close,
                                        bool carried_pre, bool open, bool mixes);
 
-// The launch run_rms_norm_rows makes: residual_rmsnorm over `tokens` rows of d.
-LaunchCounts predict_rms_norm_rows(int64_t tokens, int64_t d, ActDType act);
+// The launch run_rms_norm_rows makes: residual_rmsnorm over `tokens` rows of d (the gain's d
+// floats read per row when there is one).
+LaunchCounts predict_rms_norm_rows(int64_t tokens, int64_t d, ActDType act, bool gain = true);
 
 // Activation elements per token per site of each schedule (in units of d).
 inline constexpr int kResidualV4Unfused = 20, kResidualV4NormFolded = 14,

@@ -289,6 +289,36 @@ TEST(ModelConfig, LayerMixErrorsNameTheField) {
   EXPECT_EQ(s.index_source(1), -1);
 }
 
+// The attention's LoRAs (q_lora_rank, o_groups, o_lora_rank) in the model's and DSpark's
+// sections: the defaults where absent, the release's in v4.1-flash, read back from to_json, and
+// each limit named where it bites.
+TEST(ModelConfig, AttentionLorasAreReadCheckedAndWritten) {
+  const ModelConfig plain = parse_model_config(tiny_json(), "cfg.json");
+  EXPECT_EQ(plain.shape.lora.q_rank, AttentionLora{}.q_rank);
+  EXPECT_EQ(plain.dspark.lora.o_groups, AttentionLora{}.o_groups);
+  const ModelConfig v41 = builtin_model("v4.1-flash");
+  EXPECT_EQ(v41.shape.lora.q_rank, 1280);  // DESIGN 5.6
+  EXPECT_EQ(v41.shape.lora.o_groups, 8);
+  EXPECT_EQ(v41.shape.lora.o_rank, 1024);
+  EXPECT_EQ(to_json(parse_model_config(to_json(v41), "again")), to_json(v41));
+  for (const char* section : {"model", "dspark"}) {
+    auto with = [&](const char* key, int value) {
+      auto j = tiny_json();
+      j[section][key] = value;
+      return j;
+    };
+    const std::string where = std::string(section) + ".";
+    const ModelConfig set = parse_model_config(with("o_lora_rank", 48), "cfg.json");
+    EXPECT_EQ((std::string(section) == "model" ? set.shape.lora : set.dspark.lora).o_rank, 48);
+    expect_bad(with("q_lora_rank", 12), {(where + "q_lora_rank").c_str(), "multiple of 8"});
+    expect_bad(with("q_lora_rank", 0), {(where + "q_lora_rank").c_str()});
+    expect_bad(with("o_groups", 3), {(where + "o_groups").c_str(), "do not divide the 4 heads"});
+    expect_bad(with("o_groups", 8), {(where + "o_groups").c_str()});  // more groups than heads
+    expect_bad(with("o_lora_rank", 29064), {(where + "o_lora_rank").c_str(), "58112"});
+    expect_bad(with("o_lora_rank", 20), {(where + "o_lora_rank").c_str(), "multiple of 8"});
+  }
+}
+
 // model.layers: the release layer each block stands for (default 0..blocks-1), where Engram's
 // layers are placed; model.prompt_image: text around the image, or text alone. Both read back
 // from to_json; the defaults are left out of it (older configs read back the same).
