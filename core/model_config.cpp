@@ -38,8 +38,9 @@ constexpr std::string_view kTiny = R"({
 // hidden width with tables sized to the test (the primes above 1000, not 16,000,000), the
 // attention's 64 heads of 512, the indexer's 32 heads and top-512, the 128-token window, the
 // experts' hidden width; DSpark's verification and decode over the release's vocabulary
-// (129,280, noise id 128799) with 3 draft stages of 64 heads of 512 with the release's query and
-// output LoRAs (rank 1280, 8 groups of rank 1024) and the release's MoE (128
+// (129,280, noise id 128799) with 3 draft stages of 64 heads of 512 (the release's 8 output
+// groups; the LoRAs' ranks the drafter's width, as the release's 1280 and 1024 train ~4x past the
+// work budget at that width) and the release's MoE (128
 // routed experts of 2304, top-3, one shared) and norm epsilon, a 128-token window and 5 drafts
 // at a width of 64 (the release's 5120 needs ~86 GB for the drafter's weights and training in
 // double: past this machine's memory), 2 requests; the vision
@@ -57,7 +58,7 @@ constexpr std::string_view kV41Flash = R"({
              "seed": 0, "d": 5120, "norm_eps": 1e-20, "tokens": 2},
   "dspark": {"vocab": 129280, "backbone_width": 64, "backbone_layers": 4, "width": 64,
              "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 8, "heads": 64,
-             "q_lora_rank": 1280, "o_groups": 8, "o_lora_rank": 1024, "experts": 128, "top_k": 3, "expert_hidden": 2304, "noise_id": 128799,
+             "q_lora_rank": 64, "o_groups": 8, "o_lora_rank": 64, "experts": 128, "top_k": 3, "expert_hidden": 2304, "noise_id": 128799,
              "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
              "experts": 384, "top_k": 6, "text_tokens": 8},
