@@ -46,20 +46,21 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
   // role, an upper bound), its router and sites, the experts where they fit
   // kMoeMaterialisedValues, Engram's Wkv and tables, the image path when the prompt has one, the
   // compression map.
-  const bool every_expert = moe_materialises_every_expert(E, H, d);
+  const bool every_expert = moe_materialises_every_expert(E + 1, H, d);  // and the shared one
   const double attention = 3 * 512 * d + m.shape.index_heads * 129 * d + 128 * 512;
-  double n =
-      V + m.shape.blocks * (attention + E * d + 2 * 96 * d + (every_expert ? 2 * E * H * d : 0));
+  double n = V + m.shape.blocks *
+                     (attention + E * d + 2 * 96 * d + (every_expert ? 3 * (E + 1) * H * d : 0));
   if (m.shape.prompt_image) n += C * 588 + 18 * C * d + 2 * d * d;
   for (const EngramLayerTables& t : engram_tables(m.engram))
     n += 5 * d * lookup_width + double(t.rows) * m.engram.row_bytes() / 4;
-  // Generated where used, the largest at once: a query or output projection, one block's routed
-  // experts for the verification prompt, a chunk of the unembedding.
+  // Generated where used, the largest at once: a block's query and output LoRAs, one block's
+  // routed experts (gate, up, out) for the verification prompt, a chunk of the unembedding.
   const double routed =
       every_expert
           ? 0
-          : 2 * std::min(E, double(verification_prompt_tokens(m)) * m.vision.top_k) * H * d;
-  n += std::max({m.shape.heads * 512.0 * d, routed, std::min(V, double(kUnembedChunkRows)) * d});
+          : 3 * (std::min(E, double(verification_prompt_tokens(m)) * m.vision.top_k) + 1) * H * d;
+  n += std::max({attention_projection_values(m.shape.lora, m.shape.heads, m.residual.d), routed,
+                 std::min(V, double(kUnembedChunkRows)) * d});
   if (n > kMaxModelValues)
     throw_bad_input(
         "{}: an end-to-end run holds or generates ~{:.3g} values at once (Engram tables "

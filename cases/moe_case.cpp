@@ -35,13 +35,15 @@ MoeExpertInputs make_moe_inputs(int64_t T, int64_t d, int64_t H, int64_t E, int6
   }
   const int64_t M = int64_t(kept.size());
   const float a = 1.0f / std::sqrt(float(d)), b = 1.0f / std::sqrt(float(H));
-  in.w_in = Tensor<float>({M, H, d});
+  in.w_in = Tensor<float>({M, 2 * H, d});  // gate rows, then up rows
   in.w_out = Tensor<float>({M, d, H});
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t i = 0; i < H * d; ++i) {
-      const uint64_t counter = uint64_t(kept[m]) * uint64_t(H * d) + uint64_t(i);
-      in.w_in.data[m * H * d + i] = seeded_uniform(seed, 2, counter, -a, a);
-      in.w_out.data[m * H * d + i] = seeded_uniform(seed, 3, counter, -b, b);
+    for (int64_t i = 0; i < 2 * H * d; ++i) {
+      const uint64_t counter = uint64_t(kept[m]) * uint64_t(2 * H * d) + uint64_t(i);
+      in.w_in.data[m * 2 * H * d + i] = seeded_uniform(seed, 2, counter, -a, a);
+      if (i < H * d)
+        in.w_out.data[m * H * d + i] =
+            seeded_uniform(seed, 3, uint64_t(kept[m]) * uint64_t(H * d) + uint64_t(i), -b, b);
     }
   return in;
 }
@@ -52,14 +54,16 @@ namespace {
 // mapped back: another draw of the same-precision error.
 Tensor<double> permuted_baseline(const MoeExpertInputs& in, const std::vector<int64_t>& pd,
                                  const std::vector<int64_t>& ph) {
-  const int64_t T = in.y.dim(0), d = in.y.dim(1), E = in.w_in.dim(0), H = in.w_in.dim(1);
+  const int64_t T = in.y.dim(0), d = in.y.dim(1), E = in.w_in.dim(0), H = in.w_in.dim(1) / 2;
   MoeExpertInputs q = in;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < d; ++i) q.y.data[t * d + i] = in.y.data[t * d + pd[i]];
   for (int64_t e = 0; e < E; ++e)
     for (int64_t r = 0; r < H; ++r)
       for (int64_t i = 0; i < d; ++i) {
-        q.w_in.data[(e * H + r) * d + i] = in.w_in.data[(e * H + ph[r]) * d + pd[i]];
+        for (int64_t half : {int64_t{0}, H})  // hidden unit r's gate row and up row
+          q.w_in.data[(e * 2 * H + half + r) * d + i] =
+              in.w_in.data[(e * 2 * H + half + ph[r]) * d + pd[i]];
         q.w_out.data[(e * d + i) * H + r] = in.w_out.data[(e * d + pd[i]) * H + ph[r]];
       }
   const Tensor<double> f = reference::moe_experts_baseline(q);
@@ -73,7 +77,7 @@ Tensor<double> permuted_baseline(const MoeExpertInputs& in, const std::vector<in
 
 MoeReference run_moe_reference(const MoeExpertInputs& in) {
   MoeReference r{reference::moe_experts_truth(in), reference::moe_experts_baseline(in)};
-  const int64_t d = in.y.dim(1), H = in.w_in.dim(1);
+  const int64_t d = in.y.dim(1), H = in.w_in.dim(1) / 2;
   const auto orders_d = baseline_orders(d, d), orders_h = baseline_orders(H, d);  // row: d outputs
   for (size_t k = 0; k < orders_d.size(); ++k)
     keep_farthest(r.baseline, permuted_baseline(in, orders_d[k], orders_h[k]), r.truth);
@@ -107,8 +111,8 @@ CaseReport check_moe(const LoadedCase& c, const RunOptions& opt) {
   for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });
   within_work(c, "y x experts x w_in",
               double(in.y.shape.empty() ? 0 : in.y.dim(0)) *
-                  double(in.experts.shape.size() == 2 ? in.experts.dim(1) : 0) * 2 *
-                  double(in.w_in.size() /
+                  double(in.experts.shape.size() == 2 ? in.experts.dim(1) : 0) * 1.5 *
+                  double(in.w_in.size() /  // w_in [2H, d] and w_out [d, H] per expert
                          std::max<int64_t>(1, in.w_in.shape.empty() ? 1 : in.w_in.dim(0))));
   const MoeExpertOutputs out = run_moe_experts(in, opt);  // validates the shapes first
   return check_one_output(c, "f", run_moe_reference(in), out, in.act, compare_moe);

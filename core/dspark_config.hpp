@@ -85,7 +85,7 @@ inline double dspark_pass_work(const DsparkConfig& c, int context) {
   const double d = c.width, D = 512, H = c.heads, rows = std::min(c.window, context);
   const double per_position =
       2 * 24 * 4 * d + attention_projection_values(c.lora, c.heads, c.width) + D * d +
-      2 * H * D * (rows + c.gamma) + c.experts * d + 2.0 * (c.top_k + 1) * d * c.expert_hidden;
+      2 * H * D * (rows + c.gamma) + c.experts * d + 3.0 * (c.top_k + 1) * d * c.expert_hidden;
   return rows * 3.0 * c.backbone_width * d + c.blocks * rows * D * d +
          c.gamma * (c.blocks * per_position + d * c.vocab);
 }
@@ -94,7 +94,7 @@ inline double dspark_pass_work(const DsparkConfig& c, int context) {
 inline double dspark_drafter_bytes(const DsparkConfig& c) {
   const double d = c.width, D = 512, V = c.vocab;
   const double stage = 2 * 24 * 4 * d + attention_projection_values(c.lora, c.heads, c.width) +
-                       D * d + c.experts * d + 2.0 * (c.experts + 1) * d * c.expert_hidden;
+                       D * d + c.experts * d + 3.0 * (c.experts + 1) * d * c.expert_hidden;
   return 8 * (V * (2 * d + 2 * c.markov_rank) + 3.0 * c.backbone_width * d + c.blocks * stage);
 }
 

@@ -58,7 +58,8 @@ constexpr std::string_view kV41Flash = R"({
              "seed": 0, "d": 5120, "norm_eps": 1e-20, "tokens": 2},
   "dspark": {"vocab": 129280, "backbone_width": 64, "backbone_layers": 4, "width": 64,
              "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 8, "heads": 64,
-             "q_lora_rank": 64, "o_groups": 8, "o_lora_rank": 64, "experts": 128, "top_k": 3, "expert_hidden": 2304, "noise_id": 128799,
+             "q_lora_rank": 64, "o_groups": 8, "o_lora_rank": 64, "experts": 128, "top_k": 3,
+             "expert_hidden": 2304, "noise_id": 128799,
              "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
              "experts": 384, "top_k": 6, "text_tokens": 8},
@@ -459,7 +460,7 @@ void check_end_to_end_budget(const ModelConfig& m, const JsonFields& f) {
                            3 * 512 * d + ih * (128.0 * m.shape.lora.q_rank + d) + T * ih * 128 +
                            H * 512 * (m.shape.window + m.shape.index_topk);
   const double per_token = m.shape.blocks * (attention + m.vision.experts * d +
-                                             2.0 * m.vision.top_k * m.shape.ffn_hidden * d) +
+                                             3.0 * m.vision.top_k * m.shape.ffn_hidden * d) +
                            2.0 * m.engram.vocab * d;
   f.within_budget("model.prompt_tokens x model.blocks x residual.d", 0, T * per_token);
 }
@@ -508,10 +509,10 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   if (every) check_end_to_end_budget(m, f);
   const double d = m.residual.d, tokens = m.residual.tokens;
   if (read({"residual", "model", "vision"})) {
-    // The MoE row: the materialised experts' two [H, d] matrices (every expert, or the routed
-    // ones of a large table: cases/moe_case.hpp) as floats in the row, a baseline's permuted
-    // copy and the kernels' device copy; each token through its top-k experts; truth, baselines
-    // and the emulator's schedules: ~8 runs.
+    // The MoE row: the materialised experts' three [H, d] matrices (every expert, or the routed
+    // ones of a large table: cases/moe_case.hpp) as floats in the row and one copy at a time (a
+    // baseline's permuted copy, or the kernels' device copy while they run); each token through
+    // its top-k experts; truth, baselines and the emulator's schedules: ~8 runs.
     const double k = m.vision.top_k, hidden = m.shape.ffn_hidden;
     const double E =
         moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, m.residual.d)
@@ -519,7 +520,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
             : std::min<double>(m.vision.experts, tokens * k);
     f.within_budget(
         "vision.experts x model.ffn_hidden x residual.d, residual.tokens x vision.top_k",
-        12 * E * 2 * hidden * d + 64 * tokens * (d + k * hidden), 8 * tokens * k * 2 * hidden * d);
+        8 * E * 3 * hidden * d + 64 * tokens * (d + k * hidden), 8 * tokens * k * 3 * hidden * d);
   }
   if (read({"residual", "engram"})) {
     // The attention row: residual.tokens queries over engram.tokens cached positions and

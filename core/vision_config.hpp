@@ -22,9 +22,10 @@ inline constexpr int kMoeHiddenStep = 4, kMoeMaxHidden = 16384;
 // A verify row materialises every expert's weights when they are at most this many values, else
 // only the routed ones (cases/moe_case.hpp: a release's 384 experts are 36 GB).
 inline constexpr int64_t kMoeMaterialisedValues = int64_t{1} << 26;
-// Whether E experts of hidden width H at width d (two [H, d] matrices each) are all materialised.
+// Whether E experts of hidden width H at width d (three [H, d] matrices each: the SwiGLU's gate
+// and up, the output) are all materialised.
 inline bool moe_materialises_every_expert(int64_t E, int64_t H, int64_t d) {
-  return double(E) * 2 * double(H) * double(d) <= double(kMoeMaterialisedValues);
+  return double(E) * 3 * double(H) * double(d) <= double(kMoeMaterialisedValues);
 }
 
 struct VisionConfig {

@@ -109,7 +109,7 @@ class DrafterRunner : BlockRunner {
   // of w_in / w_out) at weight 1, in one launch of the experts kernel.
   void moe(int b) {
     const DrafterWeights::Stage& st = w_.stages[size_t(b)];
-    const int64_t g = c_.gamma, k = c_.top_k;
+    const int64_t g = c_.gamma;
     MoeGateInputs gate;
     gate.logits = dense(y_, st.router);
     gate.is_image.assign(size_t(g), 0);
@@ -118,13 +118,9 @@ class DrafterRunner : BlockRunner {
     const MoeGateOutputs routed = run_moe_gate(gate, opt_);
     log(routed.launches);
     tap(pending_ + ".experts", tensor_cast<float>(routed.experts));
-    Tensor<int32_t> experts({g, k + 1});
-    Tensor<float> weights({g, k + 1});
-    for (int64_t i = 0; i < g; ++i) {
-      std::copy_n(routed.experts.ptr() + i * k, k, experts.ptr() + i * (k + 1));
-      std::copy_n(routed.weights.ptr() + i * k, k, weights.ptr() + i * (k + 1));
-      experts.data[size_t(i * (k + 1) + k)] = c_.experts, weights.data[size_t(i * (k + 1) + k)] = 1;
-    }
+    Tensor<int32_t> experts = routed.experts;
+    Tensor<float> weights = routed.weights;
+    append_shared_expert(experts, weights, c_.experts);
     const MoeExpertOutputs o =
         run_moe_experts({ActDType::f32, y_, experts, weights, st.w_in, st.w_out}, opt_);
     log(o.launches);

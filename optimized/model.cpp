@@ -23,7 +23,7 @@ class ModelRunner : BlockRunner {
  public:
   ModelRunner(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt)
       : BlockRunner(m.residual, opt), m_(m), w_(w), d_(m.residual.d) {
-    if (moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, d_))
+    if (moe_materialises_every_expert(m.vision.experts + 1, m.shape.ffn_hidden, d_))
       for (const ModelWeights::Block& b : w.blocks)
         held_experts_.push_back({stacked(b.w_in, all_experts()), stacked(b.w_out, all_experts())});
   }
@@ -328,9 +328,9 @@ class ModelRunner : BlockRunner {
     }
   }
 
-  // Expert ids 0..E-1.
+  // Expert ids 0..E: the routed ones, then the shared one.
   std::vector<int32_t> all_experts() const {
-    std::vector<int32_t> ids(size_t(m_.vision.experts));
+    std::vector<int32_t> ids(size_t(m_.vision.experts + 1));
     std::iota(ids.begin(), ids.end(), 0);
     return ids;
   }
@@ -356,13 +356,15 @@ class ModelRunner : BlockRunner {
     log(g.launches);
     tap(name + ".experts",
         Tensor<float>(g.experts.shape, {g.experts.data.begin(), g.experts.data.end()}));
-    // The experts' table: every expert (held), else the chunk's routed ones generated in
-    // ascending id, the routing renumbered into them (the kernel reads the same rows).
+    // The routed experts at their gate weights, then the shared one (expert E) at weight 1, from
+    // a table of every expert (held), else of the chunk's used ones generated in ascending id,
+    // the routing renumbered into them (the kernel reads the same rows).
     MoeExpertInputs in{ActDType::f32, y_, g.experts, g.weights, {}, {}};
+    append_shared_expert(in.experts, in.weights, int32_t(m_.vision.experts));
     if (!held_experts_.empty()) {
       in.w_in = held_experts_[size_t(b)].first, in.w_out = held_experts_[size_t(b)].second;
     } else {
-      const std::vector<int32_t> routed = routed_experts(g.experts);
+      const std::vector<int32_t> routed = routed_experts(in.experts);
       renumber_routing(in.experts, routed);
       in.w_in = stacked(k.w_in, routed), in.w_out = stacked(k.w_out, routed);
     }
@@ -381,7 +383,7 @@ class ModelRunner : BlockRunner {
   bool faulted_ = false;  // a launch failed mid-chunk: the caches are partly updated
   std::vector<int64_t> history_;
   std::vector<Cache> caches_ = std::vector<Cache>(size_t(m_.shape.blocks));
-  // Per block [E, hidden, d] and [E, d, hidden] when every expert fits
+  // Per block [E + 1, 2 hidden, d] and [E + 1, d, hidden] when every expert fits
   // kMoeMaterialisedValues (generated once); else empty (a chunk generates its routed ones).
   std::vector<std::pair<Tensor<float>, Tensor<float>>> held_experts_;
   // The chunk being appended.
@@ -440,12 +442,12 @@ OptimizedModel::OptimizedModel(const ModelConfig& m, const ModelWeights& w, cons
   const int64_t d = m.residual.d;
   const int64_t E = m.vision.experts, H = m.shape.ffn_hidden;
   const auto experts_are = [&](const std::vector<SeededMatrix>& x, int64_t r, int64_t c) {
-    return x.size() == size_t(E) && std::all_of(x.begin(), x.end(), [&](const auto& e) {
+    return x.size() == size_t(E + 1) && std::all_of(x.begin(), x.end(), [&](const auto& e) {
              return e.rows == r && e.cols == c;
            });
   };
   const bool blocks_fit = std::all_of(w.blocks.begin(), w.blocks.end(), [&](const auto& b) {
-    return experts_are(b.w_in, H, d) && experts_are(b.w_out, d, H);
+    return experts_are(b.w_in, 2 * H, d) && experts_are(b.w_out, d, H);
   });
   if (w.blocks.size() != size_t(m.shape.blocks) || !blocks_fit || w.embed.cols != d ||
       w.embed.rows != m.engram.vocab || w.unembed.rows != w.embed.rows || w.unembed.cols != d ||

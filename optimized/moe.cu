@@ -10,7 +10,7 @@ namespace {
 
 template <class Act>
 Tensor<float> run_experts(const MoeExpertInputs& in, const RunOptions& opt) {
-  const int64_t T = in.y.dim(0), d = in.y.dim(1), k = in.experts.dim(1), H = in.w_in.dim(1);
+  const int64_t T = in.y.dim(0), d = in.y.dim(1), k = in.experts.dim(1), H = in.w_in.dim(1) / 2;
   DeviceArray<Act> y(in.y.data.size()), f(in.y.data.size());
   DeviceArray<int32_t> experts(in.experts.data.size());
   DeviceArray<float> weights(in.weights.data.size()), w_in(in.w_in.data.size()),

@@ -1,14 +1,23 @@
 #pragma once
 // MoE expert FFN (optimized/moe.hpp): one block per token. y is staged in shared memory; for each
-// selected expert (selection order) warps compute the hidden rows silu(W_in[e] y) into shared
-// memory, then the output rows W_out[e] h, each output row owned by one warp and accumulated in
-// shared memory with its gate weight, so every sum has one fixed order under any schedule.
+// selected expert (selection order) warps compute the hidden units swiglu(gate row . y, up row .
+// y) (the release's clamped SwiGLU) into shared memory, then the output rows W_out[e] h, each
+// output row owned by one warp and accumulated in shared memory with its gate weight, so every
+// sum has one fixed order under any schedule.
 #include "optimized/kernel.cuh"
+#include "problem/moe.hpp"  // kSwigluLimit
 
 // Inside the backend namespace: emu and cuda builds of the same source must not share symbols.
 namespace tandem::TANDEM_BACKEND_NS {
 
-// y: [T, d]; experts, weights: [T, k]; w_in: [E, H, d]; w_out: [E, d, H]; f: [T, d].
+// silu(min(gate, limit)) * clamp(up, -limit, limit), problem/moe.hpp kSwigluLimit.
+__device__ __forceinline__ float swiglu(float gate, float up) {
+  const float g = fminf(gate, kSwigluLimit);
+  return g / (1.0f + expf(-g)) * fminf(fmaxf(up, -kSwigluLimit), kSwigluLimit);
+}
+
+// y: [T, d]; experts, weights: [T, k]; w_in: [E, 2H, d] (gate rows, then up rows); w_out:
+// [E, d, H]; f: [T, d].
 // Dynamic shared memory: (2d + H) floats. d a multiple of 8 (packed loads), H of 4 (row dots).
 template <class Act>
 __global__ void moe_experts_weighted(const Act* __restrict__ y, const int32_t* __restrict__ experts,
@@ -39,10 +48,11 @@ __global__ void moe_experts_weighted(const Act* __restrict__ y, const int32_t* _
       weight = ld(weights + t * k + j, Traffic::coefficient);
     }
     __syncthreads();  // staged / acc ready, this expert known
-    const float* in_rows = w_in + static_cast<size_t>(expert) * H * d;
+    const float* in_rows = w_in + static_cast<size_t>(expert) * 2 * H * d;
     for (int r = warp; r < H; r += warps) {
-      const float s = warp_row_dot(in_rows + static_cast<size_t>(r) * d, staged, d);
-      if (lane == 0) hidden[r] = s / (1.0f + expf(-s));  // silu
+      const float gate = warp_row_dot(in_rows + static_cast<size_t>(r) * d, staged, d);
+      const float up = warp_row_dot(in_rows + static_cast<size_t>(H + r) * d, staged, d);
+      if (lane == 0) hidden[r] = swiglu(gate, up);
     }
     __syncthreads();
     const float* out_rows = w_out + static_cast<size_t>(expert) * d * H;

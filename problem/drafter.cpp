@@ -69,7 +69,7 @@ void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const 
     expect(st.attn.window_norm, {512}, name + ".window_norm");
     expect(st.router, {E, d}, name + ".router");
     expect(Tensor<float>({int64_t(st.bias.size())}, st.bias), {E}, name + ".bias");
-    expect(st.w_in, {E + 1, F, d}, name + ".w_in");
+    expect(st.w_in, {E + 1, 2 * F, d}, name + ".w_in");
     expect(st.w_out, {E + 1, d, F}, name + ".w_out");
   }
 }

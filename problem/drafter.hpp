@@ -22,7 +22,7 @@ struct DrafterWeights {
     ModelWeights::Attention attn;
     Tensor<float> router;       // [experts, width]
     std::vector<float> bias;    // [experts] the router's bias (selection only)
-    Tensor<float> w_in, w_out;  // [experts + 1, hidden, width], [experts + 1, width, hidden]:
+    Tensor<float> w_in, w_out;  // [experts + 1, 2 hidden, width], [experts + 1, width, hidden]:
                                 // the routed experts, then the shared one
   };
   Tensor<float> main_proj;  // [width, 3 x backbone width]

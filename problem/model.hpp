@@ -60,7 +60,9 @@ struct ModelWeights {
     Attention attn;
     Tensor<float> router;                   // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    std::vector<SeededMatrix> w_in, w_out;  // E x [hidden, d], E x [d, hidden]
+    // E + 1 x [2 hidden, d] (gate rows, then up rows), E + 1 x [d, hidden]: the routed
+    // experts, then the shared one (expert E)
+    std::vector<SeededMatrix> w_in, w_out;
   };
   struct EngramLayer {
     int block = 0;

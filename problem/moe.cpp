@@ -14,11 +14,14 @@ void validate_moe_expert_inputs(const MoeExpertInputs& in) {
   const int64_t T = in.y.shape.size() == 2 ? in.y.dim(0) : 0, d = T ? in.y.dim(1) : 0;
   if (T < 1 || d < 8 || d % 8 || d > 12288)
     throw_bad_input("moe experts input 'y': expected [T >= 1, d], d a multiple of 8 in [8, 12288]");
-  if (in.w_in.shape.size() != 3 || in.w_in.dim(2) != d || in.w_in.dim(1) % kMoeHiddenStep ||
-      in.w_in.dim(1) < kMoeHiddenStep || in.w_in.dim(1) > kMoeMaxHidden)
-    throw_bad_input("moe experts input 'w_in': expected [E, H, {}], H a multiple of {} in [{}, {}]",
-                    d, kMoeHiddenStep, kMoeHiddenStep, kMoeMaxHidden);
-  const int64_t E = in.w_in.dim(0), H = in.w_in.dim(1);
+  const int64_t H = in.w_in.shape.size() == 3 ? in.w_in.dim(1) / 2 : 0;
+  if (in.w_in.shape.size() != 3 || in.w_in.dim(2) != d || in.w_in.dim(1) != 2 * H ||
+      H % kMoeHiddenStep || H < kMoeHiddenStep || H > kMoeMaxHidden)
+    throw_bad_input(
+        "moe experts input 'w_in': expected [E, 2H, {}] (gate rows, then up rows), H a multiple "
+        "of {} in [{}, {}]",
+        d, kMoeHiddenStep, kMoeHiddenStep, kMoeMaxHidden);
+  const int64_t E = in.w_in.dim(0);
   static_assert(sizeof(float) * (2 * 12288 + kMoeMaxHidden) <= kMaxDynamicShared,
                 "the kernel stages y, its sum and the hidden row: (2d + H) floats");
   if (in.w_out.shape != Shape{E, d, H})

@@ -1,8 +1,9 @@
 #pragma once
 // The MoE expert FFN as data (the end-to-end model's FFN sublayer): each token's
 // output is the gate-weighted sum of its selected experts, f[t] = sum_j w[t,j] *
-// W_out[e] silu(W_in[e] y[t]) with e = experts[t,j], in selection order. The router itself is
-// the vision component's moe_gate_biased_topk.
+// W_out[e] swiglu(W_gate[e] y[t], W_up[e] y[t]) with e = experts[t,j], in selection order: the
+// release's clamped SwiGLU experts (w1, w3, w2). The router itself is the vision component's
+// moe_gate_biased_topk.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -13,6 +14,23 @@
 #include "problem/traffic.hpp"
 
 namespace tandem {
+
+// The release's clamped SwiGLU (swiglu_limit): silu(min(gate, 10)) * clamp(up, -10, 10).
+inline constexpr float kSwigluLimit = 10.0f;
+
+// A routing [T, k] (its gate weights [T, k]) with the shared expert `shared` appended to every
+// row at weight 1: [T, k + 1] each (the release adds the shared expert's output unweighted).
+inline void append_shared_expert(Tensor<int32_t>& experts, Tensor<float>& weights, int32_t shared) {
+  const int64_t T = experts.dim(0), k = experts.dim(1);
+  Tensor<int32_t> e({T, k + 1});
+  Tensor<float> w({T, k + 1});
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy_n(experts.ptr() + t * k, k, e.ptr() + t * (k + 1));
+    std::copy_n(weights.ptr() + t * k, k, w.ptr() + t * (k + 1));
+    e.data[size_t(t * (k + 1) + k)] = shared, w.data[size_t(t * (k + 1) + k)] = 1.0f;
+  }
+  experts = std::move(e), weights = std::move(w);
+}
 
 // The distinct experts of a routing [T, k], ascending: the rows of an expert table that holds
 // only the routed experts (a release's 384 x 2 x 2304 x 5120 values are never held whole).
@@ -33,7 +51,7 @@ struct MoeExpertInputs {
   Tensor<float> y;          // [T, d] the sublayer input (values of act)
   Tensor<int32_t> experts;  // [T, k] selected experts
   Tensor<float> weights;    // [T, k] their gate weights
-  Tensor<float> w_in;       // [E, H, d]
+  Tensor<float> w_in;       // [E, 2H, d]: rows [0, H) the gate's (w1), [H, 2H) the up's (w3)
   Tensor<float> w_out;      // [E, d, H]
 };
 

@@ -40,20 +40,28 @@ RC_GTEST_PROP(MoeExpertsEmu, KernelMatchesReferenceUnderEverySchedule, ()) {
   RC_ASSERT(same_traffic(first.launches, sim::predict_moe_experts(T, d, H, k, act)));
 }
 
-TEST(MoeExperts, OneExpertWithWeightOneIsThatExpertsFfn) {
-  // k = 1, weight 1, W_in = I (H = d), W_out = I: f = silu(y), rounded to the storage dtype.
+TEST(MoeExperts, OneExpertWithWeightOneIsTheClampedSwiglu) {
+  // k = 1, weight 1, gate = up = W_out = I (H = d): f = silu(min(y, 10)) * clamp(y, +-10), with
+  // inputs spread over +-24 so that both clamps bite (the release's swiglu_limit).
   MoeExpertInputs in = make_moe_inputs(3, 8, 8, 2, 1, ActDType::f32, 4);
   for (float& w : in.weights.data) w = 1.0f;
+  for (float& y : in.y.data) y *= 12;
   std::fill(in.w_in.data.begin(), in.w_in.data.end(), 0.0f);
   std::fill(in.w_out.data.begin(), in.w_out.data.end(), 0.0f);
   for (int64_t e = 0; e < 2; ++e)
     for (int64_t i = 0; i < 8; ++i)
-      in.w_in.data[(e * 8 + i) * 8 + i] = in.w_out.data[(e * 8 + i) * 8 + i] = 1.0f;
+      in.w_in.data[(e * 16 + i) * 8 + i] = in.w_in.data[(e * 16 + 8 + i) * 8 + i] =
+          in.w_out.data[(e * 8 + i) * 8 + i] = 1.0f;
   const MoeExpertOutputs out = run_moe_experts(in, {});
+  int above = 0, below = 0;
   for (int64_t i = 0; i < in.y.size(); ++i) {
-    const double y = in.y.data[i];
-    EXPECT_NEAR(out.f.data[i], y / (1 + std::exp(-y)), 4e-7 * (1 + std::fabs(y))) << i;  // expf
+    const double y = in.y.data[i], g = std::min(y, 10.0);
+    above += y > 10, below += y < -10;
+    const double want = g / (1 + std::exp(-g)) * std::clamp(y, -10.0, 10.0);
+    EXPECT_NEAR(out.f.data[i], want, 4e-7 * (1 + std::fabs(want))) << i << " y " << y;  // expf
   }
+  EXPECT_GT(above, 0);
+  EXPECT_GT(below, 0);
 }
 
 // A table far larger than the test (384 experts of 2 x 256 x 520 values, past
@@ -62,7 +70,7 @@ TEST(MoeExperts, OneExpertWithWeightOneIsThatExpertsFfn) {
 // the other tokens' routing; the kernel indexes the materialised ones.
 TEST(MoeExperts, ALargeTableMaterialisesTheRoutedExpertsWithTheirOwnWeights) {
   const int64_t d = 520, H = 256, E = 384, k = 6;
-  ASSERT_GT(E * 2 * H * d, kMoeMaterialisedValues);
+  ASSERT_GT(E * 3 * H * d, kMoeMaterialisedValues);
   const MoeExpertInputs two = make_moe_inputs(2, d, H, E, k, ActDType::f32, 7);
   const MoeExpertInputs one = make_moe_inputs(1, d, H, E, k, ActDType::f32, 7);
   EXPECT_EQ(one.w_in.dim(0), k);
@@ -70,8 +78,8 @@ TEST(MoeExperts, ALargeTableMaterialisesTheRoutedExpertsWithTheirOwnWeights) {
   EXPECT_LE(two.w_in.dim(0), 2 * k);
   for (int64_t j = 0; j < k; ++j) {  // token 0's experts: the same weights in both
     const int64_t a = one.experts.data[j], b = two.experts.data[j];
-    EXPECT_TRUE(std::equal(one.w_in.ptr() + a * H * d, one.w_in.ptr() + (a + 1) * H * d,
-                           two.w_in.ptr() + b * H * d))
+    EXPECT_TRUE(std::equal(one.w_in.ptr() + a * 2 * H * d, one.w_in.ptr() + (a + 1) * 2 * H * d,
+                           two.w_in.ptr() + b * 2 * H * d))
         << j;
     EXPECT_TRUE(std::equal(one.w_out.ptr() + a * H * d, one.w_out.ptr() + (a + 1) * H * d,
                            two.w_out.ptr() + b * H * d))
@@ -121,20 +129,20 @@ class FloatReservation {
   float* base_ = nullptr;
 };
 
-// At V4.1-Flash's widths an expert holds H x d = 11.8M weights: expert 200 starts past 2^31 of
-// them, so its offset needs 64-bit arithmetic (an int product wraps to a negative offset). The
-// kernel reading expert 200 of a 201-expert table (only its rows mapped) gives what it gives for
-// the same rows as expert 0.
+// At V4.1-Flash's widths an expert holds H x d = 11.8M weights per matrix: expert 200 starts
+// past 2^31 of them, so its offset needs 64-bit arithmetic (an int product wraps to a negative
+// offset). The kernel reading expert 200 of a 201-expert table (only its rows mapped) gives what
+// it gives for the same rows as expert 0.
 TEST(MoeExpertsEmu, AnExpertPast2To31WeightsIsAddressedIn64Bits) {
   const int64_t d = 5120, H = 2304, expert = 200;
-  const size_t per_expert = size_t(H * d);
+  const size_t per_expert = size_t(H * d);  // w_out's; w_in's is twice it (gate and up)
   ASSERT_GT(expert * H * d, int64_t{INT32_MAX});
   const MoeExpertInputs in = make_moe_inputs(1, d, H, 1, 1, ActDType::f32, 13);
-  const FloatReservation w_in(per_expert * (expert + 1)), w_out(per_expert * (expert + 1));
-  ASSERT_TRUE(w_in.open(per_expert * expert, per_expert) &&
+  const FloatReservation w_in(2 * per_expert * (expert + 1)), w_out(per_expert * (expert + 1));
+  ASSERT_TRUE(w_in.open(2 * per_expert * expert, 2 * per_expert) &&
               w_out.open(per_expert * expert, per_expert))
-      << "cannot reserve 2 x 9.4 GB of address space";
-  std::copy(in.w_in.data.begin(), in.w_in.data.end(), w_in.data() + per_expert * expert);
+      << "cannot reserve 28 GB of address space";
+  std::copy(in.w_in.data.begin(), in.w_in.data.end(), w_in.data() + 2 * per_expert * expert);
   std::copy(in.w_out.data.begin(), in.w_out.data.end(), w_out.data() + per_expert * expert);
   const std::vector<float> far =
       emu_test::moe_one_expert(in.y.data, int32_t(expert), w_in.data(), w_out.data(), int(H));

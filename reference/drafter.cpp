@@ -110,12 +110,12 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
     const double rr = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
     st.router = uniform({E, d}, id + 13, -rr, rr);
     st.bias = uniform({E}, id + 14, -0.5, 0.5).data;
-    st.w_in = Tensor<float>({E + 1, F, d});  // the routed experts, then the shared one
+    st.w_in = Tensor<float>({E + 1, 2 * F, d});  // the routed experts, then the shared one
     st.w_out = Tensor<float>({E + 1, d, F});
     for (int64_t e = 0; e <= E; ++e) {
-      const Tensor<float> in = uniform({F, d}, id + 100 + 2 * uint32_t(e), -s, s);
+      const Tensor<float> in = uniform({2 * F, d}, id + 100 + 2 * uint32_t(e), -s, s);
       const Tensor<float> out = uniform({d, F}, id + 101 + 2 * uint32_t(e), -sf, sf);
-      std::copy(in.data.begin(), in.data.end(), st.w_in.ptr() + e * F * d);
+      std::copy(in.data.begin(), in.data.end(), st.w_in.ptr() + e * 2 * F * d);
       std::copy(out.data.begin(), out.data.end(), st.w_out.ptr() + e * d * F);
     }
     w_.stages.push_back(std::move(st));

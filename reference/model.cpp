@@ -119,8 +119,8 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
     const Vec<double> bt = w.vec(E, -0.5, 0.5), bv = w.vec(E, -0.5, 0.5);
     blk.bias_text.assign(bt.data(), bt.data() + E);
     blk.bias_vl.assign(bv.data(), bv.data() + E);
-    for (int64_t e = 0; e < E; ++e) {
-      blk.w_in.push_back(w.seeded(H, d, -s, s));
+    for (int64_t e = 0; e <= E; ++e) {                // the routed experts, then the shared one
+      blk.w_in.push_back(w.seeded(2 * H, d, -s, s));  // gate rows, then up rows
       blk.w_out.push_back(w.seeded(d, H, -1 / std::sqrt(double(H)), 1 / std::sqrt(double(H))));
     }
     out.blocks.push_back(std::move(blk));
@@ -157,7 +157,7 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
       engram_(w.engram),
       head_(cast_site<S>(w.head)),
       map_(w.map) {
-  const bool held = moe_materialises_every_expert(m.vision.experts, m.shape.ffn_hidden, d_);
+  const bool held = moe_materialises_every_expert(m.vision.experts + 1, m.shape.ffn_hidden, d_);
   for (const auto& b : w.blocks)
     blocks_.push_back({cast_site<S>(b.attn_site),
                        cast_site<S>(b.ffn_site),
@@ -221,23 +221,31 @@ std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& 
   gate.top_k = m_.vision.top_k;
   const MoeGateRef routed = moe_gate<S>(gate);
   experts = routed.experts;
-  const int64_t k = gate.top_k;
-  // Each routed expert's output for the tokens routed to it (an expert generated once, alone),
-  // then each token's mix in its routing order.
-  std::vector<Vec<S>> out(size_t(n * k));
+  const int64_t k = gate.top_k, K = k + 1;  // the routed experts, then the shared one
+  std::vector<int32_t> ids(size_t(n * K), int32_t(E));
+  std::vector<double> weights(size_t(n * K), 1.0);  // the shared expert's: 1
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      ids[size_t(t * K + j)] = experts.data[size_t(t * k + j)],
+                         weights[size_t(t * K + j)] = routed.weights.data[size_t(t * k + j)];
+  std::vector<int32_t> used = routed_experts(experts);
+  used.push_back(int32_t(E));
+  // Each used expert's output for the tokens that use it (an expert generated once, alone),
+  // then each token's mix in its routing order, the shared expert last.
+  std::vector<Vec<S>> out(size_t(n * K));
   Mat<S> in_made, out_made;
-  for (int32_t e : routed_experts(experts)) {
+  for (int32_t e : used) {
     const bool held = !m.in_held.empty();
     const Mat<S>& w_in =
         held ? m.in_held[e] : (in_made = seeded_rows<S>(m.w_in[e], 0, m.w_in[e].rows));
     const Mat<S>& w_out =
         held ? m.out_held[e] : (out_made = seeded_rows<S>(m.w_out[e], 0, m.w_out[e].rows));
-    for (int64_t i = 0; i < n * k; ++i)
-      if (experts.data[size_t(i)] == e) out[size_t(i)] = expert_output<S>(w_in, w_out, y[i / k]);
+    for (int64_t i = 0; i < n * K; ++i)
+      if (ids[size_t(i)] == e) out[size_t(i)] = expert_output<S>(w_in, w_out, y[i / K]);
   }
   std::vector<Vec<S>> f;
   for (int64_t t = 0; t < n; ++t)
-    f.push_back(routed_sum<S>(&out[size_t(t * k)], routed.weights.ptr() + t * k, int(k)));
+    f.push_back(routed_sum<S>(&out[size_t(t * K)], &weights[size_t(t * K)], int(K)));
   return f;
 }
 

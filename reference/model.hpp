@@ -46,7 +46,7 @@ struct TinyModelWeights {
     ModelWeights::Attention attn;           // float already: shared with the kernels
     Mat<double> router;                     // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    std::vector<SeededMatrix> w_in, w_out;  // E x [hidden, d], E x [d, hidden]
+    std::vector<SeededMatrix> w_in, w_out;  // E + 1 x [2 hidden, d], [d, hidden]: then the shared
   };
   using EngramLayer = ModelWeights::EngramLayer;  // float already: shared with the kernels
   struct Vision {
@@ -113,7 +113,7 @@ class TinyModelT : public Backbone {
   struct Moe {
     Mat<S> router;                          // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
-    std::vector<SeededMatrix> w_in, w_out;  // E x [hidden, d], E x [d, hidden]
+    std::vector<SeededMatrix> w_in, w_out;  // E + 1 x [2 hidden, d], [d, hidden]: then the shared
     // Every expert in S, generated once, when the table fits kMoeMaterialisedValues; else empty
     // and a chunk generates the experts it routes to, one at a time.
     std::vector<Mat<S>> in_held, out_held;

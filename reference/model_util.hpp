@@ -12,6 +12,7 @@
 #include "core/seeded_matrix.hpp"
 #include "core/tensor.hpp"
 #include "problem/model.hpp"  // Projection
+#include "reference/moe.hpp"  // swiglu
 #include "reference/residual.hpp"
 
 namespace tandem::reference {
@@ -97,11 +98,6 @@ Vector attend(const Vector& q, const std::vector<Vector>& keys, const std::vecto
   return out;
 }
 
-template <class S>
-Vec<S> silu(const Vec<S>& x) {
-  return x.array() / (S(1) + (-x.array()).exp());
-}
-
 // [n] rows of width w -> a tap tensor [n, w].
 template <class S>
 Tensor<double> rows_tensor(const std::vector<Vec<S>>& rows) {
@@ -149,10 +145,14 @@ std::vector<Vec<S>> mhc_site(std::vector<Mat<S>>& x, std::vector<Vec4<S>>& pre, 
   return y;
 }
 
-// One expert's output: W_out silu(W_in y).
+// One expert's output: W_out swiglu(W_in y) (W_in [2H, d]: gate rows, then up rows).
 template <class S>
 Vec<S> expert_output(const Mat<S>& w_in, const Mat<S>& w_out, const Vec<S>& y) {
-  return naive_matvec<S>(w_out, silu<S>(naive_matvec<S>(w_in, y)));
+  const int64_t H = w_in.rows() / 2;
+  const Vec<S> gate_up = naive_matvec<S>(w_in, y);  // [gate ; up]
+  Vec<S> hidden(H);
+  for (int64_t r = 0; r < H; ++r) hidden(r) = swiglu<S>(gate_up(r), gate_up(H + r));
+  return naive_matvec<S>(w_out, hidden);
 }
 // A row's mix of its k experts' outputs: sum_j weights[j] outputs[j], j in order.
 template <class S>
@@ -161,7 +161,7 @@ Vec<S> routed_sum(const Vec<S>* outputs, const double* weights, int k) {
   for (int j = 0; j < k; ++j) f += S(weights[j]) * outputs[j];
   return f;
 }
-// A row's expert mix: sum_j weights[j] W_out[e_j] silu(W_in[e_j] y), j in order.
+// A row's expert mix: sum_j weights[j] W_out[e_j] swiglu(W_in[e_j] y), j in order.
 template <class S>
 Vec<S> expert_mix(const std::vector<Mat<S>>& w_in, const std::vector<Mat<S>>& w_out,
                   const int32_t* experts, const double* weights, int k, const Vec<S>& y) {

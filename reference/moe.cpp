@@ -8,7 +8,7 @@ namespace tandem::reference {
 
 template <class S, class Act>
 Tensor<double> moe_experts(const MoeExpertInputs& in) {
-  const int64_t T = in.y.dim(0), d = in.y.dim(1), k = in.experts.dim(1), H = in.w_in.dim(1);
+  const int64_t T = in.y.dim(0), d = in.y.dim(1), k = in.experts.dim(1), H = in.w_in.dim(1) / 2;
   Tensor<double> f({T, d});
   for (int64_t t = 0; t < T; ++t) {
     const Vec<S> y = Eigen::Map<const Eigen::VectorXf>(in.y.ptr() + t * d, d).cast<S>();
@@ -17,12 +17,11 @@ Tensor<double> moe_experts(const MoeExpertInputs& in) {
       const int64_t e = in.experts.data[t * k + j];
       const S w = S(in.weights.data[t * k + j]);
       Vec<S> hidden(H);
-      for (int64_t r = 0; r < H; ++r) {
-        const Vec<S> row =
-            Eigen::Map<const Eigen::VectorXf>(in.w_in.ptr() + (e * H + r) * d, d).cast<S>();
-        const S s = naive_dot<S>(row, y);
-        hidden(r) = s / (S(1) + std::exp(-s));  // silu
-      }
+      auto in_row = [&](int64_t r) {  // row r of expert e's [2H, d]: gate rows, then up rows
+        return Eigen::Map<const Eigen::VectorXf>(in.w_in.ptr() + (e * 2 * H + r) * d, d).cast<S>();
+      };
+      for (int64_t r = 0; r < H; ++r)
+        hidden(r) = swiglu<S>(naive_dot<S>(in_row(r), y), naive_dot<S>(in_row(H + r), y));
       for (int64_t r = 0; r < d; ++r) {
         const Vec<S> row =
             Eigen::Map<const Eigen::VectorXf>(in.w_out.ptr() + (e * d + r) * H, H).cast<S>();

@@ -105,7 +105,7 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
     open(true);  // MoE site: router, gate, experts
     log.push_back(predict_dense_rows(T, d, E, f32));
     log.push_back(predict_moe_gate(T, E, k));
-    add(predict_moe_experts(T, d, H, k, f32));
+    add(predict_moe_experts(T, d, H, k + 1, f32));  // + the shared expert
     pending = true;
   }
   open(false);  // the head: collapse and norm, then the unembedding chunk by chunk

@@ -9,8 +9,8 @@ LaunchLog predict_moe_experts(int64_t T, int64_t d, int64_t H, int64_t k, ActDTy
                 C = int(Traffic::coefficient);
   LaunchCounts c{launch_name("moe_experts_weighted", act)};
   c.read[A] = c.written[A] = uint64_t(T * d) * act_bytes(act);
-  c.read[C] = uint64_t(T * k) * (sizeof(int32_t) + sizeof(float));  // expert id, gate weight
-  c.read[W] = uint64_t(T * k) * 2 * uint64_t(H * d) * sizeof(float);
+  c.read[C] = uint64_t(T * k) * (sizeof(int32_t) + sizeof(float));    // expert id, gate weight
+  c.read[W] = uint64_t(T * k) * 3 * uint64_t(H * d) * sizeof(float);  // gate, up, out
   return {c};
 }
 
