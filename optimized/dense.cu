@@ -14,9 +14,10 @@ Tensor<float> run_dense(const DenseInputs& in, const RunOptions& opt) {
   const int64_t T = in.x.dim(0), n_in = in.x.dim(1), n_out = in.w.dim(0);
   DeviceArray<Act> x(in.x.data.size()), y(size_t(T * n_out));
   const bool kmajor = dense_kmajor(n_in);  // one group (validated)
-  const std::vector<float> weights = kmajor ? k_major(in.w) : in.w.data;
-  DeviceArray<float> w(weights.size()), bias(std::max<size_t>(1, in.bias.data.size()));
-  x.upload(to_storage<Act>(in.x)), w.upload(weights);
+  const std::vector<float> transposed = kmajor ? k_major(in.w) : std::vector<float>{};
+  DeviceArray<float> w(kmajor ? transposed : in.w.data);  // two lvalues: no copy of in.w
+  DeviceArray<float> bias(std::max<size_t>(1, in.bias.data.size()));
+  x.upload(to_storage<Act>(in.x));
   if (kBias) bias.upload(in.bias.data);
   const std::string name =
       launch_name("dense_rows", act_dtype_of<Act>(), dense_epilogue_name(kBias, kGelu));

@@ -33,20 +33,14 @@ inline constexpr size_t kDeviceGuardBytes = 256;
 
 template <class T>
 class DeviceArray {
+  struct Unpoisoned {};
+
  public:
-  explicit DeviceArray(size_t n) : n_(n) {
-#if defined(TANDEM_EMU)
-    static_assert(alignof(T) <= kDeviceGuardBytes && kDeviceGuardBytes % 16 == 0,
-                  "the guard keeps the array's 16-byte alignment");
-    // new std::byte[] is aligned for every fundamental type; the guards keep 16 bytes of it.
-    raw_.reset(new std::byte[bytes() + 2 * kDeviceGuardBytes]);
-    memset(raw_.get(), 0xff, kDeviceGuardBytes);
-    memset(raw_.get() + kDeviceGuardBytes + bytes(), 0xff, kDeviceGuardBytes);
-    ptr_ = reinterpret_cast<T*>(raw_.get() + kDeviceGuardBytes);
-#else
-    if (n_ > 0) CUDA_CHECK(cudaMalloc(&ptr_, bytes()));  // an empty optional input stays null
-#endif
-    poison();
+  explicit DeviceArray(size_t n) : DeviceArray(n, Unpoisoned{}) { poison(); }
+  // A copy of `src`: every element written, so no poison first (a release-width weight matrix
+  // is hundreds of MB).
+  explicit DeviceArray(const std::vector<T>& src) : DeviceArray(src.size(), Unpoisoned{}) {
+    upload(src);
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
@@ -62,6 +56,22 @@ class DeviceArray {
 #endif
   }
 
+ private:
+  DeviceArray(size_t n, Unpoisoned) : n_(n) {
+#if defined(TANDEM_EMU)
+    static_assert(alignof(T) <= kDeviceGuardBytes && kDeviceGuardBytes % 16 == 0,
+                  "the guard keeps the array's 16-byte alignment");
+    // new std::byte[] is aligned for every fundamental type; the guards keep 16 bytes of it.
+    raw_.reset(new std::byte[bytes() + 2 * kDeviceGuardBytes]);
+    memset(raw_.get(), 0xff, kDeviceGuardBytes);
+    memset(raw_.get() + kDeviceGuardBytes + bytes(), 0xff, kDeviceGuardBytes);
+    ptr_ = reinterpret_cast<T*>(raw_.get() + kDeviceGuardBytes);
+#else
+    if (n_ > 0) CUDA_CHECK(cudaMalloc(&ptr_, bytes()));  // an empty optional input stays null
+#endif
+  }
+
+ public:
   friend void swap(DeviceArray& a, DeviceArray& b) noexcept {
     std::swap(a.n_, b.n_);
     std::swap(a.ptr_, b.ptr_);

@@ -13,10 +13,9 @@ Tensor<float> run_experts(const MoeExpertInputs& in, const RunOptions& opt) {
   const int64_t T = in.y.dim(0), d = in.y.dim(1), k = in.experts.dim(1), H = in.w_in.dim(1) / 2;
   DeviceArray<Act> y(in.y.data.size()), f(in.y.data.size());
   DeviceArray<int32_t> experts(in.experts.data.size());
-  DeviceArray<float> weights(in.weights.data.size()), w_in(in.w_in.data.size()),
-      w_out(in.w_out.data.size());
+  DeviceArray<float> weights(in.weights.data.size()), w_in(in.w_in.data), w_out(in.w_out.data);
   y.upload(to_storage<Act>(in.y)), experts.upload(in.experts.data);
-  weights.upload(in.weights.data), w_in.upload(in.w_in.data), w_out.upload(in.w_out.data);
+  weights.upload(in.weights.data);
   const std::string name = launch_name("moe_experts_weighted", act_dtype_of<Act>());
   // Past 48 KiB at a release's widths (d 5120, H 2304: 50 KiB); validation bounds it by sm_90's.
   const size_t smem = sizeof(float) * (2 * d + H);
