@@ -430,6 +430,29 @@ TEST(Model, QueryHeadsHaveUnitRmsAndOutputGroupsReadTheirOwnHeads) {
     }
 }
 
+// A decision the float baseline takes differently from the truth (a near tie) fails the run,
+// the baseline no longer bounding what follows, unless both references follow the kernels'
+// decision (a forced tap: the drafter's tokens); the kernels' decision must equal the truth's
+// either way. (v4.1-flash's sampled drafter row met such a tie: the kernels drew the truth's
+// token, the float baseline the next one.)
+TEST(Model, ABaselineNearTieFailsUnlessTheDecisionIsFollowed) {
+  auto check = [](double kernel, double baseline, bool followed) {
+    ModelReference ref;
+    ref.truth = {{"draft.tokens", Tensor<double>({2}, {4, 7})}};
+    ref.baseline = {{"draft.tokens", Tensor<double>({2}, {4, baseline})}};
+    ModelRun out;
+    out.taps = {{"draft.tokens", Tensor<float>({2}, {4, float(kernel)})}};
+    if (followed) ref.forced["draft.tokens"] = out.taps[0].value;
+    const std::vector<TensorCheck> c = compare_model(ref, out);
+    return c.size() == 1 && c[0].result.pass;
+  };
+  EXPECT_TRUE(check(7, 7, false));
+  EXPECT_FALSE(check(7, 8, false));  // the baseline's tie: it cannot bound what follows
+  EXPECT_TRUE(check(7, 8, true));    // everything after follows the kernels' token
+  EXPECT_FALSE(check(8, 8, true));   // the kernels' token is not the truth's
+  EXPECT_FALSE(check(8, 7, false));
+}
+
 // Text prompts of 1..40 seeded ids (chunks the size of a prefill or a decode step).
 ModelPrompt text_prompt(uint64_t seed) {
   return {text(int(draw(seed, 2, 1, 41)), seed), Tensor<double>({0, tiny().residual.d}), {}};
