@@ -18,16 +18,18 @@ namespace tandem {
 // The release's clamped SwiGLU (swiglu_limit): silu(min(gate, 10)) * clamp(up, -10, 10).
 inline constexpr float kSwigluLimit = 10.0f;
 
-// A routing [T, k] (its gate weights [T, k]) with the shared expert `shared` appended to every
-// row at weight 1: [T, k + 1] each (the release adds the shared expert's output unweighted).
-inline void append_shared_expert(Tensor<int32_t>& experts, Tensor<float>& weights, int32_t shared) {
+// A routing [T, k] (its gate weights [T, k]: float for the kernels, double in the references)
+// with the shared expert `shared` appended to every row at weight 1: [T, k + 1] each (the
+// release adds the shared expert's output unweighted).
+template <class W>
+void append_shared_expert(Tensor<int32_t>& experts, Tensor<W>& weights, int32_t shared) {
   const int64_t T = experts.dim(0), k = experts.dim(1);
   Tensor<int32_t> e({T, k + 1});
-  Tensor<float> w({T, k + 1});
+  Tensor<W> w({T, k + 1});
   for (int64_t t = 0; t < T; ++t) {
     std::copy_n(experts.ptr() + t * k, k, e.ptr() + t * (k + 1));
     std::copy_n(weights.ptr() + t * k, k, w.ptr() + t * (k + 1));
-    e.data[size_t(t * (k + 1) + k)] = shared, w.data[size_t(t * (k + 1) + k)] = 1.0f;
+    e.data[size_t(t * (k + 1) + k)] = shared, w.data[size_t(t * (k + 1) + k)] = W(1);
   }
   experts = std::move(e), weights = std::move(w);
 }
