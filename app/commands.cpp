@@ -404,6 +404,12 @@ int cmd_info(std::ostream& out) {
                      cuda.available ? "available" : "unavailable", cuda.detail);
   out << fmt::format("best backend: {}\n", backend_name(best_backend()));
   out << "models: tiny (built in)\n";
+  // What the process started with (app/main.cpp adds glibc.malloc.hugetlb=1 when it is absent).
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  out << fmt::format(
+      "allocator: GLIBC_TUNABLES={} (glibc.malloc.hugetlb=1: transparent huge "
+      "pages for blocks of 32 MiB or more)\n",
+      tunables ? tunables : "(unset)");
   return 0;
 }
 

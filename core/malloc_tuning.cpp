@@ -6,7 +6,8 @@
 // is a hypervisor exit, that was 60% of one DSpark sampling test (13.3 s -> 5.3 s) and 20% of
 // the default suite (116 s -> 91 s on 2 cores). Freed memory now stays with the process up to
 // 1 GiB at the top, and blocks up to 32 MiB (glibc's largest threshold) come from the heap;
-// larger ones (release-width weights) are still mapped and unmapped each time. ASan's
+// larger ones (release-width weights) are still mapped and unmapped each time (the `tandem`
+// program restarts itself with transparent huge pages for them: app/main.cpp). ASan's
 // allocator ignores mallopt.
 #include <cstdlib>  // defines __GLIBC__ on glibc
 #if defined(__GLIBC__)

@@ -65,11 +65,31 @@ TEST(SeededMatrix, CountersPast2To32DoNotWrap) {
               float(-1 + 2.0 * philox_uniform(philox_draw(5, 2, uint32_t(i), 1).v[0])));
   }
   EXPECT_LT(same, 2);
-  // The 16-lane generator across the boundary, and a tail shorter than its lanes.
+  // The block generator across the boundary, and a tail shorter than its lanes.
   std::vector<float> batch(45);
   seeded_weights(5, 2, wrap - 20, int64_t(batch.size()), -1.0, 1.0, batch.data());
   for (size_t i = 0; i < batch.size(); ++i)
     EXPECT_EQ(batch[i], float(seeded_weight(5, 2, wrap - 20 + i, -1, 1))) << i;
+}
+
+// Every build of the word generator this CPU runs (AVX-512, AVX2, the baseline) gives
+// philox_draw's first word at each counter: runs of every length up to past two of its 32-lane
+// groups, at offsets inside a group, below and across 2^32; a word past the run is not touched.
+TEST(SeededMatrix, EveryInstructionSetsWordsArePhiloxsFirstWords) {
+  const uint64_t wrap = uint64_t{1} << 32;
+  for (SeededIsa isa : seeded_isas())
+    for (uint64_t first : {uint64_t{0}, uint64_t{5}, uint64_t{1000003}, wrap - 37, wrap + 3})
+      for (int64_t n = 0; n <= 70; ++n) {
+        std::vector<uint32_t> words(size_t(n) + 1, 0xA5A5A5A5u);
+        seeded_words(0x1234'5678'9ABCull, 11, first, n, words.data(), isa);
+        for (int64_t i = 0; i < n; ++i) {
+          const uint64_t c = first + uint64_t(i);
+          ASSERT_EQ(words[size_t(i)],
+                    philox_draw(0x1234'5678'9ABCull, 11, uint32_t(c), uint32_t(c >> 32)).v[0])
+              << "isa " << int(isa) << " first " << first << " n " << n << " i " << i;
+        }
+        ASSERT_EQ(words[size_t(n)], 0xA5A5A5A5u) << "isa " << int(isa) << " n " << n;
+      }
 }
 
 }  // namespace
