@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <optional>
 
 #include "cases/case_check.hpp"
@@ -149,13 +150,33 @@ reference::ForcedTaps model_forced_taps(const ModelRun& run) {
   return r;
 }
 
+namespace {
+
+// The truth and the float baseline side by side: two models of their own on shared, read-only
+// weights (at a release's widths each takes minutes a chunk); the baseline sums in the caller's
+// order.
+void truth_and_baseline(ModelReference& ref,
+                        const std::function<std::vector<reference::Tap>()>& truth,
+                        const std::function<std::vector<reference::Tap>()>& baseline) {
+  std::future<std::vector<reference::Tap>> b =
+      std::async(std::launch::async, [&baseline, order = reference::t_sum_order] {
+        const reference::ScopedSumOrder scoped(order);
+        return baseline();
+      });
+  ref.truth = truth();
+  ref.baseline = b.get();
+}
+
+}  // namespace
+
 ModelReference run_model_reference(const ModelConfig& m, const reference::TinyModelWeights& w,
                                    const ModelPrompt& p, const ModelRun* forced) {
   ModelReference ref;
   if (forced) ref.forced = model_forced_taps(*forced);
   const reference::ForcedTaps* records = forced ? &ref.forced : nullptr;
-  ref.truth = reference_taps<double>(m, w, p, records);
-  ref.baseline = reference_taps<float>(m, w, p, records);
+  truth_and_baseline(
+      ref, [&] { return reference_taps<double>(m, w, p, records); },
+      [&] { return reference_taps<float>(m, w, p, records); });
   return ref;
 }
 
@@ -230,8 +251,9 @@ std::vector<TensorCheck> ModelReferenceSequence::append(const ModelPrompt& chunk
                                                         const ModelRun& optimized) {
   ModelReference ref;
   ref.forced = model_forced_taps(optimized);
-  ref.truth = append_taps(truth_, w_, chunk, &ref.forced);
-  ref.baseline = append_taps(baseline_, w_, chunk, &ref.forced);
+  truth_and_baseline(
+      ref, [&] { return append_taps(truth_, w_, chunk, &ref.forced); },
+      [&] { return append_taps(baseline_, w_, chunk, &ref.forced); });
   chunks_.push_back({chunk, ref.forced});  // both models took it
   // A redraw replays every chunk so far in the draw's sum order, keeping the last one's taps.
   return check_widening(ref, optimized, [&] {
