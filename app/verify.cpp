@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "core/error.hpp"
@@ -43,17 +44,22 @@ std::vector<Job> select_jobs(const std::vector<std::string>& components, RowsOf 
 }
 
 // The rows of `jobs`, in order, run by `workers` host threads taking the next job as they come
-// free (the emulator runs launches from several host threads at once). An exception other than a
-// row's KernelFault (bad input, an internal error) is rethrown: the first in job order, after every
-// worker has stopped.
+// free (the emulator runs launches from several host threads at once), those that start first
+// (VerifyJob::starts_first) before the others. An exception other than a row's KernelFault (bad
+// input, an internal error) is rethrown: the first in job order, after every worker has stopped.
 std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& opt, bool progress,
                                 int workers) {
   std::vector<VerifyRow> rows(jobs.size());
   std::vector<std::exception_ptr> errors(jobs.size());
+  std::vector<size_t> started(jobs.size());
+  std::iota(started.begin(), started.end(), size_t{0});
+  std::stable_partition(started.begin(), started.end(),
+                        [&](size_t i) { return jobs[i].job.starts_first; });
   std::atomic<size_t> next{0};
   std::mutex print;
   auto work = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
+    for (size_t k = next++; k < jobs.size(); k = next++) {
+      const size_t i = started[k];
       const Job& j = jobs[i];
       if (progress) {
         const std::lock_guard lock(print);

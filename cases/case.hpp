@@ -48,6 +48,9 @@ struct VerifyJob {
   std::string label;
   std::function<VerifyRow()> run;
   RowSizes sizes = RowSizes::config;
+  // Started before the rows without it (the rows keep their order in the output): the longest
+  // rows, so that with --jobs N the others fill the other workers around them.
+  bool starts_first = false;
 };
 
 // ---------------------------------------------------------------- golden cases

@@ -254,15 +254,22 @@ TEST(App, VerifyJsonPassesOnTheEmulator) {
 // Rows on 1 or 3 host threads, each launch's blocks on 1 or 4 (the indexer's top-k keeps its
 // histogram in static __shared__ with shared-memory atomics; the residual's reductions stage
 // partial sums there).
+// The model's row starts first (VerifyJob::starts_first) on several workers, and comes out after
+// the residual's rows, as on one.
 TEST(App, VerifyRowsDoNotDependOnTheHostThreads) {
   std::vector<CliRun> runs;
   for (const auto& [jobs, workers] : {std::pair{"1", "1"}, std::pair{"3", "4"}})
     runs.push_back(
         tandem({"verify", "--json", "--backend", "emu", "--jobs", jobs, "--block-workers", workers,
-                "--component", "indexer", "--component", "residual"}));
+                "--component", "indexer", "--component", "residual", "--component", "model"}));
   ASSERT_EQ(runs[0].code, 0) << runs[0].err;
   EXPECT_EQ(runs[1].code, 0) << runs[1].err;
   EXPECT_EQ(runs[0].out, runs[1].out);
+  const nlohmann::json several = nlohmann::json::parse(runs[1].out);
+  std::vector<std::string> order;  // the components, each once, as their rows come out
+  for (const auto& row : several["cases"])
+    if (order.empty() || order.back() != row["component"]) order.push_back(row["component"]);
+  EXPECT_EQ(order, (std::vector<std::string>{"residual", "model", "indexer"}));
   for (const char* flag : {"--jobs", "--block-workers"}) {
     const CliRun zero = tandem({"verify", flag, "0"});
     EXPECT_EQ(zero.code, 2);
