@@ -163,14 +163,19 @@ Tensor<T> permute_rows(const Tensor<T>& t, const std::vector<int64_t>& perm, boo
   return out;
 }
 
+// Rows: a token's 4 x d state, its d-vector y and its 24 coefficients.
+int64_t smallest_boundary_row(const ResidualBoundaryInputs& in) {
+  return std::min<int64_t>(in.cfg.d, 24);
+}
+
 }  // namespace
 
-ResidualBoundaryReference run_residual_boundary_reference(const ResidualBoundaryInputs& in) {
+ResidualBoundaryReference run_residual_boundary_reference(const ResidualBoundaryInputs& in,
+                                                          int64_t min_row_draws) {
   ResidualBoundaryReference r{reference::residual_boundary_truth(in),
                               reference::residual_boundary_baseline(in)};
   const int64_t d = in.cfg.d;
-  // Rows: a token's 4 x d state, its d-vector y and its 24 coefficients.
-  for (const auto& p : baseline_orders(d, std::min<int64_t>(d, 24))) {
+  for (const auto& p : baseline_orders(d, smallest_boundary_row(in), min_row_draws)) {
     ResidualBoundaryInputs q = in;
     q.x = permute_rows(in.x, p), q.f = permute_rows(in.f, p);
     q.next.norm_w = permute_rows(in.next.norm_w, p), q.next.fn = permute_rows(in.next.fn, p);
@@ -203,6 +208,18 @@ std::vector<TensorCheck> compare_residual_boundary(const ResidualBoundaryReferen
   check("y", ref.truth.y, ref.baseline.y, out.y, dt);
   check("coef", ref.truth.coef, ref.baseline.coef, out.coef, OutDType::F32);
   return checks;
+}
+
+std::vector<TensorCheck> check_residual_boundary(const ResidualBoundaryInputs& in,
+                                                 const ResidualBoundaryOutputs& out) {
+  std::vector<TensorCheck> checks =
+      compare_residual_boundary(run_residual_boundary_reference(in), out, in.act);
+  if (std::ranges::all_of(checks, [](const TensorCheck& c) { return c.result.pass; }))
+    return checks;
+  // A correct head boundary at d = 16, one token, was 8% over the 4-run budget of its y (RapidCheck
+  // seed 9252491552140328532: 3.4 ulp against a baseline 0.4 ulp from the truth).
+  const int64_t wide = kWideBaselineRuns * smallest_boundary_row(in);
+  return compare_residual_boundary(run_residual_boundary_reference(in, wide), out, in.act);
 }
 
 uint64_t residual_activation_bytes_per_site(ResidualPath path, int d, ActDType act) {

@@ -55,10 +55,15 @@ std::vector<TensorCheck> compare_residual(const reference::ResidualRefOutputs& t
 struct ResidualBoundaryReference {
   reference::ResidualBoundaryRef truth, baseline;
 };
-ResidualBoundaryReference run_residual_boundary_reference(const ResidualBoundaryInputs& in);
+ResidualBoundaryReference run_residual_boundary_reference(
+    const ResidualBoundaryInputs& in, int64_t min_row_draws = kMinRowErrorDraws);
 std::vector<TensorCheck> compare_residual_boundary(const ResidualBoundaryReference& ref,
                                                    const ResidualBoundaryOutputs& out,
                                                    ActDType act);
+// compare_residual_boundary, and where a check fails, again against kWideBaselineRuns runs (as
+// check_residual_stack).
+std::vector<TensorCheck> check_residual_boundary(const ResidualBoundaryInputs& in,
+                                                 const ResidualBoundaryOutputs& out);
 
 // Activation bytes per token per site that each path moves by design (DESIGN 5.1):
 // V4 unfused 20d, V4.1 single pass 10d, times the element size.
