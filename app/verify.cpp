@@ -25,15 +25,10 @@ std::vector<std::string> verify_components() {
 
 namespace {
 
-struct Job {
-  std::string component;
-  VerifyJob job;
-};
-
 // Every selected component's jobs (`rows_of` its rows, none when it has no such rows).
 template <class RowsOf>
-std::vector<Job> select_jobs(const std::vector<std::string>& components, RowsOf rows_of) {
-  std::vector<Job> jobs;
+std::vector<ComponentJob> select_jobs(const std::vector<std::string>& components, RowsOf rows_of) {
+  std::vector<ComponentJob> jobs;
   for (const Component& c : registry()) {
     if (!components.empty() &&
         std::find(components.begin(), components.end(), c.name) == components.end())
@@ -43,12 +38,10 @@ std::vector<Job> select_jobs(const std::vector<std::string>& components, RowsOf 
   return jobs;
 }
 
-// The rows of `jobs`, in order, run by `workers` host threads taking the next job as they come
-// free (the emulator runs launches from several host threads at once), those that start first
-// (VerifyJob::starts_first) before the others. An exception other than a row's KernelFault (bad
-// input, an internal error) is rethrown: the first in job order, after every worker has stopped.
-std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& opt, bool progress,
-                                int workers) {
+}  // namespace
+
+std::vector<VerifyRow> run_jobs(const std::vector<ComponentJob>& jobs, const RunOptions& opt,
+                                bool progress, int workers) {
   std::vector<VerifyRow> rows(jobs.size());
   std::vector<std::exception_ptr> errors(jobs.size());
   std::vector<size_t> started(jobs.size());
@@ -60,7 +53,7 @@ std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& 
   auto work = [&] {
     for (size_t k = next++; k < jobs.size(); k = next++) {
       const size_t i = started[k];
-      const Job& j = jobs[i];
+      const ComponentJob& j = jobs[i];
       if (progress) {
         const std::lock_guard lock(print);
         std::fprintf(stderr, "\r[%zu/%zu] %-50.50s", i + 1, jobs.size(), j.job.label.c_str());
@@ -85,8 +78,6 @@ std::vector<VerifyRow> run_jobs(const std::vector<Job>& jobs, const RunOptions& 
     if (e) std::rethrow_exception(e);
   return rows;
 }
-
-}  // namespace
 
 std::vector<VerifyRow> verify_model(const ModelConfig& model, const RunOptions& opt, bool progress,
                                     const std::vector<std::string>& components) {
@@ -124,7 +115,7 @@ std::vector<VerifyRow> verify_model(const ComponentConfigs& configs, const RunOp
 std::vector<VerifyRow> verify_checkpoint(const CheckpointLayer& layer, const RunOptions& opt,
                                          bool progress, const std::vector<std::string>& components,
                                          int workers) {
-  const std::vector<Job> jobs = select_jobs(components, [&](const Component& c) {
+  const std::vector<ComponentJob> jobs = select_jobs(components, [&](const Component& c) {
     return c.checkpoint_rows ? c.checkpoint_rows(layer, opt) : std::vector<VerifyJob>{};
   });
   if (jobs.empty())  // passing on nothing would be a false green

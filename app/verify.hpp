@@ -12,6 +12,18 @@ namespace tandem::app {
 
 using ::tandem::VerifyRow;
 
+// A row to run and the component it belongs to.
+struct ComponentJob {
+  std::string component;
+  VerifyJob job;
+};
+// The rows of `jobs`, in order, run by `workers` host threads taking the next job as they come
+// free (the emulator runs launches from several host threads at once), those that start first
+// (VerifyJob::starts_first) before the others. An exception other than a row's KernelFault (bad
+// input, an internal error) is rethrown: the first in job order, after every worker has stopped.
+std::vector<VerifyRow> run_jobs(const std::vector<ComponentJob>& jobs, const RunOptions& opt,
+                                bool progress, int workers);
+
 // The components `tandem verify --component` selects (the registry's names, in verify order).
 std::vector<std::string> verify_components();
 // Every component's rows, or only those of `components` (names from verify_components()).
