@@ -405,6 +405,8 @@ int cmd_info(std::ostream& out) {
   out << fmt::format("best backend: {}\n", backend_name(best_backend()));
   out << "models: tiny (built in)\n";
   // What the process started with (app/main.cpp adds glibc.malloc.hugetlb=1 when it is absent).
+  // NOTE: getenv, not /proc/self/environ: glibc splits the started-with string in place when
+  // it parses the tunables.
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   out << fmt::format(
       "allocator: GLIBC_TUNABLES={} (glibc.malloc.hugetlb=1: transparent huge "

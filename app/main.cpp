@@ -1,6 +1,8 @@
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -14,9 +16,15 @@ namespace {
 // advise transparent huge pages on those mappings (THP mode "madvise", Debian's default, maps
 // only advised memory with them): a 2 MiB page per fault. Tunables are read when the process
 // starts, so the program starts itself once more with it set (a GLIBC_TUNABLES that already
-// names it, 0 included, is kept as it is). If that exec fails, it runs as it is.
+// names it, 0 included, is kept as it is). If that exec fails, it runs as it is. Not restarted:
+// a privileged (setuid or capability) run, whose tunables glibc drops at start (it would restart
+// forever), and a run through the dynamic loader (/proc/self/exe is then the loader).
 void restart_with_huge_pages(char** argv) {
 #if defined(__GLIBC__)
+  if (getauxval(AT_SECURE) != 0) return;
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).filename();
+  if (error || self.starts_with("ld-") || self.starts_with("ld.so")) return;
   const char* given = std::getenv("GLIBC_TUNABLES");
   const std::string tunables = given ? given : "";
   if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;

@@ -56,7 +56,7 @@ std::vector<VerifyRow> run_jobs(const std::vector<ComponentJob>& jobs, const Run
       const ComponentJob& j = jobs[i];
       if (progress) {
         const std::lock_guard lock(print);
-        std::fprintf(stderr, "\r[%zu/%zu] %-50.50s", i + 1, jobs.size(), j.job.label.c_str());
+        std::fprintf(stderr, "\r[%zu/%zu] %-50.50s", k + 1, jobs.size(), j.job.label.c_str());
       }
       try {
         rows[i] = run_row(j.component, j.job.label, opt, j.job.run);

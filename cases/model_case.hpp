@@ -17,8 +17,9 @@ namespace tandem {
 // The values an end-to-end model run holds or generates at once: its held weights (Engram's
 // tables included) and the largest matrix it generates where used. Each sits in a few copies (the
 // truth's double, the float runs', the emulator's device copy): configs past kMaxModelValues
-// (2^30: ~7 GB, on a 24 GB machine beside another verify row) are BadInput naming `source`.
-// Measured: 4.9 GB peak for V4.1-Flash's ~7.3e8 (~7 bytes a value).
+// (2^30: ~9 GB, on a 24 GB machine beside another verify row) are BadInput naming `source`.
+// Measured: 6.5 GB peak for V4.1-Flash's ~7.3e8 (~9 bytes a value: the truth's and the
+// baseline's generated matrices exist at once since they run side by side).
 inline constexpr double kMaxModelValues = double(1 << 30);
 void check_model_size(const ModelConfig& m, const std::string& source);
 

@@ -65,11 +65,20 @@ TEST(SeededMatrix, CountersPast2To32DoNotWrap) {
               float(-1 + 2.0 * philox_uniform(philox_draw(5, 2, uint32_t(i), 1).v[0])));
   }
   EXPECT_LT(same, 2);
-  // The block generator across the boundary, and a tail shorter than its lanes.
+  // The block generator across the boundary, and a tail shorter than its lanes; then a run
+  // across three of seeded_weights' blocks of words (2048), in float and in double.
   std::vector<float> batch(45);
   seeded_weights(5, 2, wrap - 20, int64_t(batch.size()), -1.0, 1.0, batch.data());
   for (size_t i = 0; i < batch.size(); ++i)
     EXPECT_EQ(batch[i], float(seeded_weight(5, 2, wrap - 20 + i, -1, 1))) << i;
+  std::vector<float> floats(6155);
+  std::vector<double> doubles(floats.size());
+  seeded_weights(5, 2, wrap - 3000, int64_t(floats.size()), -0.5, 0.25, floats.data());
+  seeded_weights(5, 2, wrap - 3000, int64_t(doubles.size()), -0.5, 0.25, doubles.data());
+  for (size_t i = 0; i < floats.size(); ++i) {
+    ASSERT_EQ(floats[i], float(seeded_weight(5, 2, wrap - 3000 + i, -0.5, 0.25))) << i;
+    ASSERT_EQ(doubles[i], double(floats[i])) << i;
+  }
 }
 
 // Every build of the word generator this CPU runs (AVX-512, AVX2, the baseline) gives
