@@ -74,7 +74,7 @@ ModelWeights optimized_model_weights(const reference::TinyModelWeights& w) {
   o.embed = w.embed, o.special = floats(w.special), o.unembed = w.unembed;
   for (const auto& b : w.blocks)
     o.blocks.push_back({site_weights(b.attn_site), site_weights(b.ffn_site), b.attn,
-                        floats(b.router), b.bias_text, b.bias_vl, b.w_in, b.w_out});
+                        floats(b.router), b.bias_text, b.bias_vl, b.tid2eid, b.w_in, b.w_out});
   o.engram = w.engram;
   o.head_norm_w = floats(w.head.norm_w);
   o.image = {w.vision.patch_w, tap_floats(w.vision.w1), tap_floats(w.vision.b1),

@@ -15,7 +15,7 @@
 namespace tandem {
 
 MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int experts, int top_k,
-                               uint64_t seed) {
+                               int hash_vocab, uint64_t seed) {
   MoeGateInputs in;
   const int64_t T = image_tokens + text_tokens;
   in.logits = Tensor<float>({T, experts});
@@ -27,6 +27,12 @@ MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int ex
     in.bias_vl.push_back(seeded_uniform(seed, 6, e, -0.5f, 0.5f));
   }
   in.top_k = top_k;
+  if (hash_vocab > 0) {
+    in.tid2eid = seeded_tid2eid(hash_vocab, experts, top_k, seed, 7);
+    for (int64_t t = 0; t < T; ++t)
+      in.token_ids.push_back(
+          int32_t(philox_draw(seed, 8, uint32_t(t)).v[0] % uint32_t(hash_vocab)));
+  }
   return in;
 }
 
@@ -52,7 +58,8 @@ VisionInputs make_vision_inputs(const VisionCase& c) {
     in.rope.x.data[i] = round_to(c.act, seeded_uniform(c.seed, 3, uint32_t(i), -2.0f, 2.0f));
   for (int64_t p = 0; p < n; ++p)
     in.rope.row.push_back(int32_t(p / g.grid_w)), in.rope.col.push_back(int32_t(p % g.grid_w));
-  in.gate = make_gate_inputs(g.visual_tokens(), c.text_tokens, c.experts, c.top_k, c.seed);
+  in.gate =
+      make_gate_inputs(g.visual_tokens(), c.text_tokens, c.experts, c.top_k, c.hash_vocab, c.seed);
   return in;
 }
 
@@ -92,9 +99,14 @@ MoeGateInputs router_gate_inputs(const CheckpointLayer& l) {
   // Image tokens (alternating) only where the release has a vision tower and its bias_vl.
   const bool vision = !l.tensors.gate.bias_vl.data.empty();
   for (int64_t t = 0; t < l.tokens; ++t) g.is_image.push_back(uint8_t(vision && t % 2));
-  g.bias_text = l.tensors.gate.bias.data;
-  g.bias_vl = vision ? l.tensors.gate.bias_vl.data : g.bias_text;
+  g.bias_text = l.tensors.gate.bias.data;   // none at a hash layer
+  g.bias_vl = l.tensors.gate.bias_vl.data;  // none without a vision tower (every token text)
   g.top_k = l.release.top_k, g.route_scale = float(l.release.route_scale);
+  g.tid2eid = l.tensors.gate.tid2eid;
+  if (g.hashes())  // seeded token ids over the table's rows (image tokens' unread)
+    for (int64_t t = 0; t < l.tokens; ++t)
+      g.token_ids.push_back(
+          int32_t(philox_draw(l.seed, 9, uint32_t(t)).v[0] % uint64_t(g.tid2eid.dim(0))));
   return g;
 }
 
@@ -144,12 +156,19 @@ CaseReport check_vision(const LoadedCase& c, const RunOptions& opt) {
   in.gate.logits = shaped<float>({T, E});
   in.gate.is_image.resize(T);
   in.gate.bias_text.resize(E), in.gate.bias_vl.resize(E);
+  in.gate.top_k = v.top_k;
+  if (v.hash_vocab > 0)
+    in.gate.tid2eid = shaped<int32_t>({v.hash_vocab, v.top_k}), in.gate.token_ids.resize(T);
   for_each_tensor(in, [&](const std::string& name, auto& t) { load_shaped(c, name, t); });
   for (size_t t = 0; t < in.gate.is_image.size(); ++t)
     if (in.gate.is_image[t] > 1)
       throw_bad_input("{}: tensor 'gate.is_image' holds {} at token {}, expected 0 or 1", src,
                       in.gate.is_image[t], t);
-  in.gate.top_k = v.top_k;
+  try {  // hostile table entries or token ids: refused before the reference indexes with them
+    validate_moe_gate_inputs(in.gate);
+  } catch (const BadInput& e) {
+    throw_bad_input("{}: {}", src, e.what());
+  }
   const auto experts = reference::moe_gate<float>(in.gate).experts;
   CaseReport report{c.name, {}};
   const std::pair<std::string, Values> ref_now[] = {
@@ -196,7 +215,7 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
            [&] {
              return sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0),
                                         c.heads, c.head_dim, in.gate.logits.dim(0), c.experts,
-                                        c.top_k, act);
+                                        c.top_k, in.gate.hashed_tokens(), act);
            },
        .bytes = fmt::format("{} -> {} tokens", in.geometry.patches(), in.geometry.visual_tokens())},
       opt);
@@ -207,17 +226,18 @@ VerifyRow verify_router_gate(const CheckpointLayer& l, const RunOptions& opt) {
   const int64_t T = g.logits.dim(0), E = g.logits.dim(1);
   return verify_kernel_row<MoeGateOutputs>(
       {.component = "vision",
-       .name = fmt::format("layers.{}.ffn.gate {} T={} E={} k={}", l.tensors.layer,
-                           l.tensors.gate.bias_vl.data.empty() ? "bias" : "bias/bias_vl", T, E,
-                           g.top_k),
+       .name = fmt::format("layers.{}.ffn.gate {}{} T={} E={} k={}", l.tensors.layer,
+                           g.hashes() ? "tid2eid" : "bias", g.bias_vl.empty() ? "" : "/bias_vl", T,
+                           E, g.top_k),
        .run = [&](const RunOptions& o) { return run_moe_gate(g, o); },
        .compare = [&](const MoeGateOutputs& out) { return compare_gate(g, out); },
        .same =
            [](const MoeGateOutputs& a, const MoeGateOutputs& b) {
              return a.experts.data == b.experts.data && a.weights.data == b.weights.data;
            },
-       .predicted = [&] { return LaunchLog{sim::predict_moe_gate(T, E, g.top_k)}; },
-       .bytes = "every logit once"},
+       .predicted =
+           [&] { return LaunchLog{sim::predict_moe_gate(T, E, g.top_k, g.hashed_tokens())}; },
+       .bytes = g.hashes() ? "image tokens' logits, text tokens' table rows" : "every logit once"},
       opt);
 }
 
@@ -245,7 +265,12 @@ Component vision_component() {
         {"vision_100x40_f32", 301,
          [](uint64_t seed) { return build_vision(vision_case(100, 40, A::f32, seed)); }},
         {"vision_700x300_bf16", 302,
-         [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }}};
+         [](uint64_t seed) { return build_vision(vision_case(700, 300, A::bf16, seed)); }},
+        {"vision_300x200_f32_hashed", 303, [](uint64_t seed) {
+           VisionCase c = vision_case(300, 200, A::f32, seed);
+           c.hash_vocab = 500;  // text tokens take their tid2eid rows, image tokens rank
+           return build_vision(c);
+         }}};
   };
   c.check = check_vision;
   return c;

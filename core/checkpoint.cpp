@@ -78,6 +78,21 @@ Tensor<float> read_f32_or_bf16(const Checkpoint& c, const std::string& name, con
   return c.find(name).dtype == DType::BF16 ? read_bf16(c, name, shape) : read_f32(c, name, shape);
 }
 
+// A hash layer's token -> experts table: I32 [vocab, top_k], every entry an expert.
+Tensor<int32_t> read_tid2eid(const Checkpoint& c, const std::string& name, int64_t vocab, int k,
+                             int64_t experts) {
+  const Shape shape{vocab, k};
+  Tensor<int32_t> t = typed<int32_t>(c.read(name, DType::I32, shape), shape);
+  const auto bad = std::find_if(t.data.begin(), t.data.end(),
+                                [experts](int32_t e) { return e < 0 || e >= experts; });
+  if (bad != t.data.end()) {
+    const int64_t at = bad - t.data.begin();
+    c.refuse(name, fmt::format("token {} expert {} is {}, outside the experts [0, {})", at / k,
+                               at % k, *bad, experts));
+  }
+  return t;
+}
+
 HcSiteTensors read_hc_site(const Checkpoint& c, const std::string& prefix, int64_t d) {
   return {read_f32(c, prefix + "_fn", {24, 4 * d}), read_f32(c, prefix + "_base", {24}),
           read_f32(c, prefix + "_scale", {3})};
@@ -193,8 +208,12 @@ LayerTensors load_layer_tensors(const Checkpoint& c, const ReleaseConfig& r, int
   t.hc_attn = read_hc_site(c, p + "hc_attn", d);
   t.hc_ffn = read_hc_site(c, p + "hc_ffn", d);
   const int64_t E = r.routed_experts;
-  t.gate = {read_bf16(c, p + "ffn.gate.weight", {E, d}), read_f32(c, p + "ffn.gate.bias", {E}),
-            r.vision ? read_f32(c, p + "ffn.gate.bias_vl", {E}) : Tensor<float>{}};
+  const bool hash = layer < r.hash_layers;
+  t.gate = {
+      read_bf16(c, p + "ffn.gate.weight", {E, d}),
+      hash ? Tensor<float>{} : read_f32(c, p + "ffn.gate.bias", {E}),
+      r.vision ? read_f32(c, p + "ffn.gate.bias_vl", {E}) : Tensor<float>{},
+      hash ? read_tid2eid(c, p + "ffn.gate.tid2eid", r.vocab, r.top_k, E) : Tensor<int32_t>{}};
   if (!r.engram || engram_rows.empty()) return t;
   const auto& ids = r.engram->layer_ids;
   const auto at = std::find(ids.begin(), ids.end(), layer);

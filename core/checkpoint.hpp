@@ -58,9 +58,11 @@ struct HcSiteTensors {
 };
 // The MoE router (DESIGN 5.6): ffn.gate.weight [experts, d] BF16 (as floats: exact), ffn.gate.bias
 // [experts] F32, and bias_vl [experts] F32 for image tokens where the release has a vision tower
-// (V4.1; empty for V4).
+// (V4.1; empty for V4). The first num_hash_layers layers have ffn.gate.tid2eid [vocab, top_k] I32
+// (every entry an expert) in place of ffn.gate.bias.
 struct RouterTensors {
   Tensor<float> weight, bias, bias_vl;
+  Tensor<int32_t> tid2eid;  // hash layers only
 };
 // Engram at its layers (DESIGN 5.2): the sampled rows of engram.embed.weight [rows, head_dim]
 // F8_E4M3 with engram.embed.scale [rows, head_dim / 32] F8_E8M0, kept quantized as the kernels

@@ -22,13 +22,13 @@ constexpr std::string_view kTiny = R"({
              "table_base": 1000, "vocab": 4096, "compressed_vocab": 3001, "pad_id": 2, "seed": 0,
              "d": 64, "norm_eps": 1e-6, "tokens": 16},
   "vision": {"image_w": 640, "image_h": 480, "width": 32, "heads": 2, "head_dim": 16,
-             "experts": 64, "top_k": 6, "text_tokens": 8, "min_pixels": 295936,
+             "experts": 64, "top_k": 6, "text_tokens": 8, "hash_vocab": 4096, "min_pixels": 295936,
              "max_tokens": 1024, "max_wh_ratio": 0},
   "dspark": {"vocab": 257, "backbone_width": 16, "backbone_layers": 4, "width": 32, "blocks": 3,
              "window": 128, "gamma": 5, "markov_rank": 8, "heads": 4, "experts": 4, "top_k": 2,
              "expert_hidden": 64, "noise_id": 256, "requests": 16, "temperature": 1.0},
   "model": {"blocks": 4, "heads": 4, "q_lora_rank": 64, "o_groups": 2, "o_lora_rank": 64,
-            "ffn_hidden": 128, "prompt_tokens": 12,
+            "ffn_hidden": 128, "prompt_tokens": 12, "num_hash_layers": 1,
             "compress_ratios": [0, 2, 2, 1], "kv_source_layers": [1, 3],
             "index_source_layers": [1, 3], "window_size": 8, "index_n_heads": 2, "index_topk": 4}
 })";
@@ -63,7 +63,8 @@ constexpr std::string_view kV41Flash = R"({
              "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
              "experts": 384, "top_k": 6, "text_tokens": 8},
-  "model": {"blocks": 4, "layers": [0, 1, 2, 14], "heads": 64, "q_lora_rank": 1280,
+  "model": {"blocks": 4, "layers": [0, 1, 2, 14], "num_hash_layers": 3, "heads": 64,
+            "q_lora_rank": 1280,
             "o_groups": 8, "o_lora_rank": 1024, "ffn_hidden": 2304,
             "prompt_tokens": 2, "prompt_image": false, "compress_ratios": [0, 0, 2, 2],
             "kv_source_layers": [2, 3], "index_source_layers": [2, 3], "window_size": 128,
@@ -125,7 +126,7 @@ ImageSizing parse_image_sizing(const JsonFields& f) {
 
 VisionConfig parse_vision_config(const JsonFields& f) {
   f.reject_unknown({"image_w", "image_h", "width", "heads", "head_dim", "experts", "top_k",
-                    "text_tokens", "min_pixels", "max_tokens", "max_wh_ratio"});
+                    "text_tokens", "hash_vocab", "min_pixels", "max_tokens", "max_wh_ratio"});
   VisionConfig c;
   c.image_w = static_cast<int>(f.integer("image_w", 1, 1 << 20));
   c.image_h = static_cast<int>(f.integer("image_h", 1, 1 << 20));
@@ -141,6 +142,7 @@ VisionConfig parse_vision_config(const JsonFields& f) {
   c.experts = static_cast<int>(f.integer("experts", 1, kMoeMaxExperts));
   c.top_k = static_cast<int>(f.integer("top_k", 1, std::min(kMoeMaxTopK, c.experts)));
   c.text_tokens = static_cast<int>(f.integer("text_tokens", 0, 1 << 20));
+  c.hash_vocab = static_cast<int>(f.integer_or("hash_vocab", 0, 0, 1 << 24));
   c.sizing = parse_image_sizing(f);
   try {  // the image's sizes: refused here, not when a row runs
     require_content(vision_geometry(c.image_w, c.image_h, c.sizing));
@@ -157,26 +159,29 @@ VisionConfig parse_vision_config(const JsonFields& f) {
   const double pixels = double(c.image_w) * c.image_h;
   const double patches = 9.0 * c.sizing.max_tokens, canvas = 196 * patches;
   const double tokens = patches + c.text_tokens;
-  f.within_budget(
-      "image_w x image_h, max_tokens, width, text_tokens x experts",
-      pixels * 3 * 9 + canvas * 3 * 24 + 64 * tokens * (c.width + c.experts + c.heads * c.head_dim),
-      2 * (pixels + canvas) * 16 + 2 * patches * 588.0 * c.width +
-          8 * tokens * (c.width + c.experts + c.heads * c.head_dim));
+  f.within_budget("image_w x image_h, max_tokens, width, text_tokens x experts, hash_vocab x top_k",
+                  pixels * 3 * 9 + canvas * 3 * 24 +
+                      64 * tokens * (c.width + c.experts + c.heads * c.head_dim) +
+                      8.0 * c.hash_vocab * c.top_k,
+                  2 * (pixels + canvas) * 16 + 2 * patches * 588.0 * c.width +
+                      8 * tokens * (c.width + c.experts + c.heads * c.head_dim));
   return c;
 }
 
 nlohmann::json to_json(const VisionConfig& c) {
-  return {{"image_w", c.image_w},
-          {"image_h", c.image_h},
-          {"width", c.width},
-          {"heads", c.heads},
-          {"head_dim", c.head_dim},
-          {"experts", c.experts},
-          {"top_k", c.top_k},
-          {"text_tokens", c.text_tokens},
-          {"min_pixels", c.sizing.min_pixels},
-          {"max_tokens", c.sizing.max_tokens},
-          {"max_wh_ratio", c.sizing.max_wh_ratio}};
+  nlohmann::json j = {{"image_w", c.image_w},
+                      {"image_h", c.image_h},
+                      {"width", c.width},
+                      {"heads", c.heads},
+                      {"head_dim", c.head_dim},
+                      {"experts", c.experts},
+                      {"top_k", c.top_k},
+                      {"text_tokens", c.text_tokens},
+                      {"min_pixels", c.sizing.min_pixels},
+                      {"max_tokens", c.sizing.max_tokens},
+                      {"max_wh_ratio", c.sizing.max_wh_ratio}};
+  if (c.hash_vocab) j["hash_vocab"] = c.hash_vocab;  // absent: every token ranks (older files)
+  return j;
 }
 
 DsparkConfig parse_dspark_config(const JsonFields& f) {
@@ -349,8 +354,8 @@ int ModelShape::index_source(int b) const {
 ModelShape parse_model_shape(const JsonFields& f) {
   f.reject_unknown({"blocks", "heads", "ffn_hidden", "prompt_tokens", "prompt_image",
                     "compress_ratios", "kv_source_layers", "index_source_layers", "window_size",
-                    "index_n_heads", "index_topk", "layers", "q_lora_rank", "o_groups",
-                    "o_lora_rank"});
+                    "index_n_heads", "index_topk", "layers", "num_hash_layers", "q_lora_rank",
+                    "o_groups", "o_lora_rank"});
   ModelShape s;
   s.blocks = static_cast<int>(f.integer("blocks", 3, 256));
   // Sparse attention runs heads in groups of 4 (problem/sparse_attn.hpp).
@@ -377,6 +382,7 @@ ModelShape parse_model_shape(const JsonFields& f) {
         throw_bad_input("{}: layers must be ascending and distinct, got {} after {}",
                         f.where("layers"), s.layers[i], s.layers[i - 1]);
   }
+  s.hash_layers = static_cast<int>(f.integer_or("num_hash_layers", 0, 0, 1024));
   s.compress_ratios = int_list(f, "compress_ratios", 0, 2, 256);
   if (s.compress_ratios.size() != size_t(s.blocks))
     throw_bad_input("{}: {} ratios for {} blocks", f.where("compress_ratios"),
@@ -423,6 +429,7 @@ nlohmann::json to_json(const ModelShape& s) {
   std::iota(identity.begin(), identity.end(), 0);
   if (s.layers != identity) j["layers"] = s.layers;
   if (!s.prompt_image) j["prompt_image"] = false;
+  if (s.hash_layers) j["num_hash_layers"] = s.hash_layers;
   put_attention_lora(j, s.lora);
   return j;
 }

@@ -34,6 +34,9 @@ struct ModelShape {
   // a release's widths samples a few of its layers. Engram runs before the block standing for
   // each of engram.layer_ids.
   std::vector<int> layers{0, 1, 2, 3};
+  // Blocks standing for release layers below num_hash_layers route text tokens by a seeded
+  // token-id table [vocab, top_k] (V4's tid2eid) instead of ranking; image tokens still rank.
+  int hash_layers = 0;
   // The verification prompt: prompt_tokens of text around the config's image, or text alone (a
   // release's 1920x1080 image is 968 positions: through a model at the release's widths, far
   // past the work budget; the vision component runs that image).
@@ -47,6 +50,7 @@ struct ModelShape {
   int index_source(int b) const;
   // The block standing for release layer `layer`, or -1.
   int block_of_layer(int layer) const;
+  bool hashes(int b) const { return layers[size_t(b)] < hash_layers; }
 };
 
 }  // namespace tandem

@@ -16,11 +16,14 @@ namespace {
 // 0-1, which come before any source and keep their own rings. Its attention kinds: layers 0-1
 // window-only; 2-19 r = 2 with index sources 2, 8, 14 (the others reuse); 20-39 r = 1, layer 20
 // scoring the candidate blocks, 24, 28, 32, 36 selecting inside them, the others reusing.
+// num_hash_layers is the released V4 config.json's (3; DESIGN is silent): V4.1 is assumed to keep
+// it (its serving code reuses V4's model class, whose gate reads it).
 constexpr const char* kReleases = R"json([
 {"name": "v4-flash", "source": "DESIGN 5.5, 5.6 (V4-Flash)",
  "vocab": 129280, "hidden": 4096, "layers": 43, "draft_layers": 1,
  "heads": 64, "head_dim": 512, "rope_dims": 64, "q_lora_rank": 1024, "o_groups": 8, "o_rank": 1024,
  "routed_experts": 256, "shared_experts": 1, "top_k": 6, "expert_hidden": 2048, "route_scale": 1.5,
+ "num_hash_layers": 3,
  "hc_mult": 4, "sinkhorn_iters": 20, "hc_eps": 1e-6, "norm_eps": 1e-6, "fp8_block": 128,
  "window": 128, "window_record_bytes": 584,
  "kv_caches": [{"ratio": 0, "layers": 2, "record_bytes": 0, "index_key_bytes": 0},
@@ -35,6 +38,7 @@ constexpr const char* kReleases = R"json([
  "vocab": 129280, "hidden": 7168, "layers": 61, "draft_layers": 1,
  "heads": 128, "head_dim": 512, "rope_dims": 64, "q_lora_rank": 1536, "o_groups": 16, "o_rank": 1024,
  "routed_experts": 384, "shared_experts": 1, "top_k": 6, "expert_hidden": 3072, "route_scale": 2.5,
+ "num_hash_layers": 3,
  "hc_mult": 4, "sinkhorn_iters": 20, "hc_eps": 1e-6, "norm_eps": 1e-6, "fp8_block": 128,
  "window": 128, "window_record_bytes": 584,
  "kv_caches": [{"ratio": 4, "layers": 30, "record_bytes": 584, "index_key_bytes": 68},
@@ -46,6 +50,7 @@ constexpr const char* kReleases = R"json([
  "vocab": 129280, "hidden": 5120, "layers": 40, "draft_layers": 3,
  "heads": 64, "head_dim": 512, "rope_dims": 64, "q_lora_rank": 1280, "o_groups": 8, "o_rank": 1024,
  "routed_experts": 384, "shared_experts": 1, "top_k": 6, "expert_hidden": 2304, "route_scale": 1.5,
+ "num_hash_layers": 3,
  "hc_mult": 4, "sinkhorn_iters": 20, "hc_eps": 1e-6, "norm_eps": 1e-20, "fp8_block": 32,
  "window": 128, "window_record_bytes": 528,
  "kv_caches": [{"ratio": 0, "layers": 2, "record_bytes": 0, "index_key_bytes": 0},
@@ -192,6 +197,7 @@ ReleaseConfig parse_release_config(const JsonFields& f) {
                     "top_k",
                     "expert_hidden",
                     "route_scale",
+                    "num_hash_layers",
                     "hc_mult",
                     "sinkhorn_iters",
                     "hc_eps",
@@ -226,6 +232,7 @@ ReleaseConfig parse_release_config(const JsonFields& f) {
   r.top_k = static_cast<int>(f.integer("top_k", 1, r.routed_experts));
   r.expert_hidden = static_cast<int>(f.integer("expert_hidden", 1, 1 << 20));
   r.route_scale = f.number("route_scale", 0, 1e3);
+  r.hash_layers = static_cast<int>(f.integer_or("num_hash_layers", 0, 0, r.layers));
   r.hc_mult = static_cast<int>(f.integer("hc_mult", 4, 4));
   r.sinkhorn_iters = static_cast<int>(f.integer("sinkhorn_iters", 1, 1000));
   r.hc_eps = f.number("hc_eps", 0.0, 1e-2);

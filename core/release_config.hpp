@@ -49,6 +49,9 @@ struct ReleaseConfig {
   int heads = 0, head_dim = 0, rope_dims = 0, q_lora_rank = 0, o_groups = 0, o_rank = 0;
   int routed_experts = 0, shared_experts = 0, top_k = 0, expert_hidden = 0;
   double route_scale = 0;
+  // The first num_hash_layers layers route text tokens by ffn.gate.tid2eid [vocab, top_k] (their
+  // id's row) and have no ffn.gate.bias (V4's config.json: 3).
+  int hash_layers = 0;
   int hc_mult = 4, sinkhorn_iters = 20;
   double hc_eps = 1e-6, norm_eps = 1e-6;
   int fp8_block = 128;  // linears: e4m3 weights, ue8m0 per block x block; activations per block

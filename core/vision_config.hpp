@@ -34,7 +34,10 @@ struct VisionConfig {
   int heads = 2, head_dim = 16;      // 2D RoPE
   int experts = 64, top_k = 6;       // MoE gate
   int text_tokens = 8;               // text positions beside the image's
-  ImageSizing sizing;                // fields min_pixels, max_tokens, max_wh_ratio
+  // The gate's text tokens route by a seeded tid2eid table of this many rows (V4's hash layers;
+  // their ids drawn from it); 0: every token ranks.
+  int hash_vocab = 0;
+  ImageSizing sizing;  // fields min_pixels, max_tokens, max_wh_ratio
 };
 
 inline constexpr int kPatch = 14, kUnshuffle = 3;

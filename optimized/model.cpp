@@ -33,7 +33,7 @@ class ModelRunner : BlockRunner {
       throw_bad_input(
           "optimized model: a kernel fault left this sequence's cache partly "
           "updated; start a new sequence");
-    out_ = {}, is_image_.clear(), compressed_.clear();
+    out_ = {}, is_image_.clear(), ids_.clear(), compressed_.clear();
     embed(ids, visual);  // the chunk's validation (bad input leaves the sequence as it was)
     // From here every launch's input is an earlier launch's output (the weights and options
     // were checked by OptimizedModel): a launch refusing one is a fault of the kernels.
@@ -135,6 +135,7 @@ class ModelRunner : BlockRunner {
             id == kImage ? visual.ptr() + image++ * d_ : w_.special.ptr() + (kStart - id) * d_, d_,
             e.ptr() + t * d_);
       is_image_.push_back(id < 0);  // the image's layout routes with the vision-language biases
+      ids_.push_back(id);           // a hash block's text tokens take their id's table row
       // Engram: no lookup at image positions (look-back stops there).
       compressed_.push_back(id < 0 ? -2 : w_.compression_map[size_t(id)]);
     }
@@ -352,6 +353,7 @@ class ModelRunner : BlockRunner {
     gate.is_image = is_image_;
     gate.bias_text = k.bias_text, gate.bias_vl = k.bias_vl;
     gate.top_k = m_.vision.top_k;
+    if (k.tid2eid.size() > 0) gate.tid2eid = k.tid2eid, gate.token_ids = ids_;
     const MoeGateOutputs g = run_moe_gate(gate, opt_);
     log(g.launches);
     tap(name + ".experts",
@@ -388,6 +390,7 @@ class ModelRunner : BlockRunner {
   std::vector<std::pair<Tensor<float>, Tensor<float>>> held_experts_;
   // The chunk being appended.
   std::vector<uint8_t> is_image_;
+  std::vector<int32_t> ids_;  // the chunk's token ids (image positions: their layout marker)
   std::vector<int64_t> compressed_;
 };
 

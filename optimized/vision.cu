@@ -74,17 +74,16 @@ MoeGateOutputs run_moe_gate(const MoeGateInputs& in, const RunOptions& opt) {
   begin_run(opt);
   const int64_t T = in.logits.dim(0);
   const int E = int(in.logits.dim(1)), k = in.top_k;
-  DeviceArray<float> logits(in.logits.data.size()), bias_text(E), bias_vl(E),
+  DeviceArray<float> logits(in.logits.data), bias_text(in.bias_text), bias_vl(in.bias_vl),
       weights(size_t(T) * k);
-  DeviceArray<uint8_t> is_image(T);
-  DeviceArray<int32_t> experts(size_t(T) * k);
-  logits.upload(in.logits.data), bias_text.upload(in.bias_text), bias_vl.upload(in.bias_vl);
-  is_image.upload(in.is_image);
+  DeviceArray<uint8_t> is_image(in.is_image);
+  DeviceArray<int32_t> experts(size_t(T) * k), token_ids(in.token_ids), tid2eid(in.tid2eid.data);
   const unsigned blocks = unsigned((T + kMoeWarpsPerBlock - 1) / kMoeWarpsPerBlock);
   TANDEM_LAUNCH("moe_gate_biased_topk", moe_gate_biased_topk, dim3(blocks),
                 dim3(kMoeWarpsPerBlock * kWarpSize), 0, logits.data(), is_image.data(),
-                bias_text.data(), bias_vl.data(), int(T), E, k, in.route_scale, experts.data(),
-                weights.data());
+                bias_text.data(), bias_vl.data(), in.hashes() ? token_ids.data() : nullptr,
+                in.hashes() ? tid2eid.data() : nullptr, int(T), E, k, in.route_scale,
+                experts.data(), weights.data());
   MoeGateOutputs out;
   out.experts = Tensor<int32_t>({T, k}, experts.download());
   out.weights = Tensor<float>({T, k}, weights.download());

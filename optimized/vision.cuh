@@ -5,7 +5,9 @@
 // vision_unshuffle_inverse: one block per patch; threads walk its C channels.
 // vision_rope_2d: one block per token; a thread rotates one (x1[i], x2[i]) pair of one head.
 // moe_gate_biased_topk: one warp per token; each lane owns experts lane, lane + 32, ...; k rounds
-// of a warp argmax (ties: lower index) over s + bias; weights from the unbiased s.
+// of a warp argmax (ties: lower index) over s + bias; weights from the unbiased s. Where the gate
+// hashes, a text token's warp instead reads its id's tid2eid row (lane j its expert j) and only
+// those k logits.
 #include <climits>
 #include <cmath>
 
@@ -81,25 +83,15 @@ __device__ __forceinline__ bool ranks_before(float va, int ia, float vb, int ib)
   return va > vb || (va == vb && ia < ib);
 }
 
-// logits: [T, E]; is_image: [T]; bias_text, bias_vl: [E]; experts, weights: [T, k].
-__global__ void moe_gate_biased_topk(const float* __restrict__ logits,
-                                     const uint8_t* __restrict__ is_image,
-                                     const float* __restrict__ bias_text,
-                                     const float* __restrict__ bias_vl, int T, int E, int k,
-                                     float route_scale, int32_t* __restrict__ experts,
-                                     float* __restrict__ weights) {
-  __shared__ int32_t chosen[kMoeWarpsPerBlock][kMoeMaxTopK];
-  __shared__ float chosen_s[kMoeWarpsPerBlock][kMoeMaxTopK];
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int t = blockIdx.x * kMoeWarpsPerBlock + warp;
-  if (t >= T) return;  // whole warps only: T is per warp
-  const float* bias = ld(is_image + t, Traffic::activation) ? bias_vl : bias_text;
+// The k experts of one ranked token (top-k of s + bias over every expert, ties to the lower
+// index) into chosen / chosen_s, written by lane 0. logits, bias: [E].
+__device__ void moe_rank_experts(const float* __restrict__ logits, const float* __restrict__ bias,
+                                 int E, int k, int lane, int32_t* chosen, float* chosen_s) {
   float s[kMoeExpertsPerLane], biased[kMoeExpertsPerLane];
 #pragma unroll
   for (int m = 0; m < kMoeExpertsPerLane; ++m) {
     const int e = lane + m * kWarpSize;
-    s[m] = e < E ? sqrtf(softplus(ld(logits + static_cast<size_t>(t) * E + e, Traffic::activation)))
-                 : 0.0f;
+    s[m] = e < E ? sqrtf(softplus(ld(logits + e, Traffic::activation))) : 0.0f;
     biased[m] = e < E ? s[m] + ld(bias + e, Traffic::weight) : -INFINITY;
   }
   for (int j = 0; j < k; ++j) {
@@ -118,7 +110,35 @@ __global__ void moe_gate_biased_topk(const float* __restrict__ logits,
 #pragma unroll
     for (int m = 0; m < kMoeExpertsPerLane; ++m)
       if (lane + m * kWarpSize == best_e) biased[m] = -INFINITY;  // taken
-    if (lane == 0) chosen[warp][j] = best_e, chosen_s[warp][j] = best_s;
+    if (lane == 0) chosen[j] = best_e, chosen_s[j] = best_s;
+  }
+}
+
+static_assert(kMoeMaxTopK <= kWarpSize, "a hashed token's experts are read one a lane");
+
+// logits: [T, E]; is_image: [T]; bias_text, bias_vl: [E]; experts, weights: [T, k]. Hashing:
+// token_ids [T] and tid2eid [V, k]; both null where every token ranks.
+__global__ void moe_gate_biased_topk(
+    const float* __restrict__ logits, const uint8_t* __restrict__ is_image,
+    const float* __restrict__ bias_text, const float* __restrict__ bias_vl,
+    const int32_t* __restrict__ token_ids, const int32_t* __restrict__ tid2eid, int T, int E, int k,
+    float route_scale, int32_t* __restrict__ experts, float* __restrict__ weights) {
+  __shared__ int32_t chosen[kMoeWarpsPerBlock][kMoeMaxTopK];
+  __shared__ float chosen_s[kMoeWarpsPerBlock][kMoeMaxTopK];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int t = blockIdx.x * kMoeWarpsPerBlock + warp;
+  if (t >= T) return;  // whole warps only: T is per warp
+  const float* row = logits + static_cast<size_t>(t) * E;
+  const bool image = ld(is_image + t, Traffic::activation);
+  if (tid2eid != nullptr && !image) {  // warp-uniform: the token id's row, lane j its expert j
+    const size_t id = static_cast<size_t>(ld(token_ids + t, Traffic::activation));
+    if (lane < k) {
+      const int32_t e = ld(tid2eid + id * k + lane, Traffic::weight);
+      chosen[warp][lane] = e;
+      chosen_s[warp][lane] = sqrtf(softplus(ld(row + e, Traffic::activation)));
+    }
+  } else {
+    moe_rank_experts(row, image ? bias_vl : bias_text, E, k, lane, chosen[warp], chosen_s[warp]);
   }
   __syncwarp();
   float sum = 0.0f;

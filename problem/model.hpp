@@ -59,7 +59,8 @@ struct ModelWeights {
     ResidualSiteWeights attn_site, ffn_site;  // fn, base, scale, norm_w
     Attention attn;
     Tensor<float> router;                   // [E, d]
-    std::vector<float> bias_text, bias_vl;  // [E]
+    std::vector<float> bias_text, bias_vl;  // [E] (no bias_text at a hash block)
+    Tensor<int32_t> tid2eid;                // [V, top_k] at a hash block (ModelShape::hashes)
     // E + 1 x [2 hidden, d] (gate rows, then up rows), E + 1 x [d, hidden]: the routed
     // experts, then the shared one (expert E)
     std::vector<SeededMatrix> w_in, w_out;

@@ -37,9 +37,16 @@ void validate_rope_inputs(const RopeInputs& in);
 struct MoeGateInputs {
   Tensor<float> logits;                   // [T, E]
   std::vector<uint8_t> is_image;          // [T]
-  std::vector<float> bias_text, bias_vl;  // [E] each
+  std::vector<float> bias_text, bias_vl;  // [E] each (bias_text may be empty where text hashes)
   int top_k = 8;
   float route_scale = 1.5f;
+  // Hash routing (V4's first num_hash_layers layers, ffn.gate.tid2eid): a text token takes the
+  // experts of its id's row, in the row's order, at their unbiased scores (renormalised, times
+  // route_scale, as ranked ones); image tokens still rank s + bias_vl. Empty: every token ranks.
+  Tensor<int32_t> tid2eid;         // [V, top_k], entries in [0, E)
+  std::vector<int32_t> token_ids;  // [T] with tid2eid: text ids in [0, V); image entries unread
+  bool hashes() const { return !tid2eid.shape.empty(); }  // shaped (a case's, before loading)
+  int64_t hashed_tokens() const;                          // text tokens routed by the table
 };
 struct MoeGateOutputs {
   Tensor<int32_t> experts;  // [T, k], in selection order (best first)
@@ -47,6 +54,10 @@ struct MoeGateOutputs {
   LaunchLog launches;
 };
 void validate_moe_gate_inputs(const MoeGateInputs& in);
+
+// A seeded table shaped as the release's tid2eid: row v holds k distinct experts of [0, E)
+// (Floyd's sampling over Philox stream `stream`: k draws a row, no rejection).
+Tensor<int32_t> seeded_tid2eid(int64_t V, int E, int k, uint64_t seed, uint32_t stream);
 
 // The three kernels' inputs for one image and its text (the vision cases').
 struct VisionInputs {
@@ -69,6 +80,10 @@ void for_each_tensor(Input& in, F&& f) {
   f("gate.is_image", in.gate.is_image);
   f("gate.bias_text", in.gate.bias_text);
   f("gate.bias_vl", in.gate.bias_vl);
+  if (in.gate.hashes()) {  // hash-routing cases only (older golden files have neither)
+    f("gate.tid2eid", in.gate.tid2eid);
+    f("gate.token_ids", in.gate.token_ids);
+  }
 }
 
 }  // namespace tandem

@@ -119,8 +119,7 @@ TEST(App, VerifyRunsOnACheckpointLayersTensors) {
   const TestDir dir;
   const ReleaseConfig small = small_release();  // d = 64, 8 experts
   make_checkpoint(small, false).write(dir.path());
-  nlohmann::json release = builtin_release_json("v4.1-flash");
-  release["hidden"] = small.hidden, release["routed_experts"] = small.routed_experts;
+  nlohmann::json release = small_release_json();
   write_file_atomic(dir / "release.json", std::string_view(release.dump()));
   expect_checkpoint_rows({"verify", "--json", "--backend", "emu", "--weights", dir.str(),
                           "--release-file", (dir / "release.json").string(), "--layer", "2"},
@@ -164,9 +163,7 @@ TEST(App, VerifyRunsEngramOnACheckpointLayersSampledTable) {
   const ReleaseConfig small = small_release();  // d = 64, tables of ~50-row primes
   Written w = make_checkpoint(small, true);
   w.write(dir.path());
-  nlohmann::json release = builtin_release_json("v4.1-flash");
-  release["hidden"] = small.hidden, release["routed_experts"] = small.routed_experts;
-  release["engram"]["table_base"] = small.engram->table_base;
+  const nlohmann::json release = small_release_json();
   write_file_atomic(dir / "release.json", std::string_view(release.dump()));
   const std::vector<std::string> args = {"verify",         "--json",
                                          "--weights",      dir.str(),

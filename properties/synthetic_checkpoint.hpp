@@ -1,8 +1,8 @@
 #pragma once
 // Test helper: a synthetic checkpoint in the release's layout (DESIGN 5.6:
 // model.safetensors.index.json + two shards, bare names, F8_E4M3 weights with F8_E8M0 block
-// scales) holding layers 1 (with Engram) and 2 of a release's mHC, router and Engram tensors,
-// seeded.
+// scales) holding layers 0, 1 (with Engram) and 2 of a release's mHC, router and Engram tensors,
+// seeded; a hash layer's router has ffn.gate.tid2eid in place of ffn.gate.bias.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -15,15 +15,20 @@
 #include "core/dtype.hpp"
 #include "core/engram_config.hpp"
 #include "core/philox.hpp"
+#include "problem/vision.hpp"  // seeded_tid2eid
 
 namespace tandem {
 
-// V4.1-Flash's layout at d = 64, 8 experts and small Engram tables.
-inline ReleaseConfig small_release() {
+// V4.1-Flash's layout at d = 64, 8 experts, a vocabulary of 4096, small Engram tables, and one
+// hash layer (layer 0: layers 1 and 2 rank).
+inline nlohmann::json small_release_json() {
   nlohmann::json j = builtin_release_json("v4.1-flash");
-  j["hidden"] = 64, j["routed_experts"] = 8;
+  j["hidden"] = 64, j["routed_experts"] = 8, j["vocab"] = 4096, j["num_hash_layers"] = 1;
   j["engram"]["table_base"] = 50;
-  return parse_release_config(JsonFields(j, "small"));
+  return j;
+}
+inline ReleaseConfig small_release() {
+  return parse_release_config(JsonFields(small_release_json(), "small"));
 }
 
 // Values in [-1000, 1000] / 256 times `gain`.
@@ -57,7 +62,7 @@ inline void put_bf16(Safetensors& st, const std::string& name, const Tensor<floa
   st.put(name, b);
 }
 
-// Layers 1 and 2 of release r: mHC and router in shard 1; with `engram`, layer 1's Engram in
+// Layers 0, 1 and 2 of release r: mHC and router in shard 1; with `engram`, layer 1's Engram in
 // shard 2 (its table whole: a small release's). The mixing weights fn at the release's scale
 // (~1 / sqrt(4d)), so that the sites' sigmoids and Sinkhorn stay in range at any width.
 struct Written {
@@ -82,7 +87,7 @@ inline Written make_checkpoint(const ReleaseConfig& r, bool engram = true) {
   Written w;
   const int64_t d = r.hidden, E = r.routed_experts;
   uint32_t id = 0;
-  for (int layer : {1, 2}) {
+  for (int layer : {0, 1, 2}) {
     const std::string p = fmt::format("layers.{}.", layer);
     for (const char* site : {"hc_attn", "hc_ffn"}) {
       w.shard1.put(p + site + "_fn", seeded({24, 4 * d}, ++id, 1.0f / std::sqrt(4.0f * d)));
@@ -90,7 +95,10 @@ inline Written make_checkpoint(const ReleaseConfig& r, bool engram = true) {
       w.shard1.put(p + site + "_scale", seeded({3}, ++id));
     }
     put_bf16(w.shard1, p + "ffn.gate.weight", seeded({E, d}, ++id));
-    w.shard1.put(p + "ffn.gate.bias", seeded({E}, ++id));
+    if (layer < r.hash_layers)
+      w.shard1.put(p + "ffn.gate.tid2eid", seeded_tid2eid(r.vocab, int(E), r.top_k, 79, ++id));
+    else
+      w.shard1.put(p + "ffn.gate.bias", seeded({E}, ++id));
     w.shard1.put(p + "ffn.gate.bias_vl", seeded({E}, ++id));
   }
   for (const auto& [name, t] : w.shard1.tensors)

@@ -313,7 +313,7 @@ RC_GTEST_PROP(VisionRope, PreservesNormsAndDependsOnlyOnOffsets, ()) {
 }
 
 MoeGateInputs gate_inputs(int T, int E, int k, uint64_t seed) {
-  return make_gate_inputs(T, T, E, k, seed);
+  return make_gate_inputs(T, T, E, k, 0, seed);
 }
 
 RC_GTEST_PROP(VisionGate, BiasChangesSelectionNeverTheSelectedWeights, ()) {
@@ -492,9 +492,9 @@ RC_GTEST_PROP(VisionEmu, KernelsMatchReference, ()) {
   LaunchLog counted = out.unshuffle.launches;
   counted.insert(counted.end(), out.rope.launches.begin(), out.rope.launches.end());
   counted.insert(counted.end(), out.gate.launches.begin(), out.gate.launches.end());
-  const LaunchLog predicted =
-      sim::predict_vision(in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads,
-                          c.head_dim, in.gate.logits.dim(0), c.experts, c.top_k, c.act);
+  const LaunchLog predicted = sim::predict_vision(
+      in.grid.dim(0), in.grid.dim(1), c.width, in.rope.x.dim(0), c.heads, c.head_dim,
+      in.gate.logits.dim(0), c.experts, c.top_k, in.gate.hashed_tokens(), c.act);
   RC_ASSERT(counted.size() == predicted.size());
   for (size_t i = 0; i < counted.size(); ++i) {
     RC_LOG() << counted[i].kernel;

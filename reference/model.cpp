@@ -20,6 +20,7 @@ namespace {
 class Weights {
  public:
   explicit Weights(uint64_t seed) : seed_(seed) {}
+  uint32_t next_stream() { return next_++; }
   // The next stream's matrix, generated where it is read.
   SeededMatrix seeded(int64_t rows, int64_t cols, double lo, double hi) {
     return {seed_, next_++, rows, cols, lo, hi};
@@ -137,6 +138,12 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
   }
   out.head = w.site(d);
   out.map = synthetic_compression_map(m.engram.vocab, m.engram.compressed_vocab, m.seed);
+  for (int b = 0; b < m.shape.blocks; ++b)  // last: the other weights keep their streams
+    if (m.shape.hashes(b)) {
+      TinyModelWeights::Block& blk = out.blocks[size_t(b)];
+      blk.bias_text.clear();  // a hash layer has no ffn.gate.bias
+      blk.tid2eid = seeded_tid2eid(V, int(E), m.vision.top_k, m.seed, w.next_stream());
+    }
   return out;
 }
 
@@ -161,7 +168,7 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
   for (const auto& b : w.blocks)
     blocks_.push_back({cast_site<S>(b.attn_site),
                        cast_site<S>(b.ffn_site),
-                       {b.router.cast<S>(), b.bias_text, b.bias_vl, b.w_in, b.w_out,
+                       {b.router.cast<S>(), b.bias_text, b.bias_vl, b.tid2eid, b.w_in, b.w_out,
                         held ? generate_all<S>(b.w_in) : std::vector<Mat<S>>{},
                         held ? generate_all<S>(b.w_out) : std::vector<Mat<S>>{}}});
 }
@@ -208,6 +215,7 @@ Prompt make_prompt(const ModelConfig& m, const TinyModelWeights::Vision& w, uint
 
 template <class S>
 std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& y,
+                                       const std::vector<int32_t>& token_ids,
                                        const std::vector<uint8_t>& is_image,
                                        Tensor<int32_t>& experts) const {
   const int64_t n = int64_t(y.size()), E = m.router.rows();
@@ -219,6 +227,7 @@ std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& 
   gate.is_image = is_image;
   gate.bias_text = m.bias_text, gate.bias_vl = m.bias_vl;
   gate.top_k = m_.vision.top_k;
+  if (m.tid2eid.size() > 0) gate.tid2eid = m.tid2eid, gate.token_ids = token_ids;
   const MoeGateRef routed = moe_gate<S>(gate);
   experts = routed.experts;
   const int64_t k = gate.top_k, K = k + 1;  // the routed experts, then the shared one
@@ -339,7 +348,7 @@ Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* 
     });
     site(k.ffn_site, blk + ".moe", [&](const std::vector<Vec<S>>& y) {
       Tensor<int32_t> experts;
-      auto f = moe(k.moe, y, is_image, experts);
+      auto f = moe(k.moe, y, p.ids, is_image, experts);
       tap(blk + ".moe.experts",
           Tensor<double>(experts.shape, {experts.data.begin(), experts.data.end()}));
       return f;

@@ -45,7 +45,8 @@ struct TinyModelWeights {
     Site<double> attn_site, ffn_site;
     ModelWeights::Attention attn;           // float already: shared with the kernels
     Mat<double> router;                     // [E, d]
-    std::vector<float> bias_text, bias_vl;  // [E]
+    std::vector<float> bias_text, bias_vl;  // [E] (no bias_text at a hash block)
+    Tensor<int32_t> tid2eid;                // [V, top_k] at a hash block, else empty
     std::vector<SeededMatrix> w_in, w_out;  // E + 1 x [2 hidden, d], [d, hidden]: then the shared
   };
   using EngramLayer = ModelWeights::EngramLayer;  // float already: shared with the kernels
@@ -113,6 +114,7 @@ class TinyModelT : public Backbone {
   struct Moe {
     Mat<S> router;                          // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
+    Tensor<int32_t> tid2eid;                // [V, top_k] at a hash block
     std::vector<SeededMatrix> w_in, w_out;  // E + 1 x [2 hidden, d], [d, hidden]: then the shared
     // Every expert in S, generated once, when the table fits kMoeMaterialisedValues; else empty
     // and a chunk generates the experts it routes to, one at a time.
@@ -126,6 +128,7 @@ class TinyModelT : public Backbone {
   using Pres = std::vector<Vec4<S>>;  // per token: the pre the next site collapses with
 
   std::vector<Vec<S>> moe(const Moe& m, const std::vector<Vec<S>>& y,
+                          const std::vector<int32_t>& token_ids,
                           const std::vector<uint8_t>& is_image, Tensor<int32_t>& experts) const;
   void engram(const TinyModelWeights::EngramLayer& e, const std::vector<int64_t>& compressed,
               State& x) const;

@@ -239,6 +239,10 @@ MoeGateRef moe_gate(const MoeGateInputs& in) {
   std::vector<S> biased(E);
   std::vector<int32_t> order(E);
   for (int64_t t = 0; t < T; ++t) {
+    if (in.hashes() && !in.is_image[t]) {  // the token's row, as the release indexes tid2eid
+      std::copy_n(in.tid2eid.ptr() + in.token_ids[t] * k, k, r.experts.ptr() + t * k);
+      continue;
+    }
     const std::vector<float>& bias = in.is_image[t] ? in.bias_vl : in.bias_text;
     for (int64_t e = 0; e < E; ++e)
       biased[e] = gate_score<S>(in.logits.data[t * E + e]) + static_cast<S>(bias[e]);

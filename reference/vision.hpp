@@ -62,7 +62,8 @@ Tensor<double> aligner(const Tensor<double>& x, const Tensor<double>& w1, const 
                        const Tensor<double>& w2, const Tensor<double>& b2);
 
 // s = sqrt(softplus(logits)); top-k of s + bias (bias_vl for image tokens, bias_text otherwise),
-// ties to the lower index; weights = s of the selected / (sum + 1e-20) * route_scale.
+// ties to the lower index, or a text token's row of tid2eid where the gate hashes; weights = s
+// of the selected / (sum + 1e-20) * route_scale.
 struct MoeGateRef {
   Tensor<int32_t> experts;
   Tensor<double> weights;

@@ -158,7 +158,7 @@ LaunchLog predict_drafter(const DsparkConfig& c, int64_t feature_dim, int64_t T,
     add(predict_output_lora(g, H, d, c.lora));
     log.push_back(predict_residual_boundary(g, d, f32, true, true, true, true));
     log.push_back(predict_dense_rows(g, d, E, f32));
-    log.push_back(predict_moe_gate(g, E, k));
+    log.push_back(predict_moe_gate(g, E, k, 0));
     add(predict_moe_experts(g, d, c.expert_hidden, k + 1, f32));  // + the shared expert
   }
   log.push_back(predict_residual_boundary(g, d, f32, true, true, true, false));  // the head

@@ -104,7 +104,7 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
     pending = true;
     open(true);  // MoE site: router, gate, experts
     log.push_back(predict_dense_rows(T, d, E, f32));
-    log.push_back(predict_moe_gate(T, E, k));
+    log.push_back(predict_moe_gate(T, E, k, m.shape.hashes(b) ? T - markers : 0));
     add(predict_moe_experts(T, d, H, k + 1, f32));  // + the shared expert
     pending = true;
   }
