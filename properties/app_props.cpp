@@ -124,6 +124,18 @@ TEST(App, VerifyRunsOnACheckpointLayersTensors) {
   expect_checkpoint_rows({"verify", "--json", "--backend", "emu", "--weights", dir.str(),
                           "--release-file", (dir / "release.json").string(), "--layer", "2"},
                          "64", "8");
+  // Layer 0 hashes (the small release's num_hash_layers 1): its gate row takes tid2eid's rows.
+  const CliRun hashed =
+      tandem({"verify", "--json", "--backend", "emu", "--weights", dir.str(), "--release-file",
+              (dir / "release.json").string(), "--layer", "0", "--component", "vision"});
+  ASSERT_EQ(hashed.code, 0) << hashed.out << hashed.err;
+  const auto rows = nlohmann::json::parse(hashed.out)["cases"];
+  ASSERT_EQ(rows.size(), 1u) << hashed.out;
+  EXPECT_NE(rows[0]["case"].get<std::string>().find("layers.0.ffn.gate tid2eid/bias_vl"),
+            std::string::npos)
+      << rows[0]["case"];
+  EXPECT_TRUE(rows[0]["pass"].get<bool>()) << hashed.out;
+  EXPECT_NE(rows[0]["bytes"].get<std::string>().find("== sim"), std::string::npos) << hashed.out;
   const CliRun missing = tandem({"verify", "--weights", dir.str(), "--release-file",
                                  (dir / "release.json").string(), "--layer", "3"});
   EXPECT_EQ(missing.code, 2);

@@ -710,6 +710,42 @@ TEST(ModelEmu, EngramRunsAtTheBlocksStandingForItsLayers) {
   ASSERT_NO_FATAL_FAILURE(seq.append({greedy_token(seq.last)}, "a decode step"));
 }
 
+// model.num_hash_layers: the blocks standing for layers below it (here 0 and 1 of layers 0, 1, 5,
+// 9) route each text token to its id's row of their tid2eid table (and have no text bias); the
+// others rank. Both models and the byte model agree (CheckedSequence), prefill and decode.
+TEST(ModelEmu, HashBlocksRouteTextTokensByTheirIdsRow) {
+  nlohmann::json j = builtin_model_json("tiny");
+  j["model"]["layers"] = {0, 1, 5, 9}, j["engram"]["layer_ids"] = {5, 9};
+  j["model"]["num_hash_layers"] = 2;
+  const ModelConfig m = parse_model_config(j, "hashed tiny");
+  const SharedWeights w(m);
+  CheckedSequence seq(m, w);
+  std::vector<int32_t> ids = text(9, 31);
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_NO_FATAL_FAILURE(seq.append(ids, step ? "a decode step" : "prefill"));
+    const int64_t k = m.vision.top_k;
+    for (int b = 0; b < m.shape.blocks; ++b) {
+      const auto& blk = w.opt.blocks[size_t(b)];
+      const auto tap = std::ranges::find_if(seq.last.taps, [&](const ModelTap& t) {
+        return t.name == fmt::format("block{}.moe.experts", b);
+      });
+      ASSERT_NE(tap, seq.last.taps.end());
+      EXPECT_EQ(blk.tid2eid.shape, b < 2 ? (Shape{m.engram.vocab, k}) : Shape{}) << b;
+      EXPECT_EQ(blk.bias_text.size(), b < 2 ? 0u : size_t(m.vision.experts)) << b;
+      if (b >= 2) continue;
+      for (size_t t = 0; t < ids.size(); ++t)
+        for (int64_t e = 0; e < k; ++e)
+          ASSERT_EQ(tap->value.data[t * size_t(k) + size_t(e)],
+                    float(blk.tid2eid.data[size_t(ids[t] * k + e)]))
+              << "block " << b << " token " << t;
+    }
+    ids = {greedy_token(seq.last)};
+  }
+  // The tables come after every other weight: the blocks' routers keep their values.
+  EXPECT_EQ(w.opt.blocks[1].router.data, weights().opt.blocks[1].router.data);
+  EXPECT_EQ(w.opt.blocks[3].w_in[2].whole().data, weights().opt.blocks[3].w_in[2].whole().data);
+}
+
 // model.prompt_image false: `tandem verify`'s model row runs the prompt's text alone (no image
 // path, no image launches in the byte model), decodes and passes.
 TEST(ModelEmu, ATextOnlyVerificationPromptRunsWithoutTheImagePath) {

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "bad_input.hpp"
@@ -476,6 +478,7 @@ RC_GTEST_PROP(VisionEmu, KernelsMatchReference, ()) {
   c.top_k = *rc::gen::inRange(1, 9);
   c.act = *rc::gen::element(ActDType::f32, ActDType::bf16);
   c.seed = *rc::gen::arbitrary<uint64_t>();
+  c.hash_vocab = *rc::gen::element(0, *rc::gen::inRange(1, 3000));  // ranked, or text hashed
   VisionInputs in = make_vision_inputs(c);
   in.gate.route_scale = *rc::gen::element(1.5f, 2.5f, 0.25f);  // V4 / V4.1-Flash, V4-Pro, other
   const auto schedules = emu::test_schedules();
@@ -514,6 +517,97 @@ TEST(VisionCuda, KernelsMatchReference) {
     for (const auto& t : compare_vision(in, run_vision(in, act, {Backend::cuda, {}, 128}), act))
       EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
   }
+}
+
+// Hash routing (V4's first layers): a text token's experts are its id's tid2eid row, in order,
+// whatever its logits and the biases; their weights are the unbiased scores at them,
+// renormalised, times route_scale; image tokens rank s + bias_vl as without a table. Kernel
+// and reference alike, bytes as the simulator's.
+RC_GTEST_PROP(VisionGate, HashedTextTokensTakeTheirIdsRowImageTokensRank, ()) {
+  const int E = *rc::gen::inRange(1, kMoeMaxExperts + 1);
+  const int k = *rc::gen::inRange(1, std::min(E, kMoeMaxTopK) + 1);
+  const int V = *rc::gen::inRange(1, 200);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const MoeGateInputs ranked =
+      make_gate_inputs(*rc::gen::inRange(0, 6), *rc::gen::inRange(1, 9), E, k, 0, seed);
+  MoeGateInputs in = ranked;
+  in.tid2eid = seeded_tid2eid(V, E, k, seed, 3);
+  for (size_t t = 0; t < in.is_image.size(); ++t)
+    in.token_ids.push_back(in.is_image[t] ? -7 : *rc::gen::inRange(0, V));  // image ids unread
+  if (*rc::gen::arbitrary<bool>()) in.bias_text.clear();  // a hash layer has no text bias
+  const int64_t T = in.logits.dim(0);
+  const MoeGateOutputs out = run_moe_gate(in, {Backend::emu, {}, 128});
+  const reference::MoeGateRef ref = reference::moe_gate<double>(in);
+  const Tensor<int32_t> rank_experts = reference::moe_gate<double>(ranked).experts;
+  RC_ASSERT(out.experts.data == ref.experts.data);
+  for (int64_t t = 0; t < T; ++t)
+    for (int j = 0; j < k; ++j) {
+      const size_t at = size_t(t * k + j);
+      RC_ASSERT(ref.experts.data[at] ==
+                (in.is_image[size_t(t)]
+                     ? rank_experts.data[at]
+                     : in.tid2eid.data[size_t(in.token_ids[size_t(t)] * k + j)]));
+    }
+  RC_ASSERT(ref.weights.data == reference::moe_weights<double>(in, ref.experts).data);
+  for (const TensorCheck& c : compare_gate(in, out)) {
+    RC_LOG() << c.name << ": " << c.result.summary();
+    RC_ASSERT(c.result.pass);
+  }
+  const LaunchCounts want = sim::predict_moe_gate(T, E, k, in.hashed_tokens());
+  RC_ASSERT(out.launches.size() == 1u);
+  RC_ASSERT(out.launches[0].read == want.read);
+  RC_ASSERT(out.launches[0].written == want.written);
+}
+
+// The table's rows: k distinct experts of [0, E) each (k = E included), the same for a seed and
+// stream, another for another stream.
+RC_GTEST_PROP(VisionGate, SeededTablesRowsAreDistinctExperts, ()) {
+  const int E = *rc::gen::inRange(1, 400), k = *rc::gen::inRange(1, std::min(E, 16) + 1);
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const Tensor<int32_t> t = seeded_tid2eid(64, E, k, seed, 1);
+  RC_ASSERT(t.shape == (Shape{64, k}));
+  for (int64_t v = 0; v < 64; ++v) {
+    std::vector<int32_t> row(t.ptr() + v * k, t.ptr() + (v + 1) * k);
+    for (int32_t e : row) RC_ASSERT(e >= 0 && e < E);
+    std::sort(row.begin(), row.end());
+    RC_ASSERT(std::adjacent_find(row.begin(), row.end()) == row.end());
+  }
+  RC_ASSERT(seeded_tid2eid(64, E, k, seed, 1).data == t.data);
+  if (k < E) RC_ASSERT(seeded_tid2eid(64, E, k, seed, 2).data != t.data);
+}
+
+// Hostile tables and ids are refused, naming the field, before any launch or lookup.
+TEST(VisionGate, BadHashRoutingIsBadInput) {
+  MoeGateInputs ok = gate_inputs(2, 16, 3, 5);  // tokens 0-1 image, 2-3 text
+  ok.tid2eid = seeded_tid2eid(10, 16, 3, 5, 1);
+  ok.token_ids = {-1, 99, 0, 9};  // image tokens' ids are never read
+  EXPECT_NO_THROW(validate_moe_gate_inputs(ok));
+  auto refused = [&](const std::function<void(MoeGateInputs&)>& spoil, const std::string& what) {
+    MoeGateInputs in = ok;
+    spoil(in);
+    try {
+      run_moe_gate(in, {});
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused([](MoeGateInputs& in) { in.token_ids[3] = 10; },
+          "token_ids[3] is 10, outside tid2eid's rows [0, 10)");
+  refused([](MoeGateInputs& in) { in.token_ids[2] = -1; }, "token_ids[2] is -1");
+  refused([](MoeGateInputs& in) { in.token_ids.pop_back(); }, "token_ids [T = 4] expected");
+  refused([](MoeGateInputs& in) { in.tid2eid.data[4] = 16; },
+          "tid2eid[1, 1] is 16, outside the experts [0, 16)");
+  refused([](MoeGateInputs& in) { in.tid2eid.data[0] = -3; }, "tid2eid[0, 0] is -3");
+  refused(
+      [](MoeGateInputs& in) {
+        in.tid2eid = Tensor<int32_t>({10, 2}, 0);
+      },
+      "tid2eid must be [V, top_k = 3], got [10, 2]");
+  refused([](MoeGateInputs& in) { in.bias_vl.clear(); }, "bias_vl must be [E = 16], got 0");
+  refused([](MoeGateInputs& in) { in.bias_text.resize(5); }, "bias_text must be [E = 16] or empty");
+  refused([](MoeGateInputs& in) { in.tid2eid = {}, in.bias_text.clear(); },
+          "bias_text must be [E = 16], got 0");
 }
 
 TEST(VisionGate, NonFiniteLogitsAreBadInput) {

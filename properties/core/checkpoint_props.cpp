@@ -56,6 +56,48 @@ TEST(Checkpoint, LayerTensorsReadBackByTheirReleasedNames) {
   EXPECT_EQ(t.engram->k_weight.data[5], float(k.data[5]));
   // Layer 2 has no Engram.
   EXPECT_FALSE(load_layer_tensors(c, r, 2, rows).engram);
+  EXPECT_TRUE(t.gate.tid2eid.data.empty());  // a ranking layer: its bias, no table
+  EXPECT_EQ(t.gate.bias.data, stored<float>(w.shard1, "layers.1.ffn.gate.bias").data);
+}
+
+// The first num_hash_layers layers (the small release's: layer 0) read ffn.gate.tid2eid, I32
+// [vocab, top_k], in place of ffn.gate.bias, which they do not have; bias_vl as any layer.
+TEST(Checkpoint, AHashLayerReadsItsTokenTableInPlaceOfTheBias) {
+  const TestDir dir;
+  const ReleaseConfig r = small_release();
+  ASSERT_EQ(r.hash_layers, 1);
+  Written w = make_checkpoint(r, false);
+  ASSERT_FALSE(w.shard1.tensors.count("layers.0.ffn.gate.bias"));
+  w.write(dir.path());
+  const LayerTensors t = load_layer_tensors(Checkpoint(dir.path()), r, 0, {});
+  EXPECT_EQ(t.gate.tid2eid.shape, (Shape{r.vocab, r.top_k}));
+  EXPECT_EQ(t.gate.tid2eid.data, stored<int32_t>(w.shard1, "layers.0.ffn.gate.tid2eid").data);
+  EXPECT_TRUE(t.gate.bias.data.empty());
+  EXPECT_EQ(t.gate.bias_vl.data, stored<float>(w.shard1, "layers.0.ffn.gate.bias_vl").data);
+  const std::string name = "layers.0.ffn.gate.tid2eid";
+  auto load = [&] { load_layer_tensors(Checkpoint(dir.path()), r, 0, {}); };
+  Tensor<int32_t> table = stored<int32_t>(w.shard1, name);
+  table.data[size_t(5 * r.top_k + 2)] = r.routed_experts;  // one past the last expert
+  w.shard1.put(name, table);
+  w.write(dir.path());
+  expect_bad_input(load,
+                   "model-00001-of-00002.safetensors: tensor 'layers.0.ffn.gate.tid2eid': "
+                   "token 5 expert 2 is 8, outside the experts [0, 8)");
+  table.data[size_t(5 * r.top_k + 2)] = -1;
+  w.shard1.put(name, table);
+  w.write(dir.path());
+  expect_bad_input(load, "token 5 expert 2 is -1");
+  Tensor<int64_t> wide(table.shape);  // the right values in another dtype
+  w.shard1.put(name, wide);
+  w.write(dir.path());
+  expect_bad_input(load, "tensor 'layers.0.ffn.gate.tid2eid': dtype I64 where I32");
+  w.shard1.put(name, Tensor<int32_t>({r.vocab, r.top_k - 1}, 0));
+  w.write(dir.path());
+  expect_bad_input(load, fmt::format("tensor 'layers.0.ffn.gate.tid2eid': shape [{}, {}] where",
+                                     r.vocab, r.top_k - 1));
+  w.weight_map.erase(name);
+  w.write(dir.path());
+  expect_bad_input(load, "tensor 'layers.0.ffn.gate.tid2eid' missing from weight_map");
 }
 
 TEST(Checkpoint, BadCheckpointsNameTheTensorAndFile) {

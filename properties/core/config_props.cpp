@@ -358,6 +358,16 @@ TEST(ModelConfig, SampledLayersPlaceEngramAndThePromptMayBeTextAlone) {
              {"model.layers", "ascending", "14 after 14"});
   expect_bad(edit([](auto& k) { k["model"]["layers"][0] = -1; }), {"model.layers", "[0, 1023]"});
   expect_bad(edit([](auto& k) { k["model"]["prompt_image"] = 1; }), {"model.prompt_image"});
+  // num_hash_layers counts release layers: blocks standing for layers below it hash.
+  j["model"]["num_hash_layers"] = 14;  // layers 0 and 2: blocks 0 and 1
+  const ModelConfig hashed = parse_model_config(j, "cfg.json");
+  EXPECT_TRUE(hashed.shape.hashes(1));
+  EXPECT_FALSE(hashed.shape.hashes(2));
+  EXPECT_EQ(to_json(parse_model_config(to_json(hashed), "again")), to_json(hashed));
+  EXPECT_FALSE(to_json(sampled.shape).contains("num_hash_layers"));
+  expect_bad(edit([](auto& k) { k["model"]["num_hash_layers"] = -1; }),
+             {"model.num_hash_layers", "[0, 1024]"});
+  expect_bad(edit([](auto& k) { k["vision"]["hash_vocab"] = "x"; }), {"vision.hash_vocab"});
 }
 
 TEST(ModelConfig, ImageSizingDefaultsToTheReleaseAndIsChecked) {

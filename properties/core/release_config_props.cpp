@@ -108,5 +108,22 @@ TEST(Release, BadFieldsAreNamed) {
   EXPECT_THROW(builtin_release("v9"), BadInput);
 }
 
+// V4's config.json: the first 3 layers hash-route (V4.1 assumed to keep it); at most every layer.
+TEST(Release, HashLayersAreTheFirstThreeAndBounded) {
+  for (const std::string& name : builtin_release_names())
+    EXPECT_EQ(builtin_release(name).hash_layers, 3) << name;
+  nlohmann::json j = builtin_release_json("v4-flash");
+  j["num_hash_layers"] = 44;  // 43 layers
+  try {
+    parse_release_config(JsonFields(j, "r.json"));
+    ADD_FAILURE() << "44 hash layers of 43 accepted";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("r.json: field 'num_hash_layers'"), std::string::npos)
+        << e.what();
+  }
+  j.erase("num_hash_layers");  // absent: no layer hashes
+  EXPECT_EQ(parse_release_config(JsonFields(j, "r.json")).hash_layers, 0);
+}
+
 }  // namespace
 }  // namespace tandem
