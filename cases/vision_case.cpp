@@ -193,8 +193,9 @@ VerifyRow verify_vision(const ModelConfig& model, ActDType act, const RunOptions
   const VisionInputs in = make_vision_inputs(c);
   return verify_kernel_row<VisionResults>(
       {.component = "vision",
-       .name = fmt::format("{}x{}px/{} {} tokens, E={} k={}", c.image_w, c.image_h,
-                           act_dtype_name(act), in.geometry.visual_tokens(), c.experts, c.top_k),
+       .name = fmt::format("{}x{}px/{} {} tokens, E={} k={}{}", c.image_w, c.image_h,
+                           act_dtype_name(act), in.geometry.visual_tokens(), c.experts, c.top_k,
+                           c.hash_vocab ? fmt::format(" text hashed V={}", c.hash_vocab) : ""),
        .run = [&](const RunOptions& o) { return run_vision(in, act, o); },
        .compare = [&](const VisionResults& out) { return compare_vision(in, out, act); },
        .same =

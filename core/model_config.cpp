@@ -47,7 +47,8 @@ constexpr std::string_view kTiny = R"({
 // tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
 // (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model: 4 blocks
 // standing for layers 0, 1, 2 and 14 (two window-only, then r = 2 sources, Engram before layers
-// 1 and 14), the release's query and output LoRAs, a 2-token text prompt and 2 decode steps.
+// 1 and 14; the first three hash-route text tokens: V4's num_hash_layers, assumed for V4.1), the
+// release's query and output LoRAs, a 2-token text prompt and 2 decode steps.
 constexpr std::string_view kV41Flash = R"({
   "name": "v4.1-flash",
   "seed": 20261205,

@@ -234,6 +234,7 @@ Tensor<double> moe_weights(const MoeGateInputs& in, const Tensor<int32_t>& exper
 
 template <class S>
 MoeGateRef moe_gate(const MoeGateInputs& in) {
+  validate_moe_gate_inputs(in);  // a table entry or id past its range is refused, never read
   const int64_t T = in.logits.dim(0), E = in.logits.dim(1), k = in.top_k;
   MoeGateRef r{Tensor<int32_t>({T, k}), {}};
   std::vector<S> biased(E);
