@@ -13,7 +13,9 @@
 #include "cases/vision_case.hpp"
 #include "core/dtype.hpp"
 #include "core/philox.hpp"
+#include "golden_edit.hpp"
 #include "sim/vision_traffic.hpp"
+#include "test_dir.hpp"
 
 namespace tandem {
 namespace {
@@ -608,6 +610,28 @@ TEST(VisionGate, BadHashRoutingIsBadInput) {
   refused([](MoeGateInputs& in) { in.bias_text.resize(5); }, "bias_text must be [E = 16] or empty");
   refused([](MoeGateInputs& in) { in.tid2eid = {}, in.bias_text.clear(); },
           "bias_text must be [E = 16], got 0");
+}
+
+// The shipped hash-routing golden case, edited in the test's own directory: a text token's id
+// past the table, an entry past the experts, a table shaped otherwise than the config says, each
+// BadInput naming the file and the field, before the reference reads with them.
+TEST(VisionGolden, HostileHashTablesAreBadInputNamingTheFile) {
+  const TestDir tmp;
+  const GoldenCaseEdit golden(tmp.path(), "vision_300x200_f32_hashed");
+  auto set_int = [](Safetensors& st, const char* name, size_t i, int32_t v) {
+    st.tensors.at(name).bytes.replace(4 * i, 4, reinterpret_cast<const char*>(&v), 4);
+  };
+  const std::string file = golden.manifest()["blob"].get<std::string>() + ": moe gate input: ";
+  golden.expect_bad_input(
+      [&](nlohmann::json&, Safetensors& st) {
+        set_int(st, "gate.token_ids", 183, 500);  // the last token: text
+      },
+      file + "token_ids[183] is 500, outside tid2eid's rows [0, 500)");
+  golden.expect_bad_input(
+      [&](nlohmann::json&, Safetensors& st) { set_int(st, "gate.tid2eid", 13, 64); },
+      file + "tid2eid[2, 1] is 64, outside the experts [0, 64)");
+  golden.expect_bad_manifest([](nlohmann::json& m) { m["config"]["vision"]["hash_vocab"] = 400; },
+                             "'gate.tid2eid'");
 }
 
 TEST(VisionGate, NonFiniteLogitsAreBadInput) {
