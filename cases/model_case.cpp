@@ -54,6 +54,8 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
   if (m.shape.prompt_image) n += C * 588 + 18 * C * d + 2 * d * d;
   for (const EngramLayerTables& t : engram_tables(m.engram))
     n += 5 * d * lookup_width + double(t.rows) * m.engram.row_bytes() / 4;
+  for (int b = 0; b < m.shape.blocks; ++b)  // a hash block's tid2eid [V, top_k]
+    if (m.shape.hashes(b)) n += V * m.vision.top_k;
   // Generated where used, the largest at once: a block's query and output LoRAs, one block's
   // routed experts (gate, up, out) for the verification prompt, a chunk of the unembedding.
   const double routed =
@@ -64,8 +66,8 @@ void check_model_size(const ModelConfig& m, const std::string& source) {
                  std::min(V, double(kUnembedChunkRows)) * d});
   if (n > kMaxModelValues)
     throw_bad_input(
-        "{}: an end-to-end run holds or generates ~{:.3g} values at once (Engram tables "
-        "included); at most {:.3g}",
+        "{}: an end-to-end run holds or generates ~{:.3g} values at once (Engram and hash "
+        "tables included); at most {:.3g}",
         source, n, kMaxModelValues);
 }
 

@@ -45,10 +45,11 @@ constexpr std::string_view kTiny = R"({
 // at a width of 64 (the release's 5120 needs ~86 GB for the drafter's weights and training in
 // double: past this machine's memory), 2 requests; the vision
 // tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
-// (the MoE rows materialise the routed ones). A few tokens each. The end-to-end model: 4 blocks
-// standing for layers 0, 1, 2 and 14 (two window-only, then r = 2 sources, Engram before layers
-// 1 and 14; the first three hash-route text tokens: V4's num_hash_layers, assumed for V4.1), the
-// release's query and output LoRAs, a 2-token text prompt and 2 decode steps.
+// (the MoE rows materialise the routed ones), its text tokens hashed by a table over the
+// vocabulary (a hash layer's gate; the image tokens rank). A few tokens each. The end-to-end model:
+// 4 blocks standing for layers 0, 1, 2 and 14 (two window-only, then r = 2 sources, Engram before
+// layers 1 and 14; the first three hash-route text tokens: V4's num_hash_layers, assumed for V4.1),
+// the release's query and output LoRAs, a 2-token text prompt and 2 decode steps.
 constexpr std::string_view kV41Flash = R"({
   "name": "v4.1-flash",
   "seed": 20261205,
@@ -63,7 +64,7 @@ constexpr std::string_view kV41Flash = R"({
              "expert_hidden": 2304, "noise_id": 128799,
              "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
-             "experts": 384, "top_k": 6, "text_tokens": 8},
+             "experts": 384, "top_k": 6, "text_tokens": 8, "hash_vocab": 129280},
   "model": {"blocks": 4, "layers": [0, 1, 2, 14], "num_hash_layers": 3, "heads": 64,
             "q_lora_rank": 1280,
             "o_groups": 8, "o_lora_rank": 1024, "ffn_hidden": 2304,

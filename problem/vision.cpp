@@ -69,8 +69,13 @@ int64_t MoeGateInputs::hashed_tokens() const {
 }
 
 Tensor<int32_t> seeded_tid2eid(int64_t V, int E, int k, uint64_t seed, uint32_t stream) {
-  Tensor<int32_t> t({V, k});
   const int64_t draws_per_row = (k + 3) / 4;  // 4 Philox words a draw
+  if (k < 1 || k > E || V < 1 || V * draws_per_row > (int64_t{1} << 32))
+    throw_bad_input(
+        "seeded tid2eid: {} rows of k = {} distinct experts of E = {} (k in [1, E], at most 2^32 "
+        "draws)",
+        V, k, E);
+  Tensor<int32_t> t({V, k});
   for (int64_t v = 0; v < V; ++v) {
     int32_t* row = t.ptr() + v * k;
     // Floyd: for j = E - k .. E - 1, take a uniform r in [0, j]; r if not yet taken, else j.
@@ -103,7 +108,10 @@ void validate_moe_gate_inputs(const MoeGateInputs& in) {
     if (bias->size() != size_t(E) && (used || !bias->empty()))
       throw_bad_input("moe gate input: {} must be [E = {}]{}, got {} values", name, E,
                       used ? "" : " or empty", bias->size());
-  if (in.hashes()) validate_hash_routing(in, T, E);
+  if (in.hashes())
+    validate_hash_routing(in, T, E);
+  else if (!in.token_ids.empty())
+    throw_bad_input("moe gate input: token_ids without tid2eid (only a hash gate reads them)");
   for (int64_t i = 0; i < in.logits.size(); ++i)
     if (!std::isfinite(in.logits.data[i]))
       throw_bad_input("moe gate input: logits[{}, {}] is not finite ({})", i / E, i % E,

@@ -513,11 +513,21 @@ TEST(VisionCuda, KernelsMatchReference) {
   const BackendStatus cuda = cuda_status();
   if (!cuda.available) GTEST_SKIP() << cuda.detail;
   for (auto act : {ActDType::f32, ActDType::bf16}) {
-    VisionCase c;
-    c.image_w = 300, c.image_h = 200, c.act = act, c.seed = 9;
-    const VisionInputs in = make_vision_inputs(c);
-    for (const auto& t : compare_vision(in, run_vision(in, act, {Backend::cuda, {}, 128}), act))
-      EXPECT_TRUE(t.result.pass) << t.name << ": " << t.result.summary();
+    for (int hash_vocab : {0, 500}) {  // ranked; text hashed (bias_text still given)
+      VisionCase c;
+      c.image_w = 300, c.image_h = 200, c.act = act, c.seed = 9, c.hash_vocab = hash_vocab;
+      const VisionInputs in = make_vision_inputs(c);
+      for (const auto& t : compare_vision(in, run_vision(in, act, {Backend::cuda, {}, 128}), act))
+        EXPECT_TRUE(t.result.pass)
+            << t.name << " hash_vocab " << hash_vocab << ": " << t.result.summary();
+    }
+    MoeGateInputs hashed = gate_inputs(3, 40, 6, 4);  // and without a text bias
+    hashed.tid2eid = seeded_tid2eid(50, 40, 6, 4, 1);
+    hashed.token_ids = {0, 0, 0, 7, 49, 13};
+    hashed.bias_text.clear();
+    for (const TensorCheck& t :
+         compare_gate(hashed, run_moe_gate(hashed, {Backend::cuda, {}, 128})))
+      EXPECT_TRUE(t.result.pass) << "no bias_text " << t.name << ": " << t.result.summary();
   }
 }
 
@@ -550,7 +560,17 @@ RC_GTEST_PROP(VisionGate, HashedTextTokensTakeTheirIdsRowImageTokensRank, ()) {
                      ? rank_experts.data[at]
                      : in.tid2eid.data[size_t(in.token_ids[size_t(t)] * k + j)]));
     }
-  RC_ASSERT(ref.weights.data == reference::moe_weights<double>(in, ref.experts).data);
+  for (int64_t t = 0; t < T; ++t) {  // the unbiased scores at the experts, normalised, scaled
+    double s[kMoeMaxTopK], sum = 0;
+    for (int j = 0; j < k; ++j) {
+      const double l = in.logits.data[size_t(t * E + ref.experts.data[size_t(t * k + j)])];
+      sum += s[j] = std::sqrt(l > 20 ? l : std::log1p(std::exp(l)));
+    }
+    // 1e-15: the same double formula in the same order; only rounding could tell them apart.
+    for (int j = 0; j < k; ++j)
+      RC_ASSERT(std::fabs(ref.weights.data[size_t(t * k + j)] -
+                          s[j] / (sum + 1e-20) * in.route_scale) <= 1e-15 * in.route_scale);
+  }
   for (const TensorCheck& c : compare_gate(in, out)) {
     RC_LOG() << c.name << ": " << c.result.summary();
     RC_ASSERT(c.result.pass);
@@ -610,6 +630,14 @@ TEST(VisionGate, BadHashRoutingIsBadInput) {
   refused([](MoeGateInputs& in) { in.bias_text.resize(5); }, "bias_text must be [E = 16] or empty");
   refused([](MoeGateInputs& in) { in.tid2eid = {}, in.bias_text.clear(); },
           "bias_text must be [E = 16], got 0");
+  refused([](MoeGateInputs& in) { in.tid2eid = {}; }, "token_ids without tid2eid");
+  // The reference refuses them too (it would index the table with them).
+  MoeGateInputs past = ok;
+  past.token_ids[2] = 10;
+  expect_bad_input([&] { reference::moe_gate<double>(past); }, "token_ids[2] is 10");
+  past = ok, past.tid2eid.data[0] = 16;
+  expect_bad_input([&] { reference::moe_gate<float>(past); }, "tid2eid[0, 0] is 16");
+  expect_bad_input([] { seeded_tid2eid(4, 3, 4, 1, 1); }, "k = 4 distinct experts of E = 3");
 }
 
 // The shipped hash-routing golden case, edited in the test's own directory: a text token's id
