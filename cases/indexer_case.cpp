@@ -210,7 +210,8 @@ VerifyRow verify_candidates(int64_t T, int64_t n, int ratio, int64_t start, int 
 
 VerifyRow verify_index_logits(KvFormat f, int64_t T, int heads, int64_t n, int ratio, int64_t start,
                               uint64_t seed, const RunOptions& opt) {
-  const IndexLogitsInputs in = make_index_logits_inputs(f, T, heads, n, ratio, start, 16, seed);
+  IndexLogitsInputs in = make_index_logits_inputs(f, T, heads, n, ratio, start, 16, seed);
+  in.weight_scale = release_index_weight_scale(heads);
   return verify_kernel_row<IndexLogitsOutputs>(
       {.component = "indexer",
        .name = fmt::format("logits/{} T={} H={} keys={} r={} pos {}..", kv_format_name(f), T, heads,
@@ -235,6 +236,7 @@ BuiltCase build_index_logits(KvFormat f, int64_t T, int heads, int64_t n, int ra
   b.config = {{"kind", "logits"}, {"keys", kv_store_json(in.keys)},
               {"n_keys", n},      {"ratio", ratio},
               {"start", start},   {"heads", heads}};
+  if (in.weight_scale != 1.0f) b.config["weight_scale"] = in.weight_scale;
   for_each_tensor(in, [&](const char* name, const auto& t) { b.blob.put(name, t); });
   const std::vector<double> truth = index_logits_truth(in);
   b.blob.put("expected.scores", Tensor<double>({int64_t(truth.size())}, truth));
@@ -244,13 +246,14 @@ BuiltCase build_index_logits(KvFormat f, int64_t T, int heads, int64_t n, int ra
 
 CaseReport check_index_logits(const LoadedCase& c, const JsonFields& config,
                               const RunOptions& opt) {
-  config.reject_unknown({"kind", "keys", "n_keys", "ratio", "start", "heads"});
+  config.reject_unknown({"kind", "keys", "n_keys", "ratio", "start", "heads", "weight_scale"});
   IndexLogitsInputs in;
   in.keys = parse_kv_store(config.object("keys"));
   in.n_keys = config.integer("n_keys", 0, int64_t{1} << 30);
   in.ratio = int(config.integer("ratio", 1, 1024));
   in.start = config.integer("start", 0, int64_t{1} << 40);
   in.heads = int(config.integer("heads", 1, kIndexMaxHeads));
+  in.weight_scale = float(config.number_or("weight_scale", 1.0, 0x1p-20, 0x1p20));
   if (kv_pool_bytes(in.keys) > kMaxGoldenPoolBytes)
     throw_bad_input("{}: a pool over 64 MiB (golden cases are small)", config.where("keys"));
   for_each_tensor(in, [&](const char* name, auto& t) { load_tensor(c, name, t); });

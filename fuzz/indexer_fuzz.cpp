@@ -26,12 +26,14 @@ void fuzz_index_logits(FuzzedDataProvider& in, tandem::RunOptions opt) {
             ratio = in.ConsumeIntegralInRange(1, 8);
   const int64_t start = in.ConsumeIntegralInRange<int64_t>(0, ratio * (n + 2));
   const int64_t page = in.ConsumeIntegralInRange(1, 40);
-  const IndexLogitsInputs x =
+  IndexLogitsInputs x =
       make_index_logits_inputs(f, T, heads, n, ratio, start, page, in.ConsumeIntegral<uint64_t>());
-  fuzz::require_pass(compare_index_logits(x, run_index_logits(x, opt)),
-                     fmt::format("index_logits {} T={} H={} n={} r={} start={} page={} {} block={}",
-                                 kv_format_name(f), T, heads, n, ratio, start, page,
-                                 opt.schedule.name(), opt.block_threads));
+  if (in.ConsumeBool()) x.weight_scale = release_index_weight_scale(heads);
+  fuzz::require_pass(
+      compare_index_logits(x, run_index_logits(x, opt)),
+      fmt::format("index_logits {} T={} H={} n={} r={} start={} page={} scale={} {} block={}",
+                  kv_format_name(f), T, heads, n, ratio, start, page, x.weight_scale,
+                  opt.schedule.name(), opt.block_threads));
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ IndexLogitsOutputs run_index_logits(const IndexLogitsInputs& in, const RunOption
   auto launch = [&](auto kernel) {
     TANDEM_LAUNCH(name.c_str(), kernel, grid, dim3(opt.block_threads), smem, q.data(), w.data(),
                   keys.data(), pages.data(), in.heads, n, in.ratio, in.start, in.keys.page_size,
-                  scores.data(), lengths.data());
+                  in.weight_scale, scores.data(), lengths.data());
   };
   if (in.keys.format == KvFormat::idx_mxfp4)
     launch(index_logits<KvFormat::idx_mxfp4>);

@@ -19,7 +19,8 @@ namespace tandem::TANDEM_BACKEND_NS {
 // ([heads, 128] floats, and the head weights); each warp takes keys in turn: the lanes dequantize
 // four dims each into the warp's row of shared memory (codes in one 2- or 4-byte load per lane,
 // the scales loaded once and shuffled), then lane h sums head h's dot over the 128 dims, relu,
-// times w[t, h], and one warp sum gives I[t, j]. Block 0 of a token writes its visible length.
+// times w[t, h] x weight_scale, and one warp sum gives I[t, j]. Block 0 of a token writes its
+// visible length.
 inline constexpr int kIndexKeysPerBlock = 64;
 
 template <KvFormat F>
@@ -60,8 +61,8 @@ template <KvFormat F>
 __global__ void index_logits(const uint8_t* __restrict__ q_records, const float* __restrict__ w,
                              const uint8_t* __restrict__ key_pool,
                              const int32_t* __restrict__ page_table, int heads, int64_t n_keys,
-                             int ratio, int64_t start, int64_t page_size, float* scores,
-                             int32_t* lengths) {
+                             int ratio, int64_t start, int64_t page_size, float weight_scale,
+                             float* scores, int32_t* lengths) {
   constexpr int kDims = 128;
   TANDEM_DYNAMIC_SHARED(float, smem);
   float* q = smem;                // [heads, 128]
@@ -80,7 +81,7 @@ __global__ void index_logits(const uint8_t* __restrict__ q_records, const float*
     dequantize_index_record_warp<F>(q_records, q_at, t * heads + h, Traffic::activation,
                                     q + h * kDims);
   for (int h = threadIdx.x; h < heads; h += blockDim.x)
-    wt[h] = ld(w + t * heads + h, Traffic::weight);
+    wt[h] = ld(w + t * heads + h, Traffic::weight) * weight_scale;
   __syncthreads();
   const KvPageLayout k_at{kv_format_info(F), page_size};
   float* k = keys + warp * kDims;

@@ -128,6 +128,8 @@ void validate_index_logits_inputs(const IndexLogitsInputs& in) {
   const int64_t T = in.w.dim(0);
   for (size_t i = 0; i < in.w.data.size(); ++i)
     if (!std::isfinite(in.w.data[i])) throw_bad_input("{} input 'w'[{}] is not finite", what, i);
+  if (!(in.weight_scale > 0) || !std::isfinite(in.weight_scale))
+    throw_bad_input("{}: weight_scale {} is not a positive finite number", what, in.weight_scale);
   if (in.q_records.shape != Shape{T * in.heads * f.record_bytes()})
     throw_bad_input("{} input 'q_records': expected [{}] bytes ({} x {} records of {})", what,
                     T * in.heads * f.record_bytes(), T, in.heads, f.name);

@@ -4,6 +4,7 @@
 // position t). Ties go to the lower index (relu makes exact-zero ties common; -0 == +0), a row
 // with fewer than k visible entries pads with -1, and scores past a row's length are never read.
 // Output order: score descending, then index ascending.
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -109,7 +110,16 @@ struct IndexLogitsInputs {
   Tensor<uint8_t> q_records;  // [T * heads records of keys.format]: query (t, h) is record
                               // t * heads + h, records back to back
   Tensor<float> w;            // [T, heads] head weights
+  // Every head weight times this: the release's index_head_dim^-0.5 x heads^-0.5 on
+  // weights_proj's output (release_index_weight_scale); 1: w is used as given.
+  float weight_scale = 1.0f;
 };
+
+// The release's indexer weights scale for `heads` heads of 128 dims (V4 and V4.1's
+// Indexer: weights_proj(x) * (softmax_scale * n_heads^-0.5)).
+inline float release_index_weight_scale(int heads) {
+  return static_cast<float>(1.0 / std::sqrt(128.0 * heads));
+}
 
 template <class Input, class F>
 requires std::is_same_v<std::remove_const_t<Input>, IndexLogitsInputs>

@@ -245,8 +245,9 @@ RC_GTEST_PROP(IndexLogitsEmu, KernelMatchesReference, ()) {
   const int64_t T = *rc::gen::inRange(1, 5), n = *rc::gen::inRange(0, 400);
   const int heads = *rc::gen::element(1, 3, 32, 64), ratio = *rc::gen::element(1, 2, 4);
   const int64_t start = *rc::gen::inRange<int64_t>(0, ratio * (n + 10));
-  const IndexLogitsInputs in = make_index_logits_inputs(
+  IndexLogitsInputs in = make_index_logits_inputs(
       f, T, heads, n, ratio, start, *rc::gen::inRange(1, 70), *rc::gen::arbitrary<uint64_t>());
+  in.weight_scale = *rc::gen::element(1.0f, release_index_weight_scale(heads), 3.5f);
   const auto schedules = emu::test_schedules();
   const IndexLogitsOutputs out = run_index_logits(
       in, {Backend::emu, *rc::gen::elementOf(schedules), 32 * *rc::gen::inRange(1, 17)});
@@ -302,6 +303,10 @@ TEST(IndexLogits, BadInputNamesTheField) {
   expect_bad_input(run(bad), "'q_records'");
   bad = ok, bad.w.data[3] = NAN;
   expect_bad_input(run(bad), "'w'[3] is not finite");
+  for (float scale : {0.0f, -1.0f, NAN, INFINITY}) {
+    bad = ok, bad.weight_scale = scale;
+    expect_bad_input(run(bad), "weight_scale");
+  }
   bad = ok, bad.keys.format = KvFormat::v41_fp4;
   expect_bad_input(run(bad), "expected idx_mxfp4 or idx_fp8");
   expect_bad_input([&] { run_index_logits(ok, {Backend::emu, {}, 1024}); }, "shared memory");

@@ -115,7 +115,8 @@ Tensor<S> index_logits(const IndexLogitsInputs& in, int order) {
           const size_t i = summation_index(ii, k.size(), order);
           dot += S(qh[i]) * S(k[i]);
         }
-        score += S(in.w.data[size_t(t * H + h)]) * (dot > 0 ? dot : S(0));  // relu; NaN -> 0
+        const S weight = S(in.w.data[size_t(t * H + h)]) * S(in.weight_scale);
+        score += weight * (dot > 0 ? dot : S(0));  // relu; NaN -> 0
       }
       scores.data[size_t(t * n + j)] = score;
     }
