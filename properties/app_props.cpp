@@ -136,6 +136,22 @@ TEST(App, VerifyRunsOnACheckpointLayersTensors) {
       << rows[0]["case"];
   EXPECT_TRUE(rows[0]["pass"].get<bool>()) << hashed.out;
   EXPECT_NE(rows[0]["bytes"].get<std::string>().find("== sim"), std::string::npos) << hashed.out;
+  {  // V4's layout: no vision tower, so every token is text and hashes; no bias at all
+    const TestDir v4;
+    const nlohmann::json v4_release = small_v4_release_json();
+    make_checkpoint(parse_release_config(JsonFields(v4_release, "v4")), false).write(v4.path());
+    write_file_atomic(v4 / "release.json", std::string_view(v4_release.dump()));
+    const CliRun r =
+        tandem({"verify", "--json", "--backend", "emu", "--weights", v4.str(), "--release-file",
+                (v4 / "release.json").string(), "--layer", "0", "--component", "vision"});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const auto v4_rows = nlohmann::json::parse(r.out)["cases"];
+    ASSERT_EQ(v4_rows.size(), 1u) << r.out;
+    EXPECT_NE(v4_rows[0]["case"].get<std::string>().find("layers.0.ffn.gate tid2eid T=2"),
+              std::string::npos)
+        << v4_rows[0]["case"];
+    EXPECT_TRUE(v4_rows[0]["pass"].get<bool>()) << r.out;
+  }
   const CliRun missing = tandem({"verify", "--weights", dir.str(), "--release-file",
                                  (dir / "release.json").string(), "--layer", "3"});
   EXPECT_EQ(missing.code, 2);

@@ -30,6 +30,12 @@ inline nlohmann::json small_release_json() {
 inline ReleaseConfig small_release() {
   return parse_release_config(JsonFields(small_release_json(), "small"));
 }
+// V4-Flash's layout (no vision tower, no Engram) at the same sizes.
+inline nlohmann::json small_v4_release_json() {
+  nlohmann::json j = builtin_release_json("v4-flash");
+  j["hidden"] = 64, j["routed_experts"] = 8, j["vocab"] = 4096, j["num_hash_layers"] = 1;
+  return j;
+}
 
 // Values in [-1000, 1000] / 256 times `gain`.
 inline Tensor<float> seeded(const Shape& shape, uint32_t id, float gain = 1.0f) {
@@ -99,7 +105,7 @@ inline Written make_checkpoint(const ReleaseConfig& r, bool engram = true) {
       w.shard1.put(p + "ffn.gate.tid2eid", seeded_tid2eid(r.vocab, int(E), r.top_k, 79, ++id));
     else
       w.shard1.put(p + "ffn.gate.bias", seeded({E}, ++id));
-    w.shard1.put(p + "ffn.gate.bias_vl", seeded({E}, ++id));
+    if (r.vision) w.shard1.put(p + "ffn.gate.bias_vl", seeded({E}, ++id));  // V4.1's image bias
   }
   for (const auto& [name, t] : w.shard1.tensors)
     w.weight_map[name] = "model-00001-of-00002.safetensors";
