@@ -115,6 +115,20 @@ void expect_checkpoint_rows(const std::vector<std::string>& args, const std::str
   EXPECT_EQ(components, (std::multiset<std::string>{"residual", "residual", "dense", "vision"}));
 }
 
+// `verify --layer 0 --component vision` on the checkpoint and release.json in `dir`: one passing
+// gate row named `name`, its bytes the simulator's.
+void expect_layer0_gate_row(const TestDir& dir, const std::string& name) {
+  const CliRun r =
+      tandem({"verify", "--json", "--backend", "emu", "--weights", dir.str(), "--release-file",
+              (dir / "release.json").string(), "--layer", "0", "--component", "vision"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto rows = nlohmann::json::parse(r.out)["cases"];
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_NE(rows[0]["case"].get<std::string>().find(name), std::string::npos) << rows[0]["case"];
+  EXPECT_TRUE(rows[0]["pass"].get<bool>()) << r.out;
+  EXPECT_NE(rows[0]["bytes"].get<std::string>().find("== sim"), std::string::npos) << r.out;
+}
+
 TEST(App, VerifyRunsOnACheckpointLayersTensors) {
   const TestDir dir;
   const ReleaseConfig small = small_release();  // d = 64, 8 experts
@@ -125,32 +139,13 @@ TEST(App, VerifyRunsOnACheckpointLayersTensors) {
                           "--release-file", (dir / "release.json").string(), "--layer", "2"},
                          "64", "8");
   // Layer 0 hashes (the small release's num_hash_layers 1): its gate row takes tid2eid's rows.
-  const CliRun hashed =
-      tandem({"verify", "--json", "--backend", "emu", "--weights", dir.str(), "--release-file",
-              (dir / "release.json").string(), "--layer", "0", "--component", "vision"});
-  ASSERT_EQ(hashed.code, 0) << hashed.out << hashed.err;
-  const auto rows = nlohmann::json::parse(hashed.out)["cases"];
-  ASSERT_EQ(rows.size(), 1u) << hashed.out;
-  EXPECT_NE(rows[0]["case"].get<std::string>().find("layers.0.ffn.gate tid2eid/bias_vl"),
-            std::string::npos)
-      << rows[0]["case"];
-  EXPECT_TRUE(rows[0]["pass"].get<bool>()) << hashed.out;
-  EXPECT_NE(rows[0]["bytes"].get<std::string>().find("== sim"), std::string::npos) << hashed.out;
+  expect_layer0_gate_row(dir, "layers.0.ffn.gate tid2eid/bias_vl T=2");
   {  // V4's layout: no vision tower, so every token is text and hashes; no bias at all
     const TestDir v4;
     const nlohmann::json v4_release = small_v4_release_json();
     make_checkpoint(parse_release_config(JsonFields(v4_release, "v4")), false).write(v4.path());
     write_file_atomic(v4 / "release.json", std::string_view(v4_release.dump()));
-    const CliRun r =
-        tandem({"verify", "--json", "--backend", "emu", "--weights", v4.str(), "--release-file",
-                (v4 / "release.json").string(), "--layer", "0", "--component", "vision"});
-    ASSERT_EQ(r.code, 0) << r.out << r.err;
-    const auto v4_rows = nlohmann::json::parse(r.out)["cases"];
-    ASSERT_EQ(v4_rows.size(), 1u) << r.out;
-    EXPECT_NE(v4_rows[0]["case"].get<std::string>().find("layers.0.ffn.gate tid2eid T=2"),
-              std::string::npos)
-        << v4_rows[0]["case"];
-    EXPECT_TRUE(v4_rows[0]["pass"].get<bool>()) << r.out;
+    expect_layer0_gate_row(v4, "layers.0.ffn.gate tid2eid T=2");
   }
   const CliRun missing = tandem({"verify", "--weights", dir.str(), "--release-file",
                                  (dir / "release.json").string(), "--layer", "3"});
