@@ -45,7 +45,7 @@ EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::Compre
   in.h = seeded_tensor({T, 4, d}, seed, 2, -2.0f, 2.0f);
   round_all_to(act, in.h.data);
   const float w = 1.0f / std::sqrt(float(E));
-  in.wkv = seeded_tensor({5 * d, E}, seed, 3, -w, w);
+  in.wkv = std::make_shared<const Tensor<float>>(seeded_tensor({5 * d, E}, seed, 3, -w, w));
   in.gate_w = seeded_tensor({4, d}, seed, 4, 0.75f, 1.25f);
   return in;
 }
@@ -54,11 +54,12 @@ namespace {
 
 // The float gate on the problem with d permuted by pd and the row values by pe (every reduction
 // in another order), outputs mapped back: another draw of the same-precision error. `q`: what
-// the gate reads (not the table), shaped as `in`'s and overwritten here: one buffer for every
-// order (a release's Wkv is 629 MB).
+// the gate reads (not the table), shaped as `in`'s and overwritten here, its Wkv `q_wkv`: one
+// buffer for every order (a release's Wkv is 629 MB).
 reference::GateOutputs permuted_gate_baseline(const EngramInputs& in, const Tensor<float>& rows,
                                               const std::vector<int64_t>& pd,
-                                              const std::vector<int64_t>& pe, EngramInputs& q) {
+                                              const std::vector<int64_t>& pe, EngramInputs& q,
+                                              Tensor<float>& q_wkv) {
   const int64_t T = in.h.dim(0), d = in.cfg.d, E = rows.dim(1);
   Tensor<float> r = rows;
   for (int64_t t = 0; t < T; ++t)
@@ -70,7 +71,7 @@ reference::GateOutputs permuted_gate_baseline(const EngramInputs& in, const Tens
   for (int64_t b = 0; b < 5; ++b)  // 4 key blocks and the value block, each [d, E]
     for (int64_t n = 0; n < d; ++n)
       for (int64_t i = 0; i < E; ++i)
-        q.wkv.data[(b * d + n) * E + i] = in.wkv.data[(b * d + pd[n]) * E + pe[i]];
+        q_wkv.data[(b * d + n) * E + i] = in.wkv->data[(b * d + pd[n]) * E + pe[i]];
   reference::GateOutputs g = reference::engram_gate_baseline(q, r);
   const Tensor<double> h = g.h_out;
   for (int64_t s = 0; s < 4 * T; ++s)
@@ -145,10 +146,11 @@ EngramReference run_engram_reference(const EngramInputs& in) {
   EngramInputs q;
   q.cfg = p.in.cfg, q.act = p.in.act, q.compressed = p.in.compressed;
   q.h = Tensor<float>(p.in.h.shape), q.gate_w = Tensor<float>(p.in.gate_w.shape);
-  q.wkv = Tensor<float>(p.in.wkv.shape);
+  const auto q_wkv = std::make_shared<Tensor<float>>(p.in.wkv->shape);
+  q.wkv = q_wkv;
   for (size_t k = 0; k < orders_d.size(); ++k) {
     const reference::GateOutputs b =
-        permuted_gate_baseline(p.in, p.rows, orders_d[k], orders_e[k], q);
+        permuted_gate_baseline(p.in, p.rows, orders_d[k], orders_e[k], q, *q_wkv);
     keep_farthest(r.baseline.gates, b.gates, r.truth.gates);
     keep_farthest(r.baseline.h_out, b.h_out, r.truth.h_out);
   }
@@ -205,6 +207,7 @@ EngramInputs engram_inputs_from(const LoadedCase& c, const EngramConfig& cfg, Ac
   for_each_tensor(stored, [&](const std::string& name, auto& t) { load_tensor(c, name, t); });
   const reference::CompressionMap map = reference::compression_map_from(stored.map, cfg, src);
   EngramInputs in = std::move(stored.layer);
+  in.wkv = std::make_shared<const Tensor<float>>(std::move(stored.wkv));
   in.cfg = cfg;
   in.act = act;
   const auto layers = engram_tables(cfg);
@@ -234,6 +237,7 @@ BuiltCase build_engram(const EngramConfig& cfg, ActDType act, int layer_index, u
   EngramStoredInputs stored{Tensor<int32_t>({cfg.vocab}, map.map),
                             Tensor<int64_t>({cfg.tokens}, ids), Tensor<int64_t>({3}, history),
                             make_engram_inputs(cfg, map, ids, layer_index, act, seed)};
+  stored.wkv = *stored.layer.wkv;
   stored.layer.history = reference::compress(history, map);
   const EngramReference ref = run_engram_reference(stored.layer);
   for_each_tensor(stored,
@@ -327,7 +331,7 @@ VerifyRow verify_engram_checkpoint(const CheckpointLayer& l, const RunOptions& o
     std::copy_n(e.embed.ptr() + r * hd, hd, in.table.begin() + r * B);
     std::copy_n(e.embed_scale.ptr() + r * (hd / 32), hd / 32, in.table.begin() + r * B + hd);
   }
-  in.wkv = dequantize(e.wkv);
+  in.wkv = std::make_shared<const Tensor<float>>(dequantize(e.wkv));
   in.gate_w = Tensor<float>(e.q_weight.shape);
   for (int64_t i = 0; i < in.gate_w.size(); ++i)
     in.gate_w.data[i] = e.q_weight.data[i] * e.k_weight.data[i];

@@ -55,14 +55,14 @@ void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<flo
   h.upload(to_storage<Act>(in.h));
   gate_w.upload(in.gate_w.data);
   // Wkv as stored: float values, or (FP8) the codes and block scales a checkpoint holds.
-  DeviceArray<float> wkv_values(B ? 0 : in.wkv.data.size());
-  const Fp8BlockMatrix q = B ? quantize_fp8_blocks(in.wkv, B) : Fp8BlockMatrix{};
+  DeviceArray<float> wkv_values(B ? 0 : in.wkv->data.size());
+  const Fp8BlockMatrix q = B ? quantize_fp8_blocks(*in.wkv, B) : Fp8BlockMatrix{};
   DeviceArray<uint8_t> wkv_codes(q.codes.data.size()), wkv_scales(q.scales.data.size());
   if (B) {
     wkv_codes.upload(q.codes.data);
     wkv_scales.upload(q.scales.data);
   } else {
-    wkv_values.upload(in.wkv.data);
+    wkv_values.upload(in.wkv->data);
   }
   const EngramWkv wkv{wkv_values.data(), wkv_codes.data(), wkv_scales.data(), B};
   static_assert(kFp8MinBlock == 32, "engram_gate_shared_bytes counts a scale per 32 inputs");

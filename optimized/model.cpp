@@ -156,7 +156,7 @@ class ModelRunner : BlockRunner {
     in.compressed_pad = w_.compression_map[size_t(m_.engram.pad_id)];
     in.table = e.table;
     in.h = x_;
-    in.wkv = *e.wkv, in.gate_w = e.gate_w;
+    in.wkv = e.wkv, in.gate_w = e.gate_w;
     EngramOutputs o = run_engram_layer(in, opt_);
     log(o.launches);
     x_ = std::move(o.h_out);

@@ -41,11 +41,11 @@ void validate_engram_inputs(const EngramInputs& in) {
   }
   check_engram_table_rows(in.table_rows, in.tables.rows);
   if (in.h.shape != Shape{T, 4, d}) throw_bad_input("engram input 'h': expected [{}, 4, {}]", T, d);
-  if (in.wkv.shape != Shape{5 * d, E})
+  if (!in.wkv || in.wkv->shape != Shape{5 * d, E})
     throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
   if (in.gate_w.shape != Shape{4, d}) throw_bad_input("engram input 'gate_w': expected [4, {}]", d);
   // Weights are data: a non-finite one is bad input (the FP8 quantizer would clamp a NaN to -448).
-  for (const auto& [name, w] : {std::pair{"wkv", &in.wkv}, std::pair{"gate_w", &in.gate_w}})
+  for (const auto& [name, w] : {std::pair{"wkv", in.wkv.get()}, std::pair{"gate_w", &in.gate_w}})
     for (int64_t i = 0; i < w->size(); ++i)
       if (!std::isfinite(w->data[size_t(i)]))
         throw_bad_input("engram input '{}'[{}, {}] is not finite ({})", name, i / w->dim(1),

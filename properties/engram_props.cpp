@@ -243,7 +243,9 @@ TEST(EngramEmu, IdsPastTheCompressedVocabAndNonFiniteWeightsAreBadInput) {
   expect_bad_input([&] { run_engram_layer(past, {}); },
                    "compressed id 3001 >= engram.compressed_vocab 3001");
   EngramInputs nan = in;
-  nan.wkv.data[size_t(nan.wkv.dim(1) + 5)] = NAN;
+  Tensor<float> nan_wkv = *in.wkv;
+  nan_wkv.data[size_t(nan_wkv.dim(1) + 5)] = NAN;
+  nan.wkv = std::make_shared<const Tensor<float>>(std::move(nan_wkv));
   expect_bad_input([&] { run_engram_layer(nan, {}); }, "'wkv'[1, 5] is not finite (nan)");
   EngramInputs inf = in;
   inf.gate_w.data[3] = -INFINITY;

@@ -128,7 +128,7 @@ GateProblem float_gate_problem(const EngramInputs& in, const Tensor<float>& rows
   GateProblem p{in, rows};
   const int B = in.cfg.wkv_fp8_block;
   if (B == 0) return p;
-  p.in.wkv = dequantize(quantize_fp8_blocks(in.wkv, B));
+  p.in.wkv = std::make_shared<const Tensor<float>>(dequantize(quantize_fp8_blocks(*in.wkv, B)));
   const int64_t E = rows.dim(1);
   for (int64_t t = 0; t < rows.dim(0); ++t)
     quantize_dequantize_fp8(std::span<float>(p.rows.ptr() + t * E, size_t(E)), B);
@@ -148,7 +148,8 @@ GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
     for (int64_t i = 0; i < E; ++i) e(i) = S(rows.data[t * E + i]);
     Vec<S> kv(5 * d);  // [5d]: 4 keys, then the value; Wkv's rows converted one at a time
     for (int64_t o = 0; o < 5 * d; ++o)
-      kv(o) = naive_dot<S>(Eigen::Map<const Eigen::VectorXf>(in.wkv.ptr() + o * E, E).cast<S>(), e);
+      kv(o) =
+          naive_dot<S>(Eigen::Map<const Eigen::VectorXf>(in.wkv->ptr() + o * E, E).cast<S>(), e);
     for (int s = 0; s < 4; ++s) {
       Vec<S> h(d), w(d);
       for (int64_t n = 0; n < d; ++n)

@@ -271,7 +271,7 @@ void TinyModelT<S>::engram(const TinyModelWeights::EngramLayer& e,
   in.history.assign(compressed_.end() - int64_t(h), compressed_.end());
   in.compressed_pad = map_.map.at(m_.engram.pad_id);
   in.table = e.table;
-  in.wkv = *e.wkv, in.gate_w = e.gate_w;
+  in.wkv = e.wkv, in.gate_w = e.gate_w;
   // NOTE: Engram's reference reads the streams as float (the kernels' input); the truth's
   // double state is rounded there (relative 2^-24, far below every tolerance budget).
   in.h = Tensor<float>({n, 4, d_});
