@@ -235,8 +235,10 @@ BuiltCase build_engram(const EngramConfig& cfg, ActDType act, int layer_index, u
   const std::vector<int64_t> ids = synthetic_token_ids(cfg.tokens, cfg.vocab, seed);
   const std::vector<int64_t> history{17, 4095, 2};
   EngramStoredInputs stored{Tensor<int32_t>({cfg.vocab}, map.map),
-                            Tensor<int64_t>({cfg.tokens}, ids), Tensor<int64_t>({3}, history),
-                            make_engram_inputs(cfg, map, ids, layer_index, act, seed)};
+                            Tensor<int64_t>({cfg.tokens}, ids),
+                            Tensor<int64_t>({3}, history),
+                            make_engram_inputs(cfg, map, ids, layer_index, act, seed),
+                            {}};
   stored.wkv = *stored.layer.wkv;
   stored.layer.history = reference::compress(history, map);
   const EngramReference ref = run_engram_reference(stored.layer);

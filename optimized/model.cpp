@@ -295,7 +295,8 @@ class ModelRunner : BlockRunner {
       li.page_table = model_page_table(N);
       li.n_keys = N, li.ratio = s.compress_ratios[size_t(b)], li.start = start;
       li.heads = int(ih);
-      li.weight_scale = release_index_weight_scale(int(ih));  // the release scales weights_proj's
+      li.weight_scale =
+          release_index_weight_scale(int(ih));  // as the release scales weights_proj(x)
       const int64_t bytes = T * ih * kv_format_info(KvFormat::idx_mxfp4).record_bytes();
       li.q_records = Tensor<uint8_t>(
           {bytes}, std::vector<uint8_t>(qr.pool.data.begin(), qr.pool.data.begin() + bytes));

@@ -94,11 +94,11 @@ TANDEM_HD inline int64_t candidate_entries(const int32_t* blocks, int count, int
   return int64_t(count - 1) * block + (last < block ? last : block);
 }
 
-// The indexer's scores (DESIGN 5.5): I[t, j] = sum_h w[t, h] relu(q[t, h] . k_j) over the
-// dequantized index keys and queries (MXFP4, or V3.2/Hopper's FP8; V4's queries are Hadamard-
-// rotated before they are quantized, by their producer), for the entries token t sees: j <
-// floor((start + t + 1) / ratio), at most n_keys. The keys live in pages: the sequence's key j is
-// in pool page page_table[j / page_size], slot j % page_size.
+// The indexer's scores (DESIGN 5.5): I[t, j] = sum_h s w[t, h] relu(q[t, h] . k_j) (s:
+// weight_scale) over the dequantized index keys and queries (MXFP4, or V3.2/Hopper's FP8; V4's
+// queries are Hadamard- rotated before they are quantized, by their producer), for the entries
+// token t sees: j < floor((start + t + 1) / ratio), at most n_keys. The keys live in pages: the
+// sequence's key j is in pool page page_table[j / page_size], slot j % page_size.
 struct IndexLogitsInputs {
   KvStoreOptions keys;         // the key pool's format (idx_mxfp4 or idx_fp8), page size, slots
   Tensor<uint8_t> key_pool;    // [pool bytes]

@@ -139,13 +139,13 @@ TEST(App, VerifyRunsOnACheckpointLayersTensors) {
                           "--release-file", (dir / "release.json").string(), "--layer", "2"},
                          "64", "8");
   // Layer 0 hashes (the small release's num_hash_layers 1): its gate row takes tid2eid's rows.
-  expect_layer0_gate_row(dir, "layers.0.ffn.gate tid2eid/bias_vl T=2");
+  ASSERT_NO_FATAL_FAILURE(expect_layer0_gate_row(dir, "layers.0.ffn.gate tid2eid/bias_vl T=2"));
   {  // V4's layout: no vision tower, so every token is text and hashes; no bias at all
     const TestDir v4;
     const nlohmann::json v4_release = small_v4_release_json();
     make_checkpoint(parse_release_config(JsonFields(v4_release, "v4")), false).write(v4.path());
     write_file_atomic(v4 / "release.json", std::string_view(v4_release.dump()));
-    expect_layer0_gate_row(v4, "layers.0.ffn.gate tid2eid T=2");
+    ASSERT_NO_FATAL_FAILURE(expect_layer0_gate_row(v4, "layers.0.ffn.gate tid2eid T=2"));
   }
   const CliRun missing = tandem({"verify", "--weights", dir.str(), "--release-file",
                                  (dir / "release.json").string(), "--layer", "3"});

@@ -246,6 +246,10 @@ TEST(EngramEmu, IdsPastTheCompressedVocabAndNonFiniteWeightsAreBadInput) {
   Tensor<float> nan_wkv = *in.wkv;
   nan_wkv.data[size_t(nan_wkv.dim(1) + 5)] = NAN;
   nan.wkv = std::make_shared<const Tensor<float>>(std::move(nan_wkv));
+  EngramInputs no_wkv = in;  // a missing Wkv: refused by the kernels' and the reference's runs
+  no_wkv.wkv = nullptr;
+  expect_bad_input([&] { run_engram_layer(no_wkv, {}); }, "engram input 'wkv': expected");
+  expect_bad_input([&] { run_engram_reference(no_wkv); }, "engram input 'wkv': expected");
   expect_bad_input([&] { run_engram_layer(nan, {}); }, "'wkv'[1, 5] is not finite (nan)");
   EngramInputs inf = in;
   inf.gate_w.data[3] = -INFINITY;

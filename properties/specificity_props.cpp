@@ -73,6 +73,7 @@ nlohmann::json draw_vision() {
           {"experts", experts},
           {"top_k", *rc::gen::inRange(1, std::min(16, experts) + 1)},
           {"text_tokens", in_range(0, 8)},
+          {"hash_vocab", pick({0, 1, 50})},  // every token ranks; text hashed over 1 or 50 rows
           {"min_pixels", pick<int64_t>({0, 196, 3000})},
           {"max_tokens", pick({4, 9, 16})},
           {"max_wh_ratio", pick({0.0, 1.0, 3.5})}};
@@ -128,7 +129,8 @@ nlohmann::json draw_config() {
   nlohmann::json model = {{"blocks", blocks},
                           {"heads", heads},
                           {"ffn_hidden", pick({4, 12, 32})},
-                          {"prompt_tokens", pick({1, 2, 6})}};
+                          {"prompt_tokens", pick({1, 2, 6})},
+                          {"num_hash_layers", pick({0, 1, 4})}};  // none, block 0, every block
   draw_layer_mix(model, blocks);
   return {{"name", "generated"},
           {"seed", *rc::gen::arbitrary<uint32_t>()},

@@ -125,6 +125,8 @@ Tensor<float> gather_rows(const EngramInputs& in, const Tensor<int64_t>& address
 }
 
 GateProblem float_gate_problem(const EngramInputs& in, const Tensor<float>& rows) {
+  if (!in.wkv || in.wkv->shape != Shape{5 * in.cfg.d, rows.dim(1)})  // read unchecked below
+    throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * in.cfg.d, rows.dim(1));
   GateProblem p{in, rows};
   const int B = in.cfg.wkv_fp8_block;
   if (B == 0) return p;

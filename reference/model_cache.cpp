@@ -244,7 +244,7 @@ void ModelCache<S>::select(int b, const std::vector<Vec<S>>& y, const std::vecto
       li.q_records.data.insert(li.q_records.data.end(), r.begin(), r.end());
     li.q_records.shape = {int64_t(li.q_records.data.size())};
     li.w = tensor_cast<float>(project<S>(as_matrix<S>(w.index_w), y));
-    li.weight_scale = release_index_weight_scale(int(H));  // the release scales weights_proj's
+    li.weight_scale = release_index_weight_scale(int(H));  // as the release scales weights_proj(x)
     TopkInputs tk;
     // NOTE: the truth's scores select in float (the top-k's input dtype); two scores closer
     // than a float step are a tie for both.
