@@ -14,6 +14,18 @@
 
 namespace tandem {
 
+namespace {
+
+// `n` seeded token ids in [0, rows): a hash gate's ids over its table (Philox stream `stream`).
+std::vector<int32_t> seeded_token_ids(int64_t n, int64_t rows, uint64_t seed, uint32_t stream) {
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < n; ++t)
+    ids.push_back(int32_t(philox_draw(seed, stream, uint32_t(t)).v[0] % uint64_t(rows)));
+  return ids;
+}
+
+}  // namespace
+
 MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int experts, int top_k,
                                int hash_vocab, uint64_t seed) {
   MoeGateInputs in;
@@ -29,9 +41,7 @@ MoeGateInputs make_gate_inputs(int64_t image_tokens, int64_t text_tokens, int ex
   in.top_k = top_k;
   if (hash_vocab > 0) {
     in.tid2eid = seeded_tid2eid(hash_vocab, experts, top_k, seed, 7);
-    for (int64_t t = 0; t < T; ++t)
-      in.token_ids.push_back(
-          int32_t(philox_draw(seed, 8, uint32_t(t)).v[0] % uint32_t(hash_vocab)));
+    in.token_ids = seeded_token_ids(T, hash_vocab, seed, 8);
   }
   return in;
 }
@@ -104,9 +114,7 @@ MoeGateInputs router_gate_inputs(const CheckpointLayer& l) {
   g.top_k = l.release.top_k, g.route_scale = float(l.release.route_scale);
   g.tid2eid = l.tensors.gate.tid2eid;
   if (g.hashes())  // seeded token ids over the table's rows (image tokens' unread)
-    for (int64_t t = 0; t < l.tokens; ++t)
-      g.token_ids.push_back(
-          int32_t(philox_draw(l.seed, 9, uint32_t(t)).v[0] % uint64_t(g.tid2eid.dim(0))));
+    g.token_ids = seeded_token_ids(l.tokens, g.tid2eid.dim(0), l.seed, 9);
   return g;
 }
 
