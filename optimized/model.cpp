@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 #include "core/vision_config.hpp"
 #include "optimized/block_runner.hpp"
 #include "optimized/dense.hpp"
@@ -117,10 +118,7 @@ class ModelRunner : BlockRunner {
     if (visual.shape != Shape{images, d_})
       throw_bad_input("model prompt: visual embeddings must be [{} IMAGE positions, {}]", images,
                       d_);
-    for (int64_t i = 0; i < visual.size(); ++i)
-      if (!std::isfinite(visual.data[size_t(i)]))
-        throw_bad_input("model prompt: visual embedding [{}, {}] is not finite ({})", i / d_,
-                        i % d_, visual.data[size_t(i)]);
+    require_finite(visual, "model prompt", "visual");
     Tensor<float> e({T, d_});
     int64_t image = 0;
     for (int64_t t = 0; t < T; ++t) {
@@ -429,9 +427,7 @@ ImageRun run_image_embedding(const ModelWeights& w, const Tensor<float>& patches
   const int64_t P = w.image.patch_w.dim(1);
   if (patches.shape.size() != 3 || patches.dim(0) < 1 || patches.dim(1) < 1 || patches.dim(2) != P)
     throw_bad_input("model image: patches must be [grid_h >= 1, grid_w >= 1, {}]", P);
-  for (size_t i = 0; i < patches.data.size(); ++i)
-    if (!std::isfinite(patches.data[i]))
-      throw_bad_input("model image: patch value {} is not finite ({})", i, patches.data[i]);
+  require_finite(patches, "model image", "patches");
   validate_block_threads(opt, 1024, "CUDA's limit per block");
   // From here each launch reads the previous one's output: a launch refusing it is a kernel fault.
   try {

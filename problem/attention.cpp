@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -23,10 +24,7 @@ void validate_attention_inputs(const AttentionInputs& in) {
                     in.keys.dim(0), kAttentionMaxPositions - d / in.heads);
   for (const auto& [name, t] :
        {std::pair{"q", &in.q}, std::pair{"keys", &in.keys}, std::pair{"values", &in.values}})
-    for (int64_t i = 0; i < t->size(); ++i)
-      if (!std::isfinite(t->data[i]))
-        throw_bad_input("attention input '{}'[{}, {}] is not finite ({})", name, i / d, i % d,
-                        t->data[i]);
+    require_finite(*t, "attention input", name);
 }
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -29,10 +30,7 @@ void validate_dense_inputs(const DenseInputs& in) {
                     G, n_in / G);
   if (!in.bias.data.empty() && in.bias.shape != Shape{in.w.dim(0)})
     throw_bad_input("dense input 'bias': expected [{}] or empty", in.w.dim(0));
-  for (size_t i = 0; i < in.x.data.size(); ++i)
-    if (!std::isfinite(in.x.data[i]))
-      throw_bad_input("dense input 'x'[{}, {}] is not finite ({})", i / in.x.dim(1),
-                      i % in.x.dim(1), in.x.data[i]);
+  require_finite(in.x, "dense input", "x");
 }
 
 }  // namespace tandem

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 namespace {
@@ -15,9 +16,7 @@ void expect(const Tensor<float>& t, const Shape& s, const std::string& name) {
   if (t.shape != s)
     throw_bad_input("dspark drafter weight '{}': shape [{}] where [{}] is expected", name,
                     fmt::join(t.shape, ", "), fmt::join(s, ", "));
-  for (size_t i = 0; i < t.data.size(); ++i)
-    if (!std::isfinite(t.data[i]))
-      throw_bad_input("dspark drafter weight '{}'[{}] is not finite ({})", name, i, t.data[i]);
+  require_finite(t, "dspark drafter weight", name);
 }
 
 void expect_site(const ResidualSiteWeights& w, int64_t d, const std::string& name) {
@@ -78,10 +77,7 @@ void validate_drafter_inputs(const DsparkConfig& c, int64_t feature_dim,
                              const Tensor<float>& features, int32_t last, int64_t first) {
   if (features.shape.size() != 2 || features.dim(1) != feature_dim)
     throw_bad_input("dspark drafter input 'features': expected [T, {}]", feature_dim);
-  for (size_t i = 0; i < features.data.size(); ++i)
-    if (!std::isfinite(features.data[i]))
-      throw_bad_input("dspark drafter input 'features'[{}] is not finite ({})", i,
-                      features.data[i]);
+  require_finite(features, "dspark drafter input", "features");
   if (last < 0 || last >= c.vocab)
     throw_bad_input("dspark drafter input 'last': {} is outside [0, {})", last, c.vocab);
   if (first < 0) throw_bad_input("dspark drafter input 'first': {} is negative", first);

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -75,11 +76,7 @@ void validate_markov_draft_inputs(const MarkovDraftInputs& in) {
   const std::pair<const char*, const Tensor<float>*> tensors[] = {
       {"base", &in.base},           {"streams", &in.streams},       {"coef", &in.coef},
       {"markov_in", &in.markov_in}, {"markov_out", &in.markov_out}, {"confidence", &in.confidence}};
-  for (const auto& [name, t] : tensors)
-    for (size_t i = 0; i < t->data.size(); ++i)
-      if (!std::isfinite(t->data[i]))
-        throw_bad_input("dspark markov draft input '{}'[{}] is not finite ({})", name, i,
-                        t->data[i]);
+  for (const auto& [name, t] : tensors) require_finite(*t, "dspark markov draft input", name);
 }
 
 }  // namespace tandem

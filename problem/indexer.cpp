@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -126,8 +127,7 @@ void validate_index_logits_inputs(const IndexLogitsInputs& in) {
       in.w.dim(0) > (1 << 20))
     throw_bad_input("{} input 'w': expected [T in [1, 2^20], {}]", what, in.heads);
   const int64_t T = in.w.dim(0);
-  for (size_t i = 0; i < in.w.data.size(); ++i)
-    if (!std::isfinite(in.w.data[i])) throw_bad_input("{} input 'w'[{}] is not finite", what, i);
+  require_finite(in.w, fmt::format("{} input", what), "w");
   if (!(in.weight_scale > 0) || !std::isfinite(in.weight_scale))
     throw_bad_input("{}: weight_scale {} is not a positive finite number", what, in.weight_scale);
   if (in.q_records.shape != Shape{T * in.heads * f.record_bytes()})

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -75,17 +76,11 @@ std::vector<int32_t> window_index_list(int64_t pos, int window) {
 
 namespace {
 
-void require_finite(const Tensor<float>& t, const char* what, const char* name) {
-  for (size_t i = 0; i < t.data.size(); ++i)
-    if (!std::isfinite(t.data[i]))
-      throw_bad_input("{} input '{}'[{}] is not finite ({})", what, name, i, t.data[i]);
-}
-
 void require_shape(const Tensor<float>& t, const Shape& want, const char* what, const char* name) {
   if (t.shape != want)
     throw_bad_input("{} input '{}': shape [{}], expected [{}]", what, name,
                     fmt::join(t.shape, ", "), fmt::join(want, ", "));
-  require_finite(t, what, name);
+  require_finite(t, fmt::format("{} input", what), name);
 }
 
 // x [T >= 1, d]: d a multiple of 8 (16-byte bf16 loads) within the kernels' shared-memory row.
@@ -95,7 +90,7 @@ int64_t require_hidden(const Tensor<float>& x, const char* what) {
     throw_bad_input("{} input 'x': expected [T >= 1, d], d a multiple of 8 in [8, {}]", what,
                     kKvMaxHidden);
   if (x.dim(0) > (int64_t{1} << 24)) throw_bad_input("{} input 'x': more than 2^24 tokens", what);
-  require_finite(x, what, "x");
+  require_finite(x, fmt::format("{} input", what), "x");
   return x.dim(1);
 }
 
@@ -182,7 +177,7 @@ void validate_kv_compress_inputs(const KvCompressInputs& in) {
     if (in.state.a.shape != Shape{c.state_rows(), w} || in.state.b.shape != in.state.a.shape)
       throw_bad_input("{} decode input 'state.a'/'state.b': expected [{}, {}]", what,
                       c.state_rows(), w);
-    require_finite(in.state.a, what, "state.a");
+    require_finite(in.state.a, fmt::format("{} input", what), "state.a");
     for (size_t i = 0; i < in.state.b.data.size(); ++i)
       if (std::isnan(in.state.b.data[i]) || in.state.b.data[i] == INFINITY)
         throw_bad_input("{} input 'state.b'[{}] is {} (finite or -inf only)", what, i,
@@ -205,7 +200,7 @@ void validate_index_key_inputs(const IndexKeyInputs& in) {
     throw_bad_input("{}: ratio {} outside [1, 1024]", what, in.ratio);
   if (in.latent.shape.size() != 2 || in.latent.dim(0) < 1 || in.latent.dim(1) != kKvMainDims)
     throw_bad_input("{} input 'latent': expected [N >= 1, {}]", what, kKvMainDims);
-  require_finite(in.latent, what, "latent");
+  require_finite(in.latent, fmt::format("{} input", what), "latent");
   if (in.first < 0 || in.first > in.store.pool_slots - in.latent.dim(0))
     throw_bad_input("{}: keys {}..{} (field 'first' = {}) do not fit a pool of {} slots", what,
                     in.first, in.first + in.latent.dim(0) - 1, in.first, in.store.pool_slots);

@@ -6,6 +6,7 @@
 
 #include "core/device_limits.hpp"
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 #include "core/vision_config.hpp"
 
 namespace tandem {
@@ -30,14 +31,11 @@ void validate_moe_expert_inputs(const MoeExpertInputs& in) {
       in.weights.shape != in.experts.shape)
     throw_bad_input("moe experts inputs 'experts', 'weights': expected [{}, k >= 1] each", T);
   const int64_t k = in.experts.dim(1);
-  for (int64_t i = 0; i < in.experts.size(); ++i) {
+  for (int64_t i = 0; i < in.experts.size(); ++i)
     if (in.experts.data[i] < 0 || in.experts.data[i] >= E)
       throw_bad_input("moe experts input 'experts'[{}, {}] is {}, outside [0, {})", i / k, i % k,
                       in.experts.data[i], E);
-    if (!std::isfinite(in.weights.data[i]))
-      throw_bad_input("moe experts input 'weights'[{}, {}] is not finite ({})", i / k, i % k,
-                      in.weights.data[i]);
-  }
+  require_finite(in.weights, "moe experts input", "weights");
 }
 
 }  // namespace tandem

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -71,14 +72,9 @@ void validate_residual_boundary(const ResidualBoundaryInputs& in) {
   if (!close && !open) throw_bad_input("residual boundary: neither 'f' nor 'next.norm_w' given");
   if (open) expect_shape(in.next.norm_w, {d}, "next.norm_w");
   if (!in.next.fn.data.empty()) check_mixes(in.next, d, "next");
-  for (const Tensor<float>* t : {&in.x, &in.f, &in.coef})
-    for (size_t i = 0; i < t->data.size(); ++i)
-      if (!std::isfinite(t->data[i]))
-        throw_bad_input("residual boundary input '{}'[{}] is not finite ({})",
-                        t == &in.x   ? "x"
-                        : t == &in.f ? "f"
-                                     : "coef",
-                        i, t->data[i]);
+  for (const auto& [name, t] :
+       {std::pair{"x", &in.x}, std::pair{"f", &in.f}, std::pair{"coef", &in.coef}})
+    require_finite(*t, "residual boundary input", name);
 }
 
 void validate_rms_norm(const RmsNormInputs& in) {
@@ -89,9 +85,7 @@ void validate_rms_norm(const RmsNormInputs& in) {
   if (!(in.eps >= 0) || !std::isfinite(in.eps))
     throw_bad_input("rms norm: eps must be finite and >= 0, got {}", in.eps);
   for (const auto& [name, t] : {std::pair{"u", &in.u}, std::pair{"w", &in.w}})
-    for (size_t i = 0; i < t->data.size(); ++i)
-      if (!std::isfinite(t->data[i]))
-        throw_bad_input("rms norm input '{}'[{}] is not finite ({})", name, i, t->data[i]);
+    require_finite(*t, "rms norm input", name);
 }
 
 }  // namespace tandem

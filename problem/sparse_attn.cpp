@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -44,8 +45,7 @@ void validate_sparse_attn_inputs(const SparseAttnInputs& in) {
   if (in.q.shape.size() != 3 || in.q.dim(0) < 1 || in.q.dim(0) > (1 << 20) ||
       in.q.dim(1) != in.heads || in.q.dim(2) != kKvMainDims)
     throw_bad_input("{} input 'q': expected [T in [1, 2^20], {}, {}]", what, in.heads, kKvMainDims);
-  for (size_t i = 0; i < in.q.data.size(); ++i)
-    if (!std::isfinite(in.q.data[i])) throw_bad_input("{} input 'q'[{}] is not finite", what, i);
+  require_finite(in.q, fmt::format("{} input", what), "q");
   if (in.sinks.shape != Shape{in.heads})
     throw_bad_input("{} input 'sinks': expected [{}]", what, in.heads);
   for (size_t h = 0; h < in.sinks.data.size(); ++h)
@@ -81,8 +81,7 @@ void validate_rope_queries_inputs(const RopeQueriesInputs& in) {
       (in.q.dim(2) != kIndexKeyDims && in.q.dim(2) != kKvMainDims))
     throw_bad_input("{} input 'q': expected [T in [1, 2^20], heads in [1, {}], {} or {}]", what,
                     kRopeQueryMaxHeads, kIndexKeyDims, kKvMainDims);
-  for (size_t i = 0; i < in.q.data.size(); ++i)
-    if (!std::isfinite(in.q.data[i])) throw_bad_input("{} input 'q'[{}] is not finite", what, i);
+  require_finite(in.q, fmt::format("{} input", what), "q");
   if (in.start < 0 || in.start > (int64_t{1} << 40))
     throw_bad_input("{}: start position {} outside [0, 2^40]", what, in.start);
   if (!(in.rope_theta >= 1 && in.rope_theta <= 1e9))

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "core/tensor_checks.hpp"
 
 namespace tandem {
 
@@ -112,10 +113,7 @@ void validate_moe_gate_inputs(const MoeGateInputs& in) {
     validate_hash_routing(in, T, E);
   else if (!in.token_ids.empty())
     throw_bad_input("moe gate input: token_ids without tid2eid (only a hash gate reads them)");
-  for (int64_t i = 0; i < in.logits.size(); ++i)
-    if (!std::isfinite(in.logits.data[i]))
-      throw_bad_input("moe gate input: logits[{}, {}] is not finite ({})", i / E, i % E,
-                      in.logits.data[i]);
+  require_finite(in.logits, "moe gate input", "logits");
 }
 
 }  // namespace tandem

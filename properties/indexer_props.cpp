@@ -301,8 +301,8 @@ TEST(IndexLogits, BadInputNamesTheField) {
   expect_bad_input(run(bad), "heads 65");
   bad = ok, bad.q_records.data.pop_back(), bad.q_records.shape[0] -= 1;
   expect_bad_input(run(bad), "'q_records'");
-  bad = ok, bad.w.data[3] = NAN;
-  expect_bad_input(run(bad), "'w'[3] is not finite");
+  bad = ok, bad.w.data[4 + 2] = NAN;  // w [T, heads] = [2, 4]
+  expect_bad_input(run(bad), "'w'[1, 2] is not finite (nan)");
   for (float scale : {0.0f, -1.0f, NAN, INFINITY}) {
     bad = ok, bad.weight_scale = scale;
     expect_bad_input(run(bad), "weight_scale");

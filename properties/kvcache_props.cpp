@@ -565,8 +565,8 @@ TEST(KvCache, BadInputNamesTheField) {
   const KvWindowInputs w = make_kv_window_inputs(KvFormat::model1, 4, 16, 8, 0, 4, 1e-6, 1);
   auto window = [](KvWindowInputs in) { return [in] { run_kv_window_store(in, {}); }; };
   KvWindowInputs bad = w;
-  bad.x.data[3] = NAN;
-  expect_bad_input(window(bad), "kv_window_store input 'x'[3] is not finite");
+  bad.x.data[16 + 3] = NAN;  // [T, d] = [4, 16]: the message gives the element's row and column
+  expect_bad_input(window(bad), "kv_window_store input 'x'[1, 3] is not finite (nan)");
   bad = w, bad.window = 3;
   expect_bad_input(window(bad), "4 tokens for a ring of 3");
   bad = w, bad.wkv = Tensor<float>({511, 16});

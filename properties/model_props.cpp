@@ -813,10 +813,10 @@ TEST(ModelEmu, BadPromptsNameTheProblem) {
   expect_bad_input(run(p), "visual embeddings");
   p.visual = Tensor<double>({1, tiny().residual.d}, 0.5);
   p.visual.data[3] = NAN;
-  expect_bad_input(run(p), "visual embedding [0, 3] is not finite");
+  expect_bad_input(run(p), "model prompt 'visual'[0, 3] is not finite (nan)");
   p = model_prompt(tiny(), 2, true);
   p.patches.data[5] = NAN;
-  expect_bad_input(run(p), "patch value 5 is not finite");
+  expect_bad_input(run(p), "model image 'patches'[0, 0, 5] is not finite (nan)");
   p.patches = Tensor<float>({2, 2, 100});
   expect_bad_input(run(p), "patches must be");
   ModelWeights fewer = weights().opt;

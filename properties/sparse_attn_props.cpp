@@ -240,8 +240,8 @@ TEST(SparseAttn, BadInputNamesTheField) {
   bad = ok, bad.comp.format = KvFormat::model1,
   bad.comp_pool = Tensor<uint8_t>({kv_pool_bytes(bad.comp)});
   expect_bad_input(run(bad), "window v41_window with compressed model1");
-  bad = ok, bad.q.data[17] = INFINITY;
-  expect_bad_input(run(bad), "'q'[17] is not finite");
+  bad = ok, bad.q.data[2 * 512 + 17] = INFINITY;  // q [T, heads, 512] = [2, 4, 512]
+  expect_bad_input(run(bad), "'q'[0, 2, 17] is not finite (inf)");
 }
 
 // Hostile sparse_attn golden files (copies of a shipped case in the test's own directory, the

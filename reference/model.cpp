@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "core/tensor_checks.hpp"
 #include "core/vision_config.hpp"  // moe_materialises_every_expert
 #include "problem/moe.hpp"         // routed_experts
 #include "reference/model_util.hpp"
@@ -318,10 +319,7 @@ Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* 
   if (images != p.visual.dim(0))
     throw_bad_input("model prompt: {} IMAGE positions for {} visual embeddings", images,
                     p.visual.dim(0));
-  for (int64_t i = 0; i < p.visual.size(); ++i)
-    if (!std::isfinite(p.visual.data[i]))
-      throw_bad_input("model prompt: visual embedding [{}, {}] is not finite ({})", i / d_, i % d_,
-                      p.visual.data[i]);
+  require_finite(p.visual, "model prompt", "visual");
   const std::vector<int64_t> compressed = compress(raw, map_);
   auto tap = [&](std::string name, Tensor<double> v) {
     if (taps) taps->push_back({std::move(name), std::move(v)});
