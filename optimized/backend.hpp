@@ -1,9 +1,12 @@
 #pragma once
 // Which backend runs the optimized model: real CUDA on a GPU, or the kernel source under the
 // emulator (DESIGN section 3).
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "core/error.hpp"
 #include "optimized/emu/schedule.hpp"
 
 namespace tandem {
@@ -29,7 +32,19 @@ struct RunOptions {
   // emu verify rows: rerun under every test schedule (off: the row's own run under `schedule`
   // only; the specificity campaign draws one schedule per config, the hazard detector watching).
   bool rerun_schedules = true;
+  // Blocks of a grid-stride launch at most (kv_quantize, rope_queries: a warp a row, each warp
+  // striding on by the grid's warps), in [1, 2^31 - 1]; the tests lower it so that the stride
+  // runs more than once at small sizes, as it does past 65535 x warps rows.
+  int64_t max_grid_blocks = 65535;
 };
+
+// The grid of a grid-stride launch over `rows` at `rows_per_block` a block.
+inline unsigned grid_stride_blocks(int64_t rows, int rows_per_block, const RunOptions& opt) {
+  if (opt.max_grid_blocks < 1 || opt.max_grid_blocks > INT32_MAX)
+    throw BadInput("RunOptions::max_grid_blocks " + std::to_string(opt.max_grid_blocks) +
+                   " is outside [1, 2^31 - 1]");
+  return unsigned(std::min((rows + rows_per_block - 1) / rows_per_block, opt.max_grid_blocks));
+}
 // --block-threads: a multiple of 32 (whole warps) up to `max`; `why` says what bounds it.
 void validate_block_threads(const RunOptions& opt, int max, std::string_view why);
 

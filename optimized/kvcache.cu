@@ -55,7 +55,7 @@ KvStoreOutputs run_kv_quantize(const KvQuantizeInputs& in, const RunOptions& opt
   DeviceArray<uint8_t> pool(size_t(kv_pool_bytes(in.store)));
   poison_pool(pool);
   const int warps = opt.block_threads / kWarpSize;
-  const unsigned blocks = unsigned(std::min<int64_t>((N + warps - 1) / warps, 65535));
+  const unsigned blocks = grid_stride_blocks(N, warps, opt);
   with_format(in.store.format, [&](auto tag) {
     const std::string name = kv_launch("kv_quantize", f.name);
     TANDEM_LAUNCH(name.c_str(), kv_quantize<decltype(tag)::value>, dim3(blocks),

@@ -53,7 +53,7 @@ RopeQueriesOutputs run_rope_queries(const RopeQueriesInputs& in, const RunOption
   DeviceArray<bf16> out(in.q.data.size());
   q.upload(in.q.data), rope.upload(kv_rope_table(in.start, T, in.rope_theta).data);
   const int warps = opt.block_threads / kWarpSize;
-  const unsigned blocks = unsigned(std::min<int64_t>((rows + warps - 1) / warps, 65535));
+  const unsigned blocks = grid_stride_blocks(rows, warps, opt);
   const std::string name = launch_name("rope_queries", ActDType::bf16, "d" + std::to_string(D));
   auto launch = [&](auto kernel) {
     TANDEM_LAUNCH(name.c_str(), kernel, dim3(blocks), dim3(opt.block_threads), 0, q.data(),

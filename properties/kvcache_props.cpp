@@ -102,7 +102,9 @@ RC_GTEST_PROP(KvRecordEmu, KernelBytesEqualReferenceBytes, ()) {
   KvQuantizeInputs in = make_kv_quantize_inputs(f, rows, page, *rc::gen::arbitrary<uint64_t>());
   in.store.canonical_zero = *rc::gen::arbitrary<bool>();
   in.traffic = *rc::gen::element(Traffic::kv_cache, Traffic::activation);  // queries: activations
-  const RunOptions opt = any_emu_options();
+  RunOptions opt = any_emu_options();
+  // A grid of 1 or 2 blocks: each warp's stride loop takes further rows (past 65535 blocks).
+  opt.max_grid_blocks = *rc::gen::element<int64_t>(65535, 1, 2);
   const KvStoreOutputs out = run_kv_quantize(in, opt);
   RC_ASSERT(out.pool.data == reference::encode_pool(in).data);
   RC_ASSERT(same_traffic(out.launches, sim::predict_kv_quantize(f, rows, in.traffic)));
@@ -358,11 +360,15 @@ RC_GTEST_PROP(KvCompressEmu, PrefillMatchesReferenceAndDecodeStepsBitForBit, ())
   const KvCompressor c = any_compressor();
   const int64_t T = *rc::gen::inRange<int64_t>(1, 3 * c.ratio + 3), d = 8 * *rc::gen::inRange(1, 9);
   const double eps = *rc::gen::element(1e-6, 1e-20, 0.0);
-  const KvCompressInputs in = make_kv_compress_inputs(c, T, d, *rc::gen::inRange(1, 9), eps,
-                                                      *rc::gen::arbitrary<uint64_t>());
+  KvCompressInputs in = make_kv_compress_inputs(c, T, d, *rc::gen::inRange(1, 9), eps,
+                                                *rc::gen::arbitrary<uint64_t>());
+  // Gate scores far from 0 (e^100 overflows a float, e^-100 is subnormal): the pool's softmax
+  // must subtract its running max; the same pooled values come out.
+  const float gate_shift = *rc::gen::element(0.0f, 100.0f, -100.0f);
+  for (float& v : in.ape.data) v += gate_shift;
   const RunOptions opt = any_emu_options();
   const KvStoreOutputs prefill = run_kv_compress(in, opt);
-  RC_LOG() << c.name << " r=" << c.ratio << " T=" << T << "\n";
+  RC_LOG() << c.name << " r=" << c.ratio << " T=" << T << " gate shift " << gate_shift << "\n";
   RC_ASSERT(prefill.stored.dim(0) == kv_entries(T, c.ratio));
   assert_checks(compare_kv(run_kv_reference(in), prefill, in.store));
   RC_ASSERT(same_traffic(prefill.launches, sim::predict_kv_compress(c, T, d, false)));
@@ -578,6 +584,13 @@ TEST(KvCache, BadInputNamesTheField) {
   expect_bad_input([&] { run_kv_quantize(q, {}); }, "'slots'[1]");
   q = make_kv_quantize_inputs(KvFormat::v41_fp4, 3, 2, 1), q.slots.data[2] = -1;
   expect_bad_input([&] { run_kv_quantize(q, {}); }, "'slots'[2] = -1");
+  q = make_kv_quantize_inputs(KvFormat::v41_fp4, 3, 2, 1);
+  for (int64_t blocks : {int64_t{0}, int64_t{1} << 31}) {
+    RunOptions capped;
+    capped.max_grid_blocks = blocks;
+    expect_bad_input([&] { run_kv_quantize(q, capped); },
+                     fmt::format("max_grid_blocks {}", blocks));
+  }
   KvCompressInputs c = make_kv_compress_inputs(v4_csa_compressor(), 9, 16, 4, 1e-6, 1);
   c.comp.rotate = true;  // a mix the kernels are not built for
   expect_bad_input([&] { run_kv_compress(c, {}); }, "compressor 'v4_csa'");

@@ -47,8 +47,12 @@ struct ResidualCase {
 rc::Gen<ResidualCase> gen_case() {
   return rc::gen::build<ResidualCase>(
       rc::gen::set(&ResidualCase::tokens, rc::gen::inRange(1, 5)),
+      // A quarter of the cases past one pass of every block size over d (a thread's 4 or 8
+      // values a pass: 32 x 8 = 256 ... 128 x 8 = 1024), each with a tail of one 8-value pack.
       rc::gen::set(&ResidualCase::d,
-                   rc::gen::map(rc::gen::inRange(1, 13), [](int k) { return 8 * k; })),
+                   rc::gen::weightedOneOf<int>(
+                       {{3, rc::gen::map(rc::gen::inRange(1, 13), [](int k) { return 8 * k; })},
+                        {1, rc::gen::element(264, 520, 1032)}})),
       rc::gen::set(&ResidualCase::sites, rc::gen::inRange(1, 4)),
       rc::gen::set(&ResidualCase::block, rc::gen::element(32, 64, 128)),
       rc::gen::set(&ResidualCase::path,

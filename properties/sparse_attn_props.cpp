@@ -125,7 +125,10 @@ RC_GTEST_PROP(SparseAttnEmu, QueryRopeMatchesReference, ()) {
   RopeQueriesInputs in;
   in.start = *rc::gen::inRange<int64_t>(0, 1 << 20);
   in.q = seeded_tensor({T, H, D}, *rc::gen::arbitrary<uint64_t>(), 1, -4.0f, 4.0f);
-  const RopeQueriesOutputs out = run_rope_queries(in, any_emu());
+  RunOptions opt = any_emu();
+  // A grid of 1 or 2 blocks: each warp's stride loop takes further rows (past 65535 blocks).
+  opt.max_grid_blocks = *rc::gen::element<int64_t>(65535, 1, 2);
+  const RopeQueriesOutputs out = run_rope_queries(in, opt);
   const Tensor<double> truth = reference::rope_queries<double, double>(
       Tensor<double>(in.q.shape, {in.q.data.begin(), in.q.data.end()}), in.start, in.rope_theta);
   const Tensor<float> baseline =
