@@ -11,10 +11,12 @@
 
 namespace tandem {
 
-// The row-major multi-index of flat element i of a tensor shaped s: "1, 3" for i = 7 of [2, 4].
+// The row-major multi-index of flat element i of a tensor shaped s: "1, 3" for i = 7 of [2, 4]
+// (the flat index where s does not hold element i).
 inline std::string element_index(const Shape& s, int64_t i) {
-  std::string index;
   int64_t stride = shape_elements(s);
+  if (i < 0 || i >= stride) return std::to_string(i);
+  std::string index;
   for (const int64_t extent : s) {
     stride /= extent;
     index += fmt::format("{}{}", index.empty() ? "" : ", ", i / stride);
