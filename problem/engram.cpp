@@ -10,6 +10,12 @@
 
 namespace tandem {
 
+void check_engram_wkv(const EngramInputs& in) {
+  const int64_t d = in.cfg.d, E = int64_t{in.cfg.lookups()} * in.cfg.head_dim;
+  if (!in.wkv || in.wkv->shape != Shape{5 * d, E})
+    throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
+}
+
 void validate_engram_inputs(const EngramInputs& in) {
   const EngramConfig& c = in.cfg;
   const int64_t T = static_cast<int64_t>(in.compressed.size()), d = c.d;
@@ -42,8 +48,7 @@ void validate_engram_inputs(const EngramInputs& in) {
   }
   check_engram_table_rows(in.table_rows, in.tables.rows);
   if (in.h.shape != Shape{T, 4, d}) throw_bad_input("engram input 'h': expected [{}, 4, {}]", T, d);
-  if (!in.wkv || in.wkv->shape != Shape{5 * d, E})
-    throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * d, E);
+  check_engram_wkv(in);
   if (in.gate_w.shape != Shape{4, d}) throw_bad_input("engram input 'gate_w': expected [4, {}]", d);
   // Weights are data: a non-finite one is bad input (the FP8 quantizer would clamp a NaN to -448).
   for (const auto& [name, w] : {std::pair{"wkv", in.wkv.get()}, std::pair{"gate_w", &in.gate_w}})

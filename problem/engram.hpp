@@ -82,6 +82,9 @@ inline std::vector<int64_t> engram_ids_with_history(std::span<const int64_t> com
 }
 
 void validate_engram_inputs(const EngramInputs& in);
+// BadInput naming 'wkv' unless it is held and shaped [5d, lookups x head_dim] (the shape check
+// alone: validate_engram_inputs also scans its values).
+void check_engram_wkv(const EngramInputs& in);
 // BadInput naming 'table_rows' unless `rows` are strictly ascending addresses of a layer's
 // `table_rows`-row table (EngramInputs::table_rows).
 void check_engram_table_rows(std::span<const int64_t> rows, int64_t table_rows);

@@ -96,7 +96,7 @@ TANDEM_HD inline int64_t candidate_entries(const int32_t* blocks, int count, int
 
 // The indexer's scores (DESIGN 5.5): I[t, j] = sum_h s w[t, h] relu(q[t, h] . k_j) (s:
 // weight_scale) over the dequantized index keys and queries (MXFP4, or V3.2/Hopper's FP8; V4's
-// queries are Hadamard- rotated before they are quantized, by their producer), for the entries
+// queries are Hadamard-rotated before they are quantized, by their producer), for the entries
 // token t sees: j < floor((start + t + 1) / ratio), at most n_keys. The keys live in pages: the
 // sequence's key j is in pool page page_table[j / page_size], slot j % page_size.
 struct IndexLogitsInputs {

@@ -250,6 +250,22 @@ TEST(EngramEmu, IdsPastTheCompressedVocabAndNonFiniteWeightsAreBadInput) {
   no_wkv.wkv = nullptr;
   expect_bad_input([&] { run_engram_layer(no_wkv, {}); }, "engram input 'wkv': expected");
   expect_bad_input([&] { run_engram_reference(no_wkv); }, "engram input 'wkv': expected");
+  // The reference gate itself, on a float Wkv (no FP8 problem made first), and on rows narrower
+  // than Wkv's columns: both read unchecked past there.
+  const int64_t E = in.wkv->dim(1);
+  no_wkv.cfg.wkv_fp8_block = 0;
+  expect_bad_input(
+      [&] {
+        reference::engram_gate_truth(no_wkv, Tensor<float>({4, E}));
+      },
+      "engram input 'wkv': expected");
+  EngramInputs float_wkv = in;
+  float_wkv.cfg.wkv_fp8_block = 0;
+  expect_bad_input(
+      [&] {
+        reference::engram_gate_baseline(float_wkv, Tensor<float>({4, E - 1}));
+      },
+      fmt::format("engram gate: rows [4, {}], expected [T, {}]", E - 1, E));
   expect_bad_input([&] { run_engram_layer(nan, {}); }, "'wkv'[1, 5] is not finite (nan)");
   EngramInputs inf = in;
   inf.gate_w.data[3] = -INFINITY;

@@ -1,5 +1,7 @@
 #include "reference/engram.hpp"
 
+#include <fmt/ranges.h>
+
 #include <Eigen/Dense>
 #include <cmath>
 #include <stdexcept>
@@ -124,9 +126,20 @@ Tensor<float> gather_rows(const EngramInputs& in, const Tensor<int64_t>& address
   return e;
 }
 
+namespace {
+
+// What the gate reads unchecked: Wkv, and gathered rows as wide as its columns.
+void check_gate_operands(const EngramInputs& in, const Tensor<float>& rows) {
+  check_engram_wkv(in);
+  if (rows.shape.size() != 2 || rows.dim(1) != in.wkv->dim(1))
+    throw_bad_input("engram gate: rows [{}], expected [T, {}]", fmt::join(rows.shape, ", "),
+                    in.wkv->dim(1));
+}
+
+}  // namespace
+
 GateProblem float_gate_problem(const EngramInputs& in, const Tensor<float>& rows) {
-  if (!in.wkv || in.wkv->shape != Shape{5 * in.cfg.d, rows.dim(1)})  // read unchecked below
-    throw_bad_input("engram input 'wkv': expected [{}, {}]", 5 * in.cfg.d, rows.dim(1));
+  check_gate_operands(in, rows);
   GateProblem p{in, rows};
   const int B = in.cfg.wkv_fp8_block;
   if (B == 0) return p;
@@ -142,6 +155,7 @@ template <class S, class Act>
 GateOutputs engram_gate(const EngramInputs& in, const Tensor<float>& rows) {
   if (in.cfg.wkv_fp8_block != 0)
     throw std::logic_error("engram_gate: takes float_gate_problem's float problem");
+  check_gate_operands(in, rows);
   const int64_t T = in.h.dim(0), d = in.cfg.d, E = rows.dim(1);
   const S eps = S(in.cfg.norm_eps);
   GateOutputs out{Tensor<double>({T, 4}), Tensor<double>({T, 4, d})};
