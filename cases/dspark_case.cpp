@@ -294,7 +294,7 @@ TrainingOutputs training_outputs(const DsparkConfig& cfg, const reference::Train
   const DrafterWeights& w = trained.drafter.weights();
   return {tensor_cast<double>(w.markov_in),
           tensor_cast<double>(w.markov_out),
-          tensor_cast<double>(w.unembed),
+          tensor_cast<double>(w.unembed.values()),
           tensor_cast<double>(w.confidence),
           Tensor<double>({cfg.gamma}, trained.report.held_out_after),
           text};

@@ -1,10 +1,48 @@
 #include "optimized/block_runner.hpp"
 
+#include <algorithm>
+#include <numeric>
+
+#include "core/vision_config.hpp"  // moe_materialises_every_expert
 #include "optimized/dense.hpp"
 #include "optimized/residual.hpp"
 #include "optimized/sparse_attn.hpp"
 
 namespace tandem {
+namespace {
+
+// The experts `ids` of a table, generated: [ids, r, c].
+Tensor<float> stacked(const std::vector<SeededMatrix>& experts, const std::vector<int32_t>& ids) {
+  const SeededMatrix& first = experts[0];
+  Tensor<float> t({int64_t(ids.size()), first.rows, first.cols});
+  for (size_t i = 0; i < ids.size(); ++i)
+    experts[size_t(ids[i])].rows_into(0, first.rows,
+                                      t.ptr() + int64_t(i) * first.rows * first.cols);
+  return t;
+}
+
+}  // namespace
+
+SeededExperts::SeededExperts(const std::vector<SeededMatrix>& w_in,
+                             const std::vector<SeededMatrix>& w_out)
+    : w_in_(&w_in), w_out_(&w_out) {
+  if (w_in.empty() ||
+      !moe_materialises_every_expert(int64_t(w_in.size()), w_out[0].cols, w_in[0].cols))
+    return;
+  std::vector<int32_t> every(w_in.size());
+  std::iota(every.begin(), every.end(), 0);
+  held_in_ = stacked(w_in, every), held_out_ = stacked(w_out, every);
+}
+
+void SeededExperts::bind(MoeExpertInputs& in) const {
+  if (!held_in_.data.empty()) {
+    in.w_in = held_in_, in.w_out = held_out_;
+    return;
+  }
+  const std::vector<int32_t> routed = routed_experts(in.experts);
+  renumber_routing(in.experts, routed);
+  in.w_in = stacked(*w_in_, routed), in.w_out = stacked(*w_out_, routed);
+}
 
 void BlockRunner::start_chunk(Tensor<float> x) {
   x_ = std::move(x), y_ = {}, f_ = {}, coef_ = {}, pending_.clear();
@@ -31,6 +69,18 @@ Tensor<float> BlockRunner::dense(const Tensor<float>& x, Tensor<float> w, int gr
   DenseOutputs o = run_dense_rows({ActDType::f32, x, std::move(w), {}, false, groups}, opt_);
   log(o.launches);
   return std::move(o.y);
+}
+
+Tensor<float> BlockRunner::unembed(const Projection& w) {
+  const int64_t T = y_.dim(0), V = w.shape()[0];
+  Tensor<float> logits({T, V});
+  for (int64_t first = 0; first < V; first += kUnembedChunkRows) {
+    const int64_t n = std::min(kUnembedChunkRows, V - first);
+    const Tensor<float> part = dense(y_, w.row_block(first, n));
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(part.ptr() + t * n, n, logits.ptr() + t * V + first);
+  }
+  return logits;
 }
 
 Tensor<float> BlockRunner::rms_norm(Tensor<float> u, Tensor<float> w) {

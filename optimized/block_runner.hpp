@@ -10,10 +10,27 @@
 
 #include "optimized/backend.hpp"
 #include "problem/model.hpp"
+#include "problem/moe.hpp"
 #include "problem/residual.hpp"
 #include "problem/sparse_attn.hpp"
 
 namespace tandem {
+
+// A table of seeded experts (the routed ones, then the shared one: [2H, d] and [d, H] each) as the
+// experts kernel reads it: every expert generated once when the table fits
+// kMoeMaterialisedValues, else a launch's routed ones generated for it in ascending id, the
+// routing renumbered into them (the kernel reads the same rows).
+class SeededExperts {
+ public:
+  SeededExperts(const std::vector<SeededMatrix>& w_in, const std::vector<SeededMatrix>& w_out);
+  // in.w_in and in.w_out for the routing in.experts (renumbered when generated).
+  void bind(MoeExpertInputs& in) const;
+
+ private:
+  const std::vector<SeededMatrix>* w_in_;
+  const std::vector<SeededMatrix>* w_out_;
+  Tensor<float> held_in_, held_out_;  // [E + 1, 2H, d], [E + 1, d, H], or empty
+};
 
 class BlockRunner {
  protected:
@@ -29,6 +46,9 @@ class BlockRunner {
   // x [T, n_in] times w [n_out, n_in / groups]^T (dense_rows, f32, block-diagonal with groups);
   // w by value: a generated projection moves into the launch's inputs.
   Tensor<float> dense(const Tensor<float>& x, Tensor<float> w, int groups = 1);
+  // The logits [T, V] of the open site's y through an unembedding [V, d]: its rows generated (when
+  // seeded) and multiplied kUnembedChunkRows at a time, a dense_rows launch each.
+  Tensor<float> unembed(const Projection& w);
   // RMSNorm of the rows of u [rows, n] with gain w ([n], or empty: none).
   Tensor<float> rms_norm(Tensor<float> u, Tensor<float> w);
   // [T, heads * dims] -> RoPE'd bf16 queries [T, heads, dims] at positions start..

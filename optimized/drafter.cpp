@@ -26,17 +26,19 @@ static_assert(
 class DrafterRunner : BlockRunner {
  public:
   DrafterRunner(const DsparkConfig& c, const DrafterWeights& w, const RunOptions& opt)
-      : BlockRunner(dspark_mhc_config(c), opt), c_(c), w_(w) {}
+      : BlockRunner(dspark_mhc_config(c), opt), c_(c), w_(w) {
+    for (const DrafterWeights::Stage& st : w.stages) experts_.emplace_back(st.w_in, st.w_out);
+  }
 
   ModelRun run(const Tensor<float>& features, int32_t last, int64_t first, int K,
                const DraftChoice& choice) {
     inject(features, first);
     const int64_t g = c_.gamma, d = c_.width;
     Tensor<float> x({g, 4, d});  // the block [last, noise x (gamma - 1)] on 4 equal streams
-    for (int64_t i = 0; i < g; ++i)
-      for (int s = 0; s < 4; ++s)
-        std::copy_n(w_.embed.ptr() + (i == 0 ? last : c_.noise_id) * d, d,
-                    x.ptr() + (i * 4 + s) * d);
+    for (int64_t i = 0; i < g; ++i) {
+      const Tensor<float> row = w_.embed.row_block(i == 0 ? last : c_.noise_id, 1);
+      for (int s = 0; s < 4; ++s) std::copy_n(row.ptr(), d, x.ptr() + (i * 4 + s) * d);
+    }
     start_chunk(std::move(x));
     for (int b = 0; b < c_.blocks; ++b) {
       const std::string stage = fmt::format("stage{}", b);
@@ -49,7 +51,7 @@ class DrafterRunner : BlockRunner {
     ResidualSiteWeights head;
     head.norm_w = w_.head_norm;
     boundary(head, "head");
-    const Tensor<float> logits = dense(y_, w_.unembed);
+    const Tensor<float> logits = unembed(w_.unembed);
     tap("logits", logits);
     if (K > 0) draft(logits, last_coef, last, K, choice);
     return std::move(out_);
@@ -118,11 +120,10 @@ class DrafterRunner : BlockRunner {
     const MoeGateOutputs routed = run_moe_gate(gate, opt_);
     log(routed.launches);
     tap(pending_ + ".experts", tensor_cast<float>(routed.experts));
-    Tensor<int32_t> experts = routed.experts;
-    Tensor<float> weights = routed.weights;
-    append_shared_expert(experts, weights, c_.experts);
-    const MoeExpertOutputs o =
-        run_moe_experts({ActDType::f32, y_, experts, weights, st.w_in, st.w_out}, opt_);
+    MoeExpertInputs in{ActDType::f32, y_, routed.experts, routed.weights, {}, {}};
+    append_shared_expert(in.experts, in.weights, c_.experts);
+    experts_[size_t(b)].bind(in);
+    const MoeExpertOutputs o = run_moe_experts(in, opt_);
     log(o.launches);
     f_ = o.f;
     tap(pending_ + ".f", f_);
@@ -151,8 +152,9 @@ class DrafterRunner : BlockRunner {
 
   const DsparkConfig c_;
   const DrafterWeights& w_;
-  int64_t start_ = 0;      // the window's first position
-  Tensor<float> context_;  // [W, width] the injected rows
+  std::vector<SeededExperts> experts_;  // per stage
+  int64_t start_ = 0;                   // the window's first position
+  Tensor<float> context_;               // [W, width] the injected rows
 };
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <utility>
 
 #include "core/error.hpp"
@@ -24,9 +23,7 @@ class ModelRunner : BlockRunner {
  public:
   ModelRunner(const ModelConfig& m, const ModelWeights& w, const RunOptions& opt)
       : BlockRunner(m.residual, opt), m_(m), w_(w), d_(m.residual.d) {
-    if (moe_materialises_every_expert(m.vision.experts + 1, m.shape.ffn_hidden, d_))
-      for (const ModelWeights::Block& b : w.blocks)
-        held_experts_.push_back({stacked(b.w_in, all_experts()), stacked(b.w_out, all_experts())});
+    for (const ModelWeights::Block& b : w.blocks) experts_.emplace_back(b.w_in, b.w_out);
   }
 
   ModelRun append(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
@@ -85,21 +82,7 @@ class ModelRunner : BlockRunner {
     ResidualSiteWeights head;
     head.norm_w = w_.head_norm_w;
     boundary(head, "head");
-    tap("logits", unembed());
-  }
-
-  // The logits [T, V]: the unembedding's rows generated and multiplied kUnembedChunkRows at a
-  // time (a dense_rows launch each).
-  Tensor<float> unembed() {
-    const int64_t T = y_.dim(0), V = w_.unembed.rows;
-    Tensor<float> logits({T, V});
-    for (int64_t first = 0; first < V; first += kUnembedChunkRows) {
-      const int64_t n = std::min(kUnembedChunkRows, V - first);
-      const Tensor<float> part = dense(y_, w_.unembed.row_block(first, n));
-      for (int64_t t = 0; t < T; ++t)
-        std::copy_n(part.ptr() + t * n, n, logits.ptr() + t * V + first);
-    }
-    return logits;
+    tap("logits", unembed(w_.unembed));
   }
 
   void embed(const std::vector<int32_t>& ids, const Tensor<float>& visual) {
@@ -329,23 +312,6 @@ class ModelRunner : BlockRunner {
     }
   }
 
-  // Expert ids 0..E: the routed ones, then the shared one.
-  std::vector<int32_t> all_experts() const {
-    std::vector<int32_t> ids(size_t(m_.vision.experts + 1));
-    std::iota(ids.begin(), ids.end(), 0);
-    return ids;
-  }
-  // The experts `ids` of one block's table, generated: [ids, r, c].
-  static Tensor<float> stacked(const std::vector<SeededMatrix>& experts,
-                               const std::vector<int32_t>& ids) {
-    const SeededMatrix& first = experts[0];
-    Tensor<float> t({int64_t(ids.size()), first.rows, first.cols});
-    for (size_t i = 0; i < ids.size(); ++i)
-      experts[size_t(ids[i])].rows_into(0, first.rows,
-                                        t.ptr() + int64_t(i) * first.rows * first.cols);
-    return t;
-  }
-
   void moe(int b, const std::string& name) {
     const ModelWeights::Block& k = w_.blocks[size_t(b)];
     MoeGateInputs gate;
@@ -358,18 +324,10 @@ class ModelRunner : BlockRunner {
     log(g.launches);
     tap(name + ".experts",
         Tensor<float>(g.experts.shape, {g.experts.data.begin(), g.experts.data.end()}));
-    // The routed experts at their gate weights, then the shared one (expert E) at weight 1, from
-    // a table of every expert (held), else of the chunk's used ones generated in ascending id,
-    // the routing renumbered into them (the kernel reads the same rows).
+    // The routed experts at their gate weights, then the shared one (expert E) at weight 1.
     MoeExpertInputs in{ActDType::f32, y_, g.experts, g.weights, {}, {}};
     append_shared_expert(in.experts, in.weights, int32_t(m_.vision.experts));
-    if (!held_experts_.empty()) {
-      in.w_in = held_experts_[size_t(b)].first, in.w_out = held_experts_[size_t(b)].second;
-    } else {
-      const std::vector<int32_t> routed = routed_experts(in.experts);
-      renumber_routing(in.experts, routed);
-      in.w_in = stacked(k.w_in, routed), in.w_out = stacked(k.w_out, routed);
-    }
+    experts_[size_t(b)].bind(in);
     const MoeExpertOutputs o = run_moe_experts(in, opt_);
     log(o.launches);
     f_ = o.f;
@@ -385,9 +343,7 @@ class ModelRunner : BlockRunner {
   bool faulted_ = false;  // a launch failed mid-chunk: the caches are partly updated
   std::vector<int64_t> history_;
   std::vector<Cache> caches_ = std::vector<Cache>(size_t(m_.shape.blocks));
-  // Per block [E + 1, 2 hidden, d] and [E + 1, d, hidden] when every expert fits
-  // kMoeMaterialisedValues (generated once); else empty (a chunk generates its routed ones).
-  std::vector<std::pair<Tensor<float>, Tensor<float>>> held_experts_;
+  std::vector<SeededExperts> experts_;  // per block
   // The chunk being appended.
   std::vector<uint8_t> is_image_;
   std::vector<int32_t> ids_;  // the chunk's token ids (image positions: their layout marker)

@@ -19,6 +19,22 @@ void expect(const Tensor<float>& t, const Shape& s, const std::string& name) {
   require_finite(t, "dspark drafter weight", name);
 }
 
+void expect(const Projection& p, const Shape& s, const std::string& name) {
+  if (const Tensor<float>* t = p.held()) return expect(*t, s, name);
+  if (p.shape() != s)
+    throw_bad_input("dspark drafter weight '{}': shape [{}] where [{}] is expected", name,
+                    fmt::join(p.shape(), ", "), fmt::join(s, ", "));
+}
+
+// A seeded table of `count` matrices [rows, cols].
+void expect_table(const std::vector<SeededMatrix>& t, int64_t count, const Shape& s,
+                  const std::string& name) {
+  if (int64_t(t.size()) != count)
+    throw_bad_input("dspark drafter weight '{}': {} matrices where {} are expected", name, t.size(),
+                    count);
+  for (size_t e = 0; e < t.size(); ++e) expect(Projection(t[e]), s, fmt::format("{}[{}]", name, e));
+}
+
 void expect_site(const ResidualSiteWeights& w, int64_t d, const std::string& name) {
   expect(w.fn, {24, 4 * d}, name + ".fn");
   expect(w.base, {24}, name + ".base");
@@ -43,7 +59,7 @@ void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const 
   const int64_t E = c.experts, F = c.expert_hidden;
   expect(w.main_proj, {d, feature_dim}, "main_proj");
   expect(w.main_norm, {d}, "main_norm");
-  expect(w.embed, {V, d}, "embed");
+  expect(Projection(w.embed), {V, d}, "embed");
   expect(w.head_norm, {d}, "head_norm");
   expect(w.unembed, {V, d}, "unembed");
   expect(w.markov_in, {V, r}, "markov_in");
@@ -58,18 +74,18 @@ void validate_drafter_weights(const DsparkConfig& c, int64_t feature_dim, const 
     expect_site(st.attn_site, d, name + ".attn_site");
     expect_site(st.ffn_site, d, name + ".ffn_site");
     const int64_t Rq = c.lora.q_rank, G = c.lora.o_groups, Ro = c.lora.o_rank;
-    expect(st.attn.wq_a.values(), {Rq, d}, name + ".wq_a");
+    expect(st.attn.wq_a, {Rq, d}, name + ".wq_a");
     expect(st.attn.q_norm, {Rq}, name + ".q_norm");
-    expect(st.attn.wq_b.values(), {HD, Rq}, name + ".wq_b");
-    expect(st.attn.wo_a.values(), {G * Ro, HD / G}, name + ".wo_a");
-    expect(st.attn.wo_b.values(), {d, G * Ro}, name + ".wo_b");
+    expect(st.attn.wq_b, {HD, Rq}, name + ".wq_b");
+    expect(st.attn.wo_a, {G * Ro, HD / G}, name + ".wo_a");
+    expect(st.attn.wo_b, {d, G * Ro}, name + ".wo_b");
     expect(st.attn.sinks, {c.heads}, name + ".sinks");
     expect(st.attn.window_wkv, {512, d}, name + ".window_wkv");
     expect(st.attn.window_norm, {512}, name + ".window_norm");
     expect(st.router, {E, d}, name + ".router");
     expect(Tensor<float>({int64_t(st.bias.size())}, st.bias), {E}, name + ".bias");
-    expect(st.w_in, {E + 1, 2 * F, d}, name + ".w_in");
-    expect(st.w_out, {E + 1, d, F}, name + ".w_out");
+    expect_table(st.w_in, E + 1, {2 * F, d}, name + ".w_in");
+    expect_table(st.w_out, E + 1, {d, F}, name + ".w_out");
   }
 }
 

@@ -8,29 +8,33 @@
 #include "core/dspark_config.hpp"
 #include "core/residual_config.hpp"
 #include "core/tensor.hpp"
-#include "problem/model.hpp"  // ModelWeights::Attention, ResidualSiteWeights
+#include "problem/model.hpp"  // ModelWeights::Attention, Projection, ResidualSiteWeights
 
 namespace tandem {
 
 // The DSpark drafter's weights as the kernels take them (float, row-major [out, in] as dense_rows
-// reads them; reference::DsparkDrafter holds them and computes in double from these values).
+// reads them; reference::DsparkDrafter computes in double from these values). The experts, the
+// embedding and the attention's LoRAs are seeded matrices generated where read, as the end-to-end
+// model's (problem/model.hpp): at the release's widths a stage's 129 experts are 4.6e9 values and
+// the embeddings 662M each. The unembedding is seeded until the training step fits it (held).
 struct DrafterWeights {
   struct Stage {
     ResidualSiteWeights attn_site, ffn_site;  // the two mHC sites (fn, base, scale, norm_w)
     // The query and output LoRAs (core/attention_lora.hpp), sinks [heads], the stage's own
     // window wkv [512, width] and norm [512]; the other roles are empty.
     ModelWeights::Attention attn;
-    Tensor<float> router;       // [experts, width]
-    std::vector<float> bias;    // [experts] the router's bias (selection only)
-    Tensor<float> w_in, w_out;  // [experts + 1, 2 hidden, width], [experts + 1, width, hidden]:
-                                // the routed experts, then the shared one
+    Tensor<float> router;     // [experts, width]
+    std::vector<float> bias;  // [experts] the router's bias (selection only)
+    // experts + 1 x [2 hidden, width] (gate rows, then up rows), experts + 1 x [width, hidden]:
+    // the routed experts, then the shared one
+    std::vector<SeededMatrix> w_in, w_out;
   };
   Tensor<float> main_proj;  // [width, 3 x backbone width]
   Tensor<float> main_norm;  // [width]
-  Tensor<float> embed;      // [V, width]
+  SeededMatrix embed;       // [V, width]
   std::vector<Stage> stages;
   Tensor<float> head_norm;   // [width]
-  Tensor<float> unembed;     // [V, width]
+  Projection unembed;        // [V, width]: read kUnembedChunkRows rows at a time
   Tensor<float> markov_in;   // W1 [V, r]
   Tensor<float> markov_out;  // W2 [r, V]
   Tensor<float> confidence;  // [width + r]

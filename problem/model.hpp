@@ -35,6 +35,22 @@ struct Projection {
     const auto* s = std::get_if<SeededMatrix>(&w);
     return s ? s->whole() : std::get<Tensor<float>>(w);
   }
+  // The held tensor, or null for a seeded projection.
+  const Tensor<float>* held() const { return std::get_if<Tensor<float>>(&w); }
+  // [rows, cols], without generating a seeded projection.
+  Shape shape() const {
+    const auto* s = std::get_if<SeededMatrix>(&w);
+    return s ? Shape{s->rows, s->cols} : std::get<Tensor<float>>(w).shape;
+  }
+  // Rows [first, first + count) as floats [count, cols].
+  Tensor<float> row_block(int64_t first, int64_t count) const {
+    if (const auto* s = std::get_if<SeededMatrix>(&w)) return s->row_block(first, count);
+    const Tensor<float>& t = std::get<Tensor<float>>(w);
+    const int64_t cols = t.dim(1);
+    return Tensor<float>(
+        {count, cols},
+        std::vector<float>(t.data.begin() + first * cols, t.data.begin() + (first + count) * cols));
+  }
 };
 
 struct ModelWeights {

@@ -1178,8 +1178,9 @@ TEST(DsparkDrafterEmu, TheReleasesHeadsAndTargetWidthDraftAsTheReference) {
 
 bool same_heads(const DsparkDrafter& a, const DsparkDrafter& b) {
   const DrafterWeights &x = a.weights(), &y = b.weights();
-  return x.unembed.data == y.unembed.data && x.markov_in.data == y.markov_in.data &&
-         x.markov_out.data == y.markov_out.data && x.confidence.data == y.confidence.data;
+  return x.unembed.values().data == y.unembed.values().data &&
+         x.markov_in.data == y.markov_in.data && x.markov_out.data == y.markov_out.data &&
+         x.confidence.data == y.confidence.data;
 }
 
 TEST(DsparkTraining, FittingIsBitReproducibleAndBeatsTheSeededHeads) {

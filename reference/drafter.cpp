@@ -46,16 +46,6 @@ template <class S>
 Site<S> site_of(const ResidualSiteWeights& w) {
   return {as_matrix<S>(w.fn), vec_of<S>(w.base), vec_of<S>(w.scale), vec_of<S>(w.norm_w), {}};
 }
-// [E, r, c] -> E matrices [r, c].
-template <class S>
-std::vector<Mat<S>> unstacked(const Tensor<float>& t) {
-  std::vector<Mat<S>> m;
-  for (int64_t e = 0; e < t.dim(0); ++e)
-    m.push_back(Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>(
-                    t.ptr() + e * t.dim(1) * t.dim(2), t.dim(1), t.dim(2))
-                    .cast<S>());
-  return m;
-}
 
 }  // namespace
 
@@ -73,13 +63,17 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
   auto uniform = [&](Shape shape, uint32_t id, double lo, double hi) {
     return seeded_floats(std::move(shape), seed, id, lo, hi);
   };
+  // The same values, generated where read.
+  auto seeded = [&](int64_t rows, int64_t cols, uint32_t id, double lo, double hi) {
+    return SeededMatrix{seed, id, rows, cols, lo, hi};
+  };
   const int64_t d = c.width, D = kKvMainDims, F = c.expert_hidden;
   const int64_t V = c.vocab, r = c.markov_rank, E = c.experts;
   mhc_ = dspark_mhc_config(c);
   const double a = 1 / std::sqrt(double(feature_dim));
   w_.main_proj = uniform({d, feature_dim}, 1, -a, a);
-  w_.embed = uniform({V, d}, 2, -1, 1);
-  w_.unembed = uniform({V, d}, 4, -1, 1);
+  w_.embed = seeded(V, d, 2, -1, 1);
+  w_.unembed = seeded(V, d, 4, -1, 1);
   w_.markov_in = uniform({V, r}, 5, -1, 1);
   w_.markov_out = uniform({r, V}, 6, -1 / std::sqrt(double(r)), 1 / std::sqrt(double(r)));
   w_.confidence = uniform({d + r}, 7, -1, 1);
@@ -102,7 +96,7 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
     uint32_t lora_id = id + 15;  // after the stage's other weights, before its experts'
     st.attn =
         lora_weights(c.heads, d, c.lora, [&](int64_t rows, int64_t cols, double lo, double hi) {
-          return Projection(uniform({rows, cols}, lora_id++, lo, hi));
+          return Projection(seeded(rows, cols, lora_id++, lo, hi));
         });
     st.attn.window_wkv = uniform({D, d}, id + 9, -s, s);
     st.attn.window_norm = uniform({D}, id + 10, 0.75, 1.25);
@@ -110,13 +104,9 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
     const double rr = 2 * std::sqrt(3.0) * s;  // the router's logits spread about +-2
     st.router = uniform({E, d}, id + 13, -rr, rr);
     st.bias = uniform({E}, id + 14, -0.5, 0.5).data;
-    st.w_in = Tensor<float>({E + 1, 2 * F, d});  // the routed experts, then the shared one
-    st.w_out = Tensor<float>({E + 1, d, F});
-    for (int64_t e = 0; e <= E; ++e) {
-      const Tensor<float> in = uniform({2 * F, d}, id + 100 + 2 * uint32_t(e), -s, s);
-      const Tensor<float> out = uniform({d, F}, id + 101 + 2 * uint32_t(e), -sf, sf);
-      std::copy(in.data.begin(), in.data.end(), st.w_in.ptr() + e * 2 * F * d);
-      std::copy(out.data.begin(), out.data.end(), st.w_out.ptr() + e * d * F);
+    for (int64_t e = 0; e <= E; ++e) {  // the routed experts, then the shared one
+      st.w_in.push_back(seeded(2 * F, d, id + 100 + 2 * uint32_t(e), -s, s));
+      st.w_out.push_back(seeded(d, F, id + 101 + 2 * uint32_t(e), -sf, sf));
     }
     w_.stages.push_back(std::move(st));
   }
@@ -127,8 +117,6 @@ template <class S>
 DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) {
   Params<S> p;
   p.main_proj = as_matrix<S>(w.main_proj);
-  p.embed = as_matrix<S>(w.embed);
-  p.unembed = as_matrix<S>(w.unembed);
   p.markov_in = as_matrix<S>(w.markov_in);
   p.markov_out = as_matrix<S>(w.markov_out);
   p.main_norm = vec_of<S>(w.main_norm);
@@ -136,7 +124,7 @@ DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) {
   p.confidence = vec_of<S>(w.confidence);
   for (const DrafterWeights::Stage& st : w.stages)
     p.stages.push_back({site_of<S>(st.attn_site), site_of<S>(st.ffn_site), lora_mats<S>(st.attn),
-                        as_matrix<S>(st.router), unstacked<S>(st.w_in), unstacked<S>(st.w_out)});
+                        as_matrix<S>(st.router), ExpertTable<S>(st.w_in, st.w_out)});
   return p;
 }
 
@@ -206,14 +194,14 @@ std::vector<Vec<S>> DsparkDrafter::moe(const Params<S>& p, int b, const std::vec
   const MoeGateRef routed = moe_gate<S>(gate);
   tap(fmt::format("stage{}.moe.experts", b), tensor_cast<double>(routed.experts));
   // The routed experts at their gate weights, then the shared expert at weight 1.
-  std::vector<Vec<S>> f;
+  std::vector<int32_t> experts;
+  std::vector<double> weights;
   for (int64_t i = 0; i < g; ++i) {
-    std::vector<int32_t> experts(routed.experts.ptr() + i * k, routed.experts.ptr() + (i + 1) * k);
-    std::vector<double> weights(routed.weights.ptr() + i * k, routed.weights.ptr() + (i + 1) * k);
+    experts.insert(experts.end(), routed.experts.ptr() + i * k, routed.experts.ptr() + (i + 1) * k);
+    weights.insert(weights.end(), routed.weights.ptr() + i * k, routed.weights.ptr() + (i + 1) * k);
     experts.push_back(int32_t(E)), weights.push_back(1.0);
-    f.push_back(expert_mix<S>(st.w_in, st.w_out, experts.data(), weights.data(), int(k + 1), y[i]));
   }
-  return f;
+  return st.experts.mix(y, experts, weights, k + 1);
 }
 
 template <class S>
@@ -237,7 +225,7 @@ DsparkDrafter::PassOutputs DsparkDrafter::pass(const Params<S>& p, const Eigen::
   // The block [last, noise x (gamma - 1)] on 4 equal streams.
   std::vector<Mat<S>> x;
   for (int64_t i = 0; i < g; ++i)
-    x.push_back(p.embed.row(i == 0 ? last : c_.noise_id).replicate(4, 1));
+    x.push_back(seeded_rows<S>(w_.embed, i == 0 ? last : c_.noise_id, 1).replicate(4, 1));
   std::vector<Vec4<S>> pre(size_t(g), Vec4<S>(1, 0, 0, 0));
   PassOutputs out;
   auto matrix = [&](const std::vector<Vec<S>>& rows) {
@@ -255,18 +243,19 @@ DsparkDrafter::PassOutputs DsparkDrafter::pass(const Params<S>& p, const Eigen::
     mhc_site(x, pre, p.stages[size_t(b)].ffn_site, mhc_, stage + ".moe", tap,
              [&](const std::vector<Vec<S>>& y) { return moe(p, b, y, tap); });
   }
-  std::vector<Vec<S>> u, h, logits;
+  std::vector<Vec<S>> u, h;
   for (int64_t i = 0; i < g; ++i) {
     u.push_back(collapse(x[i], pre[i]));  // with the last site's pre (no hc_head)
     h.push_back(rms_norm<S>(u.back(), p.head_norm, eps));
-    logits.push_back(naive_matvec<S>(p.unembed, h.back()));
   }
   tap("head.y", rows_tensor(h));
-  tap("logits", rows_tensor(logits));
+  out.logits = unembed_logits<S>(w_.unembed, h);
+  Tensor<double> logits({g, c_.vocab});
+  Eigen::Map<Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(logits.ptr(), g, c_.vocab) =
+      out.logits;
+  tap("logits", std::move(logits));
   out.collapsed = matrix(u);
   out.hidden = matrix(h);
-  out.logits.resize(g, c_.vocab);
-  for (int64_t i = 0; i < g; ++i) out.logits.row(i) = logits[i].transpose().template cast<double>();
   return out;
 }
 
@@ -479,7 +468,7 @@ TrainingReport DsparkDrafter::fit_heads(const std::vector<DrafterExample>& examp
     total += z[k].rows();
   }
   const Eigen::MatrixXd theta = ridge_fit(gram, zy, total, ridge);  // [unembed^T ; W2]
-  set_head(w_.unembed, p_.unembed, theta.topRows(c_.width).transpose());
+  w_.unembed = floats(theta.topRows(c_.width).transpose());
   set_head(w_.markov_out, p_.markov_out, theta.bottomRows(c_.markov_rank));
   // The confidence head: +-2 for whether the fitted head drafts the backbone's token.
   const std::vector<std::vector<bool>> hit = hits(z, tokens, theta);

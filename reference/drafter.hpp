@@ -134,12 +134,13 @@ class DsparkDrafter {
   template <class S>
   struct Params {
     struct Stage {
-      Site<S> attn_site, ffn_site;      // mHC sites (their w_sub unused)
-      LoraMats<S> lora;                 // the attention's query and output LoRAs
-      Mat<S> router;                    // [experts, width]
-      std::vector<Mat<S>> w_in, w_out;  // routed experts, then the shared one
+      Site<S> attn_site, ffn_site;  // mHC sites (their w_sub unused)
+      LoraMats<S> lora;             // the attention's query and output LoRAs
+      Mat<S> router;                // [experts, width]
+      ExpertTable<S> experts;       // routed experts, then the shared one
     };
-    Mat<S> main_proj, embed, unembed, markov_in, markov_out;  // [width, F], [V, width] x 2, W1, W2
+    // [width, F], W1, W2 (the embeddings are read from DrafterWeights where used)
+    Mat<S> main_proj, markov_in, markov_out;
     Vec<S> main_norm, head_norm, confidence;
     std::vector<Stage> stages;
   };

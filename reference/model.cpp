@@ -8,8 +8,6 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "core/tensor_checks.hpp"
-#include "core/vision_config.hpp"  // moe_materialises_every_expert
-#include "problem/moe.hpp"         // routed_experts
 #include "reference/model_util.hpp"
 #include "reference/vision.hpp"
 
@@ -80,14 +78,6 @@ class Weights {
 };
 
 bool is_layout(int32_t id) { return id <= kStart && id >= kEnd; }
-
-// Every matrix of `m` in S.
-template <class S>
-std::vector<Mat<S>> generate_all(const std::vector<SeededMatrix>& m) {
-  std::vector<Mat<S>> out;
-  for (const SeededMatrix& x : m) out.push_back(seeded_rows<S>(x, 0, x.rows));
-  return out;
-}
 
 }  // namespace
 
@@ -165,13 +155,11 @@ TinyModelT<S>::TinyModelT(const ModelConfig& m, const TinyModelWeights& w)
       engram_(w.engram),
       head_(cast_site<S>(w.head)),
       map_(w.map) {
-  const bool held = moe_materialises_every_expert(m.vision.experts + 1, m.shape.ffn_hidden, d_);
   for (const auto& b : w.blocks)
-    blocks_.push_back({cast_site<S>(b.attn_site),
-                       cast_site<S>(b.ffn_site),
-                       {b.router.cast<S>(), b.bias_text, b.bias_vl, b.tid2eid, b.w_in, b.w_out,
-                        held ? generate_all<S>(b.w_in) : std::vector<Mat<S>>{},
-                        held ? generate_all<S>(b.w_out) : std::vector<Mat<S>>{}}});
+    blocks_.push_back(
+        {cast_site<S>(b.attn_site),
+         cast_site<S>(b.ffn_site),
+         {b.router.cast<S>(), b.bias_text, b.bias_vl, b.tid2eid, ExpertTable<S>(b.w_in, b.w_out)}});
 }
 
 Tensor<float> image_patches(const Tensor<uint8_t>& rgb, const ImageSizing& sizing) {
@@ -238,25 +226,8 @@ std::vector<Vec<S>> TinyModelT<S>::moe(const Moe& m, const std::vector<Vec<S>>& 
     for (int64_t j = 0; j < k; ++j)
       ids[size_t(t * K + j)] = experts.data[size_t(t * k + j)],
                          weights[size_t(t * K + j)] = routed.weights.data[size_t(t * k + j)];
-  std::vector<int32_t> used = routed_experts(experts);
-  used.push_back(int32_t(E));
-  // Each used expert's output for the tokens that use it (an expert generated once, alone),
-  // then each token's mix in its routing order, the shared expert last.
-  std::vector<Vec<S>> out(size_t(n * K));
-  Mat<S> in_made, out_made;
-  for (int32_t e : used) {
-    const bool held = !m.in_held.empty();
-    const Mat<S>& w_in =
-        held ? m.in_held[e] : (in_made = seeded_rows<S>(m.w_in[e], 0, m.w_in[e].rows));
-    const Mat<S>& w_out =
-        held ? m.out_held[e] : (out_made = seeded_rows<S>(m.w_out[e], 0, m.w_out[e].rows));
-    for (int64_t i = 0; i < n * K; ++i)
-      if (ids[size_t(i)] == e) out[size_t(i)] = expert_output<S>(w_in, w_out, y[i / K]);
-  }
-  std::vector<Vec<S>> f;
-  for (int64_t t = 0; t < n; ++t)
-    f.push_back(routed_sum<S>(&out[size_t(t * K)], &weights[size_t(t * K)], int(K)));
-  return f;
+  // Each token's mix in its routing order, the shared expert last.
+  return m.experts.mix(y, ids, weights, K);
 }
 
 template <class S>
@@ -353,17 +324,10 @@ Eigen::MatrixXd TinyModelT<S>::append_prompt(const Prompt& p, std::vector<Tap>* 
     });
   }
   std::vector<Vec<S>> y;
-  Eigen::MatrixXd logits(n, V);
   for (int64_t t = 0; t < n; ++t) {
     y.push_back(rms_norm<S>(collapse(x[t], pre[t]), head_.norm_w, S(m_.residual.norm_eps)));
   }
-  for (int64_t first = 0; first < V; first += kUnembedChunkRows) {
-    const int64_t rows = std::min(kUnembedChunkRows, V - first);
-    const Mat<S> w = seeded_rows<S>(unembed_, first, rows);
-    for (int64_t t = 0; t < n; ++t)
-      logits.row(t).segment(first, rows) =
-          naive_matvec<S>(w, y[t]).transpose().template cast<double>();
-  }
+  const Eigen::MatrixXd logits = unembed_logits<S>(Projection(unembed_), y);
   tap("head.y", rows_tensor(y));
   if (taps) {
     Tensor<double> l({n, V});

@@ -21,6 +21,7 @@
 #include "reference/backbone.hpp"
 #include "reference/engram.hpp"
 #include "reference/model_cache.hpp"
+#include "reference/model_util.hpp"  // ExpertTable
 #include "reference/residual.hpp"
 
 namespace tandem::reference {
@@ -115,10 +116,7 @@ class TinyModelT : public Backbone {
     Mat<S> router;                          // [E, d]
     std::vector<float> bias_text, bias_vl;  // [E]
     Tensor<int32_t> tid2eid;                // [V, top_k] at a hash block
-    std::vector<SeededMatrix> w_in, w_out;  // E + 1 x [2 hidden, d], [d, hidden]: then the shared
-    // Every expert in S, generated once, when the table fits kMoeMaterialisedValues; else empty
-    // and a chunk generates the experts it routes to, one at a time.
-    std::vector<Mat<S>> in_held, out_held;
+    ExpertTable<S> experts;                 // E + 1 experts: the routed ones, then the shared
   };
   struct Block {
     Site<S> attn_site, ffn_site;

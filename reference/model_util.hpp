@@ -3,6 +3,7 @@
 // model): seeded weights, softmax, causal attention over a KV cache (the small backbone's), the
 // mHC blocks' activations and taps.
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -11,8 +12,9 @@
 #include "core/philox.hpp"
 #include "core/seeded_matrix.hpp"
 #include "core/tensor.hpp"
-#include "problem/model.hpp"  // Projection
-#include "reference/moe.hpp"  // swiglu
+#include "core/vision_config.hpp"  // moe_materialises_every_expert
+#include "problem/model.hpp"       // Projection
+#include "reference/moe.hpp"       // swiglu
 #include "reference/residual.hpp"
 
 namespace tandem::reference {
@@ -35,6 +37,22 @@ template <class S>
 Mat<S> projection_matrix(const Projection& p) {
   const auto* s = std::get_if<SeededMatrix>(&p.w);
   return s ? seeded_rows<S>(*s, 0, s->rows) : as_matrix<S>(std::get<Tensor<float>>(p.w));
+}
+
+// The logits [n, V] of the rows y through an unembedding [V, d], its rows generated (when seeded)
+// and multiplied kUnembedChunkRows at a time: a release's [V, d] is never held whole.
+template <class S>
+Eigen::MatrixXd unembed_logits(const Projection& w, const std::vector<Vec<S>>& y) {
+  const int64_t V = w.shape()[0], n = int64_t(y.size());
+  Eigen::MatrixXd logits(n, V);
+  for (int64_t first = 0; first < V; first += kUnembedChunkRows) {
+    const int64_t rows = std::min(kUnembedChunkRows, V - first);
+    const Mat<S> m = as_matrix<S>(w.row_block(first, rows));
+    for (int64_t t = 0; t < n; ++t)
+      logits.row(t).segment(first, rows) =
+          naive_matvec<S>(m, y[size_t(t)]).transpose().template cast<double>();
+  }
+  return logits;
 }
 
 // An attention's query and output LoRAs (core/attention_lora.hpp) for `heads` heads of 512 at
@@ -161,14 +179,51 @@ Vec<S> routed_sum(const Vec<S>* outputs, const double* weights, int k) {
   for (int j = 0; j < k; ++j) f += S(weights[j]) * outputs[j];
   return f;
 }
-// A row's expert mix: sum_j weights[j] W_out[e_j] swiglu(W_in[e_j] y), j in order.
+
+// A table of seeded experts (the routed ones, then the shared one: W_in [2H, d] and W_out [d, H]
+// each) in scalar S: every expert generated once when the table fits kMoeMaterialisedValues
+// (core/vision_config.hpp), else each generated where rows route to it (a release's table is
+// never held whole).
 template <class S>
-Vec<S> expert_mix(const std::vector<Mat<S>>& w_in, const std::vector<Mat<S>>& w_out,
-                  const int32_t* experts, const double* weights, int k, const Vec<S>& y) {
-  std::vector<Vec<S>> outputs;
-  for (int j = 0; j < k; ++j)
-    outputs.push_back(expert_output<S>(w_in[size_t(experts[j])], w_out[size_t(experts[j])], y));
-  return routed_sum<S>(outputs.data(), weights, k);
-}
+struct ExpertTable {
+  std::vector<SeededMatrix> w_in, w_out;
+  std::vector<Mat<S>> in_held, out_held;  // empty unless every expert is held
+
+  ExpertTable() = default;
+  ExpertTable(std::vector<SeededMatrix> in, std::vector<SeededMatrix> out)
+      : w_in(std::move(in)), w_out(std::move(out)) {
+    if (w_in.empty() ||
+        !moe_materialises_every_expert(int64_t(w_in.size()), w_out[0].cols, w_in[0].cols))
+      return;
+    for (size_t e = 0; e < w_in.size(); ++e)
+      in_held.push_back(seeded_rows<S>(w_in[e], 0, w_in[e].rows)),
+          out_held.push_back(seeded_rows<S>(w_out[e], 0, w_out[e].rows));
+  }
+
+  // Row t's mix of its K experts ids[t K ..] at weights[t K ..], in that order: each expert used
+  // generated once (when not held) and applied to the rows that use it.
+  std::vector<Vec<S>> mix(const std::vector<Vec<S>>& y, const std::vector<int32_t>& ids,
+                          const std::vector<double>& weights, int64_t K) const {
+    std::vector<int32_t> used = ids;
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    std::vector<Vec<S>> out(ids.size());
+    Mat<S> in_made, out_made;
+    for (int32_t e : used) {
+      const bool held = !in_held.empty();
+      const Mat<S>& a = held ? in_held[size_t(e)]
+                             : (in_made = seeded_rows<S>(w_in[size_t(e)], 0, w_in[size_t(e)].rows));
+      const Mat<S>& b =
+          held ? out_held[size_t(e)]
+               : (out_made = seeded_rows<S>(w_out[size_t(e)], 0, w_out[size_t(e)].rows));
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] == e) out[i] = expert_output<S>(a, b, y[i / size_t(K)]);
+    }
+    std::vector<Vec<S>> f;
+    for (size_t t = 0; t < y.size(); ++t)
+      f.push_back(routed_sum<S>(&out[t * size_t(K)], &weights[t * size_t(K)], int(K)));
+    return f;
+  }
+};
 
 }  // namespace tandem::reference

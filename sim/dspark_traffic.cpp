@@ -7,7 +7,7 @@
 #include "problem/model.hpp"
 #include "sim/dense_traffic.hpp"
 #include "sim/kvcache_traffic.hpp"
-#include "sim/model_traffic.hpp"  // the attention's LoRAs
+#include "sim/model_traffic.hpp"  // the attention's LoRAs, the unembedding
 #include "sim/moe_traffic.hpp"
 #include "sim/residual_traffic.hpp"
 #include "sim/sparse_attn_traffic.hpp"
@@ -162,7 +162,7 @@ LaunchLog predict_drafter(const DsparkConfig& c, int64_t feature_dim, int64_t T,
     add(predict_moe_experts(g, d, c.expert_hidden, k + 1, f32));  // + the shared expert
   }
   log.push_back(predict_residual_boundary(g, d, f32, true, true, true, false));  // the head
-  log.push_back(predict_dense_rows(g, d, V, f32));
+  add(predict_unembed(g, d, V));
   if (K > 0) {
     MarkovDraftInputs in;
     in.requests = 1, in.budget = K;

@@ -109,8 +109,14 @@ LaunchLog predict_model(const ModelConfig& m, const std::vector<int32_t>& ids, i
     pending = true;
   }
   open(false);  // the head: collapse and norm, then the unembedding chunk by chunk
+  add(predict_unembed(T, d, V));
+  return log;
+}
+
+LaunchLog predict_unembed(int64_t T, int64_t d, int64_t V) {
+  LaunchLog log;
   for (int64_t first = 0; first < V; first += kUnembedChunkRows)
-    log.push_back(predict_dense_rows(T, d, std::min(kUnembedChunkRows, V - first), f32));
+    log.push_back(predict_dense_rows(T, d, std::min(kUnembedChunkRows, V - first), ActDType::f32));
   return log;
 }
 

@@ -24,6 +24,10 @@ LaunchLog predict_model_attention(const ModelConfig& m, int b, int64_t T, int64_
 LaunchLog predict_query_latent(int64_t T, int64_t d, const AttentionLora& l);
 LaunchLog predict_head_queries(int64_t T, int64_t heads, const AttentionLora& l);
 LaunchLog predict_output_lora(int64_t T, int64_t heads, int64_t d, const AttentionLora& l);
+// The logits of T rows of width d over a vocabulary of V: a dense_rows launch per
+// kUnembedChunkRows rows of the unembedding (optimized/block_runner.hpp), shared with DSpark's
+// head.
+LaunchLog predict_unembed(int64_t T, int64_t d, int64_t V);
 // How block b picks the compressed entries it reads: window only (ratio 0), its own top-k (an
 // index source), the last index source's selection (the others).
 KvSelection model_block_selection(const ModelShape& s, int b);
