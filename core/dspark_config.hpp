@@ -3,6 +3,7 @@
 // core/model_config.cpp.
 
 #include <algorithm>
+#include <optional>
 
 #include "core/attention_lora.hpp"
 #include "core/device_limits.hpp"
@@ -28,6 +29,9 @@ inline constexpr int kDsparkTrainingPrompts = 32, kDsparkTrainingSteps = 24;
 // The tokens of a training prompt and of a verify decode row's prompt (which decodes
 // kDsparkTrainingSteps tokens after it).
 inline constexpr int kDsparkTrainingPromptTokens = 6;
+// The cached positions before the seeded drafter's verify row (a config with decode sizes: the
+// section's drafter at the release's widths, where main_proj costs 78.6M multiply-adds a row).
+inline constexpr int kDsparkSeededContext = 8;
 
 // The drafter's stages run on the model's window store, sparse attention and dense rows
 // (problem/kvcache.hpp, problem/sparse_attn.hpp, problem/dense.hpp; reference/drafter.cpp and
@@ -44,6 +48,16 @@ inline constexpr int kDsparkMaxHeads = kDsparkRowFloats / 512 / kDsparkHeadStep 
 inline constexpr int kDsparkBackboneWidthStep = 4;
 inline constexpr int kDsparkMaxBackboneWidth =
     kDsparkRowFloats / 3 / kDsparkBackboneWidthStep * kDsparkBackboneWidthStep;
+
+// The sizes verify's decode rows train their drafter at, when a section's "decode" object sets
+// them (README "Config sections and the release's widths"): the training step fits
+// vocabulary-wide heads in closed form over a small backbone whose width is the features', and
+// at the release's widths (5120 both) the fit and the backbone need ~86 GB. The section's own
+// sizes are the drafter row's.
+struct DsparkDecodeSizes {
+  int width = 0, backbone_width = 0, markov_rank = 0;
+  AttentionLora lora;
+};
 
 struct DsparkConfig {
   int vocab = 257;           // backbone and drafter vocabulary
@@ -63,7 +77,18 @@ struct DsparkConfig {
   double norm_eps = 1e-6;    // the stages' and head's RMSNorm epsilon (V4.1: 1e-20)
   int requests = 16;         // verification case: requests per batch
   double temperature = 1.0;  // sampling temperature of backbone and drafter
+  std::optional<DsparkDecodeSizes> decode;  // none: the decode rows train at the sizes above
 };
+
+// The config of verify's decode rows and their trained drafter: c at its decode sizes.
+inline DsparkConfig dspark_decode_config(DsparkConfig c) {
+  if (c.decode) {
+    c.width = c.decode->width, c.backbone_width = c.decode->backbone_width;
+    c.markov_rank = c.decode->markov_rank, c.lora = c.decode->lora;
+  }
+  c.decode.reset();
+  return c;
+}
 
 // Stages the kernels run: the window store's widths, sparse attention's heads, the MoE gate's
 // experts and top-k, the experts kernel's hidden widths.
@@ -89,13 +114,30 @@ inline double dspark_pass_work(const DsparkConfig& c, int context) {
   return rows * 3.0 * c.backbone_width * d + c.blocks * rows * D * d +
          c.gamma * (c.blocks * per_position + d * c.vocab);
 }
-// The drafter's weights (double): embeddings and heads, the target features' projection, and
-// per stage its two sites, attention and experts.
-inline double dspark_drafter_bytes(const DsparkConfig& c) {
-  const double d = c.width, D = 512, V = c.vocab;
-  const double stage = 2 * 24 * 4 * d + attention_projection_values(c.lora, c.heads, c.width) +
-                       D * d + c.experts * d + 3.0 * (c.experts + 1) * d * c.expert_hidden;
-  return 8 * (V * (2 * d + 2 * c.markov_rank) + 3.0 * c.backbone_width * d + c.blocks * stage);
+// Whether the reference holds its stages' query and output LoRAs (generated once) rather than
+// generating a stage's where its attention runs (the release's are 124M values a stage).
+inline bool dspark_holds_loras(const DsparkConfig& c) {
+  return c.blocks * attention_projection_values(c.lora, c.heads, c.width) <=
+         double(kMoeMaterialisedValues);
+}
+
+// A drafter pass's memory (bytes): the weights held in double and float (the Markov heads, the
+// target features' projection, the stages' sites and routers, and their LoRAs and experts where
+// small) and the unembedding in float once fitted, else what a pass generates at a time (a
+// chunk of the unembedding, a stage's LoRAs in double; the routed experts of its gamma
+// positions in float for the kernel, one at a time in double for the reference).
+inline double dspark_drafter_bytes(const DsparkConfig& c, bool fitted) {
+  const double d = c.width, D = 512, V = c.vocab, expert = 3.0 * d * c.expert_hidden;
+  const double lora = attention_projection_values(c.lora, c.heads, c.width);
+  const double held = V * 2 * c.markov_rank + 3.0 * c.backbone_width * d +
+                      c.blocks * (2 * 24 * 4 * d + D * d + c.experts * d);
+  const double unembed = fitted ? 4 * V * d : 12 * std::min<double>(V, kUnembedChunkRows) * d;
+  const double loras = dspark_holds_loras(c) ? 12 * c.blocks * lora : 8 * lora;
+  const double experts =
+      moe_materialises_every_expert(c.experts + 1, c.expert_hidden, c.width)
+          ? 12 * c.blocks * (c.experts + 1) * expert
+          : (4 * std::min<double>(c.experts + 1, c.gamma * c.top_k + 1) + 8) * expert;
+  return 12 * held + unembed + loras + experts;
 }
 
 // The multiply-adds of one drafting position of the training step whose texts are `context`

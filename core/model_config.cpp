@@ -37,13 +37,13 @@ constexpr std::string_view kTiny = R"({
 // width and mixing (hc 4, 20 Sinkhorn iterations, its eps), Engram's 24 lookups of 256 at the
 // hidden width with tables sized to the test (the primes above 1000, not 16,000,000), the
 // attention's 64 heads of 512, the indexer's 32 heads and top-512, the 128-token window, the
-// experts' hidden width; DSpark's verification and decode over the release's vocabulary
-// (129,280, noise id 128799) with 3 draft stages of 64 heads of 512 (the release's 8 output
-// groups; the LoRAs' ranks the drafter's width, as the release's 1280 and 1024 train ~4x past the
-// work budget at that width) and the release's MoE (128
-// routed experts of 2304, top-3, one shared) and norm epsilon, a 128-token window and 5 drafts
-// at a width of 64 (the release's 5120 needs ~86 GB for the drafter's weights and training in
-// double: past this machine's memory), 2 requests; the vision
+// experts' hidden width; DSpark's verification over the release's vocabulary (129,280, noise id
+// 128799), its drafter at the release's sizes (3 stages at width 5120 over 3 x 5120 target
+// features, 64 heads of 512 with the release's LoRAs 1280 / 8 x 1024, the MoE's 128 routed
+// experts of 2304, top-3, one shared, the Markov rank 256, norm epsilon 1e-20, a 128-token window,
+// 5 drafts; seeded weights), 2 requests; the decode rows' drafter trained at width 64 with the
+// LoRAs' ranks and the backbone at 64 and a Markov rank of 8 (its closed-form training and
+// small backbone at 5120 need ~86 GB: past this machine's memory); the vision
 // tower's width 1024 and 16 x 64 heads on a 1920x1080 image; the router's 384 experts, top-6
 // (the MoE rows materialise the routed ones), its text tokens hashed by a table over the
 // vocabulary (a hash layer's gate; the image tokens rank). A few tokens each. The end-to-end model:
@@ -58,11 +58,13 @@ constexpr std::string_view kV41Flash = R"({
   "engram": {"layer_ids": [1, 14], "max_order": 4, "heads": 8, "head_dim": 256,
              "table_base": 1000, "vocab": 129280, "compressed_vocab": 99092, "pad_id": 2,
              "seed": 0, "d": 5120, "norm_eps": 1e-20, "tokens": 2},
-  "dspark": {"vocab": 129280, "backbone_width": 64, "backbone_layers": 4, "width": 64,
-             "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 8, "heads": 64,
-             "q_lora_rank": 64, "o_groups": 8, "o_lora_rank": 64, "experts": 128, "top_k": 3,
+  "dspark": {"vocab": 129280, "backbone_width": 5120, "backbone_layers": 4, "width": 5120,
+             "blocks": 3, "window": 128, "gamma": 5, "markov_rank": 256, "heads": 64,
+             "q_lora_rank": 1280, "o_groups": 8, "o_lora_rank": 1024, "experts": 128, "top_k": 3,
              "expert_hidden": 2304, "noise_id": 128799,
-             "norm_eps": 1e-20, "requests": 2, "temperature": 1.0},
+             "norm_eps": 1e-20, "requests": 2, "temperature": 1.0,
+             "decode": {"width": 64, "backbone_width": 64, "markov_rank": 8, "q_lora_rank": 64,
+                        "o_groups": 8, "o_lora_rank": 64}},
   "vision": {"image_w": 1920, "image_h": 1080, "width": 1024, "heads": 16, "head_dim": 64,
              "experts": 384, "top_k": 6, "text_tokens": 8, "hash_vocab": 129280},
   "model": {"blocks": 4, "layers": [0, 1, 2, 14], "num_hash_layers": 3, "heads": 64,
@@ -186,27 +188,39 @@ nlohmann::json to_json(const VisionConfig& c) {
   return j;
 }
 
+namespace {
+
+// The drafter's widths: its own, the backbone's (the features'), the Markov rank and the LoRAs
+// (the section's, or its "decode" object's).
+DsparkDecodeSizes parse_drafter_sizes(const JsonFields& f, int heads) {
+  DsparkDecodeSizes s;
+  s.backbone_width = static_cast<int>(
+      f.integer("backbone_width", kDsparkBackboneWidthStep, kDsparkMaxBackboneWidth));
+  if (s.backbone_width % kDsparkBackboneWidthStep)
+    throw_bad_input("{}: must be a multiple of {} (main_proj reads 3 x it in float packs), got {}",
+                    f.where("backbone_width"), kDsparkBackboneWidthStep, s.backbone_width);
+  s.width = static_cast<int>(f.integer("width", kDsparkWidthStep, kDsparkMaxWidth));
+  if (s.width % kDsparkWidthStep)
+    throw_bad_input("{}: must be a multiple of {} (the window store's bf16 packs), got {}",
+                    f.where("width"), kDsparkWidthStep, s.width);
+  s.markov_rank = static_cast<int>(f.integer("markov_rank", 1, kMarkovMaxRank));
+  s.lora = parse_attention_lora(f, heads);
+  return s;
+}
+
+}  // namespace
+
 DsparkConfig parse_dspark_config(const JsonFields& f) {
-  f.reject_unknown({"vocab", "backbone_width", "backbone_layers", "width", "blocks", "window",
-                    "gamma", "markov_rank", "requests", "temperature", "heads", "experts", "top_k",
-                    "expert_hidden", "noise_id", "norm_eps", "q_lora_rank", "o_groups",
-                    "o_lora_rank"});
+  f.reject_unknown({"vocab",    "backbone_width", "backbone_layers", "width",         "blocks",
+                    "window",   "gamma",          "markov_rank",     "requests",      "temperature",
+                    "heads",    "experts",        "top_k",           "expert_hidden", "noise_id",
+                    "norm_eps", "q_lora_rank",    "o_groups",        "o_lora_rank",   "decode"});
   DsparkConfig c;
   c.vocab = static_cast<int>(f.integer("vocab", 2, 1 << 20));
-  c.backbone_width = static_cast<int>(
-      f.integer("backbone_width", kDsparkBackboneWidthStep, kDsparkMaxBackboneWidth));
-  if (c.backbone_width % kDsparkBackboneWidthStep)
-    throw_bad_input("{}: must be a multiple of {} (main_proj reads 3 x it in float packs), got {}",
-                    f.where("backbone_width"), kDsparkBackboneWidthStep, c.backbone_width);
   c.backbone_layers = static_cast<int>(f.integer("backbone_layers", 3, 64));
-  c.width = static_cast<int>(f.integer("width", kDsparkWidthStep, kDsparkMaxWidth));
-  if (c.width % kDsparkWidthStep)
-    throw_bad_input("{}: must be a multiple of {} (the window store's bf16 packs), got {}",
-                    f.where("width"), kDsparkWidthStep, c.width);
   c.blocks = static_cast<int>(f.integer("blocks", 1, 64));
   c.window = static_cast<int>(f.integer("window", 1, 1 << 20));
   c.gamma = static_cast<int>(f.integer("gamma", 1, kDsparkMaxDraft));
-  c.markov_rank = static_cast<int>(f.integer("markov_rank", 1, kMarkovMaxRank));
   c.requests = static_cast<int>(f.integer("requests", 1, 1 << 16));
   c.temperature = f.number("temperature", 1e-3, 1e3);
   // The released stages' attention and MoE (DESIGN 5.4 "As released"); the defaults are the tiny
@@ -215,7 +229,15 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   if (c.heads % kDsparkHeadStep)
     throw_bad_input("{}: must be a multiple of {} (sparse attention's head group), got {}",
                     f.where("heads"), kDsparkHeadStep, c.heads);
-  c.lora = parse_attention_lora(f, c.heads);
+  const DsparkDecodeSizes own = parse_drafter_sizes(f, c.heads);
+  c.width = own.width, c.backbone_width = own.backbone_width, c.markov_rank = own.markov_rank;
+  c.lora = own.lora;
+  if (f.has("decode")) {
+    const JsonFields d = f.object("decode");
+    d.reject_unknown(
+        {"width", "backbone_width", "markov_rank", "q_lora_rank", "o_groups", "o_lora_rank"});
+    c.decode = parse_drafter_sizes(d, c.heads);
+  }
   // The stages' MoE runs on the model's gate and experts kernels: their limits.
   c.experts = static_cast<int>(f.integer_or("experts", c.experts, 1, kMoeMaxExperts));
   c.top_k = static_cast<int>(
@@ -229,24 +251,31 @@ DsparkConfig parse_dspark_config(const JsonFields& f) {
   c.norm_eps = f.number_or("norm_eps", c.norm_eps, 0, 1e-2);
   // Verification holds [R, 2K + 1, V] distributions (float, and the reference's copies); decode
   // runs 24 passes of every request: the backbone over K + 1 tokens (vocab-wide heads), one
-  // drafter pass over the decode's context. The drafter row runs a pass after window + 6 tokens
-  // on the kernels (and under 3 other schedules), in truth and baseline, and at most 31 more
-  // baseline draws where a tolerance check fails.
+  // drafter pass over the decode's context. The trained drafter's row runs a pass after window +
+  // 6 tokens on the kernels (and under 3 other schedules), in truth and baseline, and at most 31
+  // more baseline draws where a tolerance check fails. With decode sizes, a second drafter row
+  // runs the section's seeded drafter after kDsparkSeededContext positions the same 6 ways (its
+  // widening draws, where a tolerance fails, are not counted: as the end-to-end model's); its
+  // budget is its own (rows run one at a time on a host thread).
+  const DsparkConfig dc = dspark_decode_config(c);
   const double R = c.requests, K = c.gamma, V = c.vocab;
-  const double per_token = V * (c.backbone_width + 2.0 * c.markov_rank) +
-                           c.backbone_layers * 4.0 * c.backbone_width * c.backbone_width;
+  const double per_token = V * (dc.backbone_width + 2.0 * dc.markov_rank) +
+                           dc.backbone_layers * 4.0 * dc.backbone_width * dc.backbone_width;
   // The decode rows share one drafter, trained once on dspark_training_prompts 6-token prompts
   // without the held-out set.
   const DsparkTrainingCost training = dspark_training_cost(
-      c, dspark_training_prompts(c), kDsparkTrainingPromptTokens, kDsparkTrainingSteps, false);
+      dc, dspark_training_prompts(dc), kDsparkTrainingPromptTokens, kDsparkTrainingSteps, false);
   f.within_budget(
       "requests x gamma x vocab, widths, window, experts, the drafter's training",
-      32 * R * (2 * K + 1) * V + 8 * (per_token + R * c.window * 3.0 * c.backbone_width) +
-          dspark_drafter_bytes(c) + training.bytes,
+      32 * R * (2 * K + 1) * V + 8 * (per_token + R * dc.window * 3.0 * dc.backbone_width) +
+          dspark_drafter_bytes(dc, true) + training.bytes,
       24 * R *
               (4 * (K + 1) * per_token +
-               dspark_pass_work(c, kDsparkTrainingPromptTokens + kDsparkTrainingSteps)) +
-          training.work + 37 * dspark_pass_work(c, c.window + 6));
+               dspark_pass_work(dc, kDsparkTrainingPromptTokens + kDsparkTrainingSteps)) +
+          training.work + 37 * dspark_pass_work(dc, dc.window + 6));
+  if (c.decode)  // the seeded drafter's row, on its own
+    f.within_budget("width, backbone_width, markov_rank, heads, experts (the seeded drafter row)",
+                    dspark_drafter_bytes(c, false), 6 * dspark_pass_work(c, kDsparkSeededContext));
   return c;
 }
 
@@ -294,6 +323,13 @@ nlohmann::json to_json(const DsparkConfig& c) {
                       {"requests", c.requests},
                       {"temperature", c.temperature}};
   put_attention_lora(j, c.lora);
+  if (c.decode) {
+    nlohmann::json d = {{"width", c.decode->width},
+                        {"backbone_width", c.decode->backbone_width},
+                        {"markov_rank", c.decode->markov_rank}};
+    put_attention_lora(d, c.decode->lora);
+    j["decode"] = d;
+  }
   return j;
 }
 

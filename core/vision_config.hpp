@@ -22,6 +22,10 @@ inline constexpr int kMoeHiddenStep = 4, kMoeMaxHidden = 16384;
 // A verify row materialises every expert's weights when they are at most this many values, else
 // only the routed ones (cases/moe_case.hpp: a release's 384 experts are 36 GB).
 inline constexpr int64_t kMoeMaterialisedValues = int64_t{1} << 26;
+// The unembedding's rows a run generates and multiplies at once (one dense_rows launch each in
+// the optimized model and DSpark's drafter): a [V, d] matrix is never held whole (662M values at
+// V4.1-Flash's).
+inline constexpr int64_t kUnembedChunkRows = 4096;
 // Whether E experts of hidden width H at width d (three [H, d] matrices each: the SwiGLU's gate
 // and up, the output) are all materialised.
 inline bool moe_materialises_every_expert(int64_t E, int64_t H, int64_t d) {

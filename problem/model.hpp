@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/seeded_matrix.hpp"
 #include "core/tensor.hpp"
+#include "core/vision_config.hpp"  // kUnembedChunkRows
 #include "problem/kvcache.hpp"
 #include "problem/residual.hpp"  // ResidualSiteWeights
 #include "problem/traffic.hpp"
@@ -103,10 +104,6 @@ struct ModelWeights {
   Tensor<float> head_norm_w;             // [d]
   std::vector<int32_t> compression_map;  // [V] Engram's compressed ids
 };
-
-// The unembedding's rows a run generates and multiplies at once (one dense_rows launch each in
-// the optimized model): a [V, d] matrix is never held whole (662M values at V4.1-Flash's).
-inline constexpr int64_t kUnembedChunkRows = 4096;
 
 // A model whose verification prompt is text alone (model.prompt_image false) has no image path.
 inline constexpr const char* kNoImagePath =

@@ -114,7 +114,7 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
 }
 
 template <class S>
-DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) {
+DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) const {
   Params<S> p;
   p.main_proj = as_matrix<S>(w.main_proj);
   p.markov_in = as_matrix<S>(w.markov_in);
@@ -123,8 +123,10 @@ DsparkDrafter::Params<S> DsparkDrafter::params_of(const DrafterWeights& w) {
   p.head_norm = vec_of<S>(w.head_norm);
   p.confidence = vec_of<S>(w.confidence);
   for (const DrafterWeights::Stage& st : w.stages)
-    p.stages.push_back({site_of<S>(st.attn_site), site_of<S>(st.ffn_site), lora_mats<S>(st.attn),
-                        as_matrix<S>(st.router), ExpertTable<S>(st.w_in, st.w_out)});
+    p.stages.push_back(
+        {site_of<S>(st.attn_site), site_of<S>(st.ffn_site),
+         dspark_holds_loras(c_) ? std::optional(lora_mats<S>(st.attn)) : std::nullopt,
+         as_matrix<S>(st.router), ExpertTable<S>(st.w_in, st.w_out)});
   return p;
 }
 
@@ -162,7 +164,9 @@ std::vector<Vec<S>> DsparkDrafter::attention(const Params<S>& p, int b,
   for (int64_t i = 0; i < g * n; ++i) in.window_idx.data[size_t(i)] = int32_t((start + i % n) % n);
   // The queries are stored bf16 before and after their RoPE (the kernels' input dtype), as the
   // model's truth rounds them (reference/model_cache.cpp).
-  const LoraMats<S>& lora = p.stages[size_t(b)].lora;
+  const std::optional<LoraMats<S>>& held = p.stages[size_t(b)].lora;
+  const LoraMats<S> generated = held ? LoraMats<S>{} : lora_mats<S>(w);
+  const LoraMats<S>& lora = held ? *held : generated;
   Tensor<S> q = head_queries<S>(lora, query_latent<S>(lora, y, c_.norm_eps, name, tap), H,
                                 c_.norm_eps, name, tap, forced);
   q = rope_queries<S, bf16>(std::move(q), in.start, in.rope_theta);

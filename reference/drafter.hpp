@@ -18,6 +18,7 @@
 // ring kept across steps would hold.
 #include <Eigen/Dense>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/dspark_config.hpp"
@@ -135,9 +136,11 @@ class DsparkDrafter {
   struct Params {
     struct Stage {
       Site<S> attn_site, ffn_site;  // mHC sites (their w_sub unused)
-      LoraMats<S> lora;             // the attention's query and output LoRAs
-      Mat<S> router;                // [experts, width]
-      ExpertTable<S> experts;       // routed experts, then the shared one
+      // The attention's query and output LoRAs when held (dspark_holds_loras), else generated
+      // where the attention runs.
+      std::optional<LoraMats<S>> lora;
+      Mat<S> router;           // [experts, width]
+      ExpertTable<S> experts;  // routed experts, then the shared one
     };
     // [width, F], W1, W2 (the embeddings are read from DrafterWeights where used)
     Mat<S> main_proj, markov_in, markov_out;
@@ -145,7 +148,7 @@ class DsparkDrafter {
     std::vector<Stage> stages;
   };
   template <class S>
-  static Params<S> params_of(const DrafterWeights& w);
+  Params<S> params_of(const DrafterWeights& w) const;
   using Streams = std::vector<Mat<double>>;
   template <class S>
   PassOutputs pass(const Params<S>& p, const Eigen::MatrixXd& features, int32_t last, int64_t first,
