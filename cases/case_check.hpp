@@ -166,6 +166,7 @@ void check_schedules(VerifyRow& row, const RunOptions& opt, Run run, Same same) 
     }
     RunOptions o = opt;
     o.schedule = s;
+    o.watch_hazards = false;  // the row's own run was watched (RunOptions::watch_hazards)
     if (same(run(o)))
       ++identical;
     else if (row.schedules.empty())

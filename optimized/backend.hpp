@@ -32,6 +32,11 @@ struct RunOptions {
   // emu verify rows: rerun under every test schedule (off: the row's own run under `schedule`
   // only; the specificity campaign draws one schedule per config, the hazard detector watching).
   bool rerun_schedules = true;
+  // emu: the shared-memory hazard detector watches this run's launches (when it is on for the
+  // process: emu::set_hazard_check). check_schedules' reruns turn it off: a hazard is found from
+  // the accesses between two barriers whatever order a schedule runs them in, and the row's own
+  // run was watched (the detector is a quarter of a release-width row's emulated time).
+  bool watch_hazards = true;
   // Blocks of a grid-stride launch at most (kv_quantize, rope_queries: a warp a row, each warp
   // striding on by the grid's warps), in [1, 2^31 - 1]; the tests lower it so that the stride
   // runs more than once at small sizes, as it does past 65535 x warps rows.

@@ -153,6 +153,7 @@ inline void begin_run(const RunOptions& opt) {
 #if defined(TANDEM_EMU)
   emu::set_schedule(opt.schedule);
   emu::set_block_workers(opt.block_workers);
+  emu::set_hazard_watch(opt.watch_hazards);
   emu::take_launch_log();
 #else
   (void)opt;

@@ -1174,6 +1174,28 @@ TEST(DsparkDrafterEmu, TheReleasesHeadsAndTargetWidthDraftAsTheReference) {
       r.run.launches, sim::predict_drafter(c, kFeatures, T, c.gamma, choice, drafted_p(r.run))));
 }
 
+// Past the materialised bound (kMoeMaterialisedValues) the stages' experts are generated where
+// routed: the kernels read a table of the pass's routed experts, the routing renumbered into it
+// (a table or a renumbering off by one expert fails the taps), the reference one expert at a
+// time. A vocabulary of two unembedding chunks and a tail (kUnembedChunkRows).
+TEST(DsparkDrafterEmu, ExpertsPastTheMaterialisedBoundAndAChunkedVocabularyDraftAsTheReference) {
+  DsparkConfig c = drafter_config(2 * kUnembedChunkRows + 100);
+  c.width = 256, c.window = 2, c.gamma = 3, c.blocks = 2;
+  c.experts = 40, c.top_k = 2, c.expert_hidden = 2304;
+  ASSERT_FALSE(moe_materialises_every_expert(c.experts + 1, c.expert_hidden, c.width));
+  constexpr int64_t T = 3;
+  const int64_t F = 3 * c.backbone_width;
+  const DsparkDrafter d(c, F, 8);
+  DraftChoice choice;
+  choice.seed = 8, choice.position = uint32_t(T + 1);
+  const DrafterCheck r =
+      check_drafter(d, seeded_features(T, F, 8), 4101, 0, c.gamma, choice, RunOptions{});
+  ASSERT_FALSE(r.checks.empty());
+  EXPECT_EQ(first_failure(r.checks), "");
+  EXPECT_TRUE(same_traffic(r.run.launches,
+                           sim::predict_drafter(c, F, T, c.gamma, choice, drafted_p(r.run))));
+}
+
 // ---------------------------------------------------------------- the training step (issue 15)
 
 bool same_heads(const DsparkDrafter& a, const DsparkDrafter& b) {

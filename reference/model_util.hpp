@@ -47,7 +47,9 @@ Eigen::MatrixXd unembed_logits(const Projection& w, const std::vector<Vec<S>>& y
   Eigen::MatrixXd logits(n, V);
   for (int64_t first = 0; first < V; first += kUnembedChunkRows) {
     const int64_t rows = std::min(kUnembedChunkRows, V - first);
-    const Mat<S> m = as_matrix<S>(w.row_block(first, rows));
+    const auto* seeded = std::get_if<SeededMatrix>(&w.w);
+    const Mat<S> m =
+        seeded ? seeded_rows<S>(*seeded, first, rows) : as_matrix<S>(w.row_block(first, rows));
     for (int64_t t = 0; t < n; ++t)
       logits.row(t).segment(first, rows) =
           naive_matvec<S>(m, y[size_t(t)]).transpose().template cast<double>();

@@ -196,6 +196,7 @@ struct HostThread {
   LaunchLog log;
   Schedule schedule;
   int block_workers = 1;
+  bool watch_hazards = true;
   Detector detector;
 };
 thread_local HostThread host;
@@ -787,13 +788,14 @@ class BlockWorkers {
 
 // What every host thread running a launch's blocks shares.
 struct Grid {
-  Grid(const char* k, dim3 g, dim3 b, size_t smem, const Schedule& s,
+  Grid(const char* k, dim3 g, dim3 b, size_t smem, const Schedule& s, bool w,
        const std::function<void()>& f)
       : kernel(k),
         grid(g),
         block(b),
         dynamic_smem(smem),
         schedule(s),
+        watched(w),
         body(f),
         order(size_t(g.x) * g.y * g.z) {
     Orderer(s, 0).fill(order);
@@ -802,6 +804,7 @@ struct Grid {
   dim3 grid, block;
   size_t dynamic_smem;
   Schedule schedule;
+  bool watched;  // by the hazard detector (the launching thread's setting, for every worker)
   const std::function<void()>& body;
   std::vector<unsigned> order;  // linear block indices, in the schedule's order
   std::atomic<size_t> next{0};  // the position in `order` of the next block to run
@@ -829,7 +832,7 @@ void take_blocks(Grid& grid, LaunchCounts& counts) {
           std::vector<unsigned>(threads),
           0,
           {},
-          hazard_check() ? &host.detector : nullptr,
+          grid.watched ? &host.detector : nullptr,
           grid.dynamic_smem,
           std::vector<std::optional<float>>(2 * ((threads + 31) / 32))};
   const StaticShared& statics = static_shared();
@@ -901,7 +904,8 @@ void launch(const char* kernel, const void* fn, dim3 grid, dim3 block, size_t dy
         "emu: kernel {}: invalid launch: grid {}x{}x{}, block {}x{}x{}, {} B dynamic smem (at "
         "most {} B for this kernel)",
         kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem, smem_limit));
-  Grid shared(kernel, grid, block, dynamic_smem, host.schedule, body);
+  Grid shared(kernel, grid, block, dynamic_smem, host.schedule,
+              host.watch_hazards && hazard_check(), body);
   const int workers = int(std::min<uint64_t>(uint64_t(host.block_workers), blocks));
   std::vector<LaunchCounts> counts(size_t(workers), LaunchCounts{kernel});
   if (workers == 1) {
@@ -986,6 +990,8 @@ HazardError::HazardError(const Hazard& first, uint64_t count)
 LaunchLog take_launch_log() { return std::exchange(host.log, {}); }
 
 void set_schedule(const Schedule& s) { host.schedule = s; }
+
+void set_hazard_watch(bool on) { host.watch_hazards = on; }
 
 void set_block_workers(int n) {
   if (n < 1 || n > kMaxBlockWorkers)

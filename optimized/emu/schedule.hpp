@@ -24,6 +24,9 @@ struct Schedule {
 // orders come from its own stream of the schedule; README "Blocks on host threads").
 inline constexpr int kMaxBlockWorkers = 64;
 void set_block_workers(int n);
+// Whether the hazard detector watches the launches from this host thread (true, the default;
+// nothing is watched while set_hazard_check is off for the process).
+void set_hazard_watch(bool on);
 
 // The schedules every kernel test runs under (at least three, DESIGN section 3).
 std::vector<Schedule> test_schedules();

@@ -90,6 +90,20 @@ TEST(ModelConfig, SectionsAreValidatedWhenRead) {
   EXPECT_EQ(v41.dspark.vocab, 129280);  // the whole vocabulary, its noise id and 64 heads
   EXPECT_EQ(v41.dspark.noise_id, 128799);
   EXPECT_EQ(v41.dspark.heads, 64);
+  // Its drafter at the release's widths; the decode rows' trained drafter at the decode sizes.
+  EXPECT_EQ(v41.dspark.width, 5120);
+  EXPECT_EQ(v41.dspark.backbone_width, 5120);
+  EXPECT_EQ(v41.dspark.markov_rank, 256);
+  EXPECT_EQ(v41.dspark.lora.q_rank, 1280);
+  EXPECT_EQ(v41.dspark.lora.o_rank, 1024);
+  const DsparkConfig decode = dspark_decode_config(v41.dspark);
+  EXPECT_EQ(decode.width, 64);
+  EXPECT_EQ(decode.backbone_width, 64);
+  EXPECT_EQ(decode.markov_rank, 8);
+  EXPECT_EQ(decode.lora.q_rank, 64);
+  EXPECT_EQ(decode.vocab, 129280);  // the rest is the section's
+  EXPECT_EQ(decode.experts, 128);
+  EXPECT_FALSE(decode.decode);
   const ModelConfig v41_moe = builtin_model("v4.1-flash", {"residual", "model", "vision"});
   EXPECT_EQ(v41_moe.vision.width, 1024);
   EXPECT_EQ(v41_moe.vision.experts, 384);
@@ -164,6 +178,20 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j = tiny_json();
   j["dspark"]["backbone_width"] = 19372;
   expect_bad(j, {"dspark.backbone_width", "19368"});
+  // The decode sizes are checked as the section's own, their errors named inside "decode".
+  j = tiny_json();
+  j["dspark"]["decode"] = {{"width", 12}, {"backbone_width", 16}, {"markov_rank", 4}};
+  expect_bad(j, {"dspark.decode.width", "multiple of 8"});
+  j["dspark"]["decode"] = {{"width", 16}, {"backbone_width", 16}};
+  expect_bad(j, {"dspark.decode.markov_rank", "missing"});
+  j["dspark"]["decode"] = {{"width", 16}, {"backbone_width", 16}, {"markov_rank", 4}, {"vocab", 9}};
+  expect_bad(j, {"dspark.decode.vocab", "unknown"});
+  j["dspark"]["decode"] = {{"width", 16}, {"backbone_width", 16}, {"markov_rank", 4}};
+  const ModelConfig with_decode = parse_model_config(j, "cfg.json");
+  ASSERT_TRUE(with_decode.dspark.decode);
+  EXPECT_EQ(dspark_decode_config(with_decode.dspark).width, 16);
+  // Written back as read.
+  EXPECT_EQ(parse_model_config(to_json(with_decode), "cfg.json").dspark.decode->markov_rank, 4);
   j = tiny_json();
   j["model"]["heads"] = 12;  // 64 streams wide: 12 heads do not divide it (the attention row)
   expect_bad(j, {"model.heads", "residual.d"});

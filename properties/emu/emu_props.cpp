@@ -270,6 +270,26 @@ TEST(EmuHazards, TheRacyKernelIsReportedUnderEverySchedule) {
   }
 }
 
+// RunOptions::watch_hazards (check_schedules' reruns): a host thread's launches go unwatched,
+// their block workers' included, while another host thread's stay watched.
+TEST(EmuHazards, AnUnwatchedHostThreadRunsTheRacyKernelUnreported) {
+  REQUIRE_HAZARD_CHECK();
+  const auto in = iota_floats(64);
+  const emu::Schedule s = emu::test_schedules()[0];
+  struct Unwatched {
+    Unwatched() { emu::set_hazard_watch(false); }
+    ~Unwatched() { emu::set_hazard_watch(true); }
+  };
+  {
+    const Unwatched off;
+    const BlockWorkersScope workers(2);
+    EXPECT_NO_THROW(emu_test::racy_neighbour_sum(in, s, 2));
+    std::thread other([&] { EXPECT_THROW(emu_test::racy_neighbour_sum(in, s), emu::HazardError); });
+    other.join();
+  }
+  EXPECT_THROW(emu_test::racy_neighbour_sum(in, s, 2), emu::HazardError);
+}
+
 TEST(EmuHazards, AMissingBarrierIsReadAfterWriteOrWriteAfterRead) {
   REQUIRE_HAZARD_CHECK();
   const emu::Hazard h = hazard(Pattern::missing_barrier, kInOrder);
