@@ -1158,20 +1158,27 @@ RC_GTEST_PROP(DsparkDrafterEmu, TheDraftMatchesTheReferenceTapByTap, ()) {
 // At the release's heads and target width: V4.1-Flash's 64 heads of 512 (wo's row of 32768
 // inputs) and main_proj over 3 x 5120 features, rows dense_rows stages past the default 48 KiB of
 // shared memory (it opts into more, as on a GPU); small elsewhere to keep the emulator quick.
+// A seeded drafter of config c over features of width F: a sampled draft of gamma tokens after
+// 3 seeded feature rows and `last`, tap by tap as the reference, bytes as the simulator's.
+void expect_seeded_drafter_drafts_as_the_reference(const DsparkConfig& c, int64_t F, int32_t last,
+                                                   uint64_t seed) {
+  constexpr int64_t T = 3;
+  const DsparkDrafter d(c, F, seed);
+  DraftChoice choice;
+  choice.seed = seed, choice.position = uint32_t(T + 1);
+  const DrafterCheck r =
+      check_drafter(d, seeded_features(T, F, seed), last, 0, c.gamma, choice, RunOptions{});
+  ASSERT_FALSE(r.checks.empty());
+  EXPECT_EQ(first_failure(r.checks), "");
+  EXPECT_TRUE(same_traffic(r.run.launches,
+                           sim::predict_drafter(c, F, T, c.gamma, choice, drafted_p(r.run))));
+}
+
 TEST(DsparkDrafterEmu, TheReleasesHeadsAndTargetWidthDraftAsTheReference) {
   DsparkConfig c = drafter_config(kVocab);
   c.heads = 64, c.width = 8, c.window = 2, c.gamma = 2, c.blocks = 1;
   c.experts = 2, c.top_k = 1, c.expert_hidden = 8;
-  constexpr int64_t kFeatures = 3 * 5120, T = 3;
-  const DsparkDrafter d(c, kFeatures, 7);
-  DraftChoice choice;
-  choice.seed = 7, choice.position = uint32_t(T + 1);
-  const DrafterCheck r =
-      check_drafter(d, seeded_features(T, kFeatures, 7), 5, 0, c.gamma, choice, RunOptions{});
-  ASSERT_FALSE(r.checks.empty());
-  EXPECT_EQ(first_failure(r.checks), "");
-  EXPECT_TRUE(same_traffic(
-      r.run.launches, sim::predict_drafter(c, kFeatures, T, c.gamma, choice, drafted_p(r.run))));
+  expect_seeded_drafter_drafts_as_the_reference(c, 3 * 5120, 5, 7);
 }
 
 // Past the materialised bound (kMoeMaterialisedValues) the stages' experts are generated where
@@ -1183,17 +1190,7 @@ TEST(DsparkDrafterEmu, ExpertsPastTheMaterialisedBoundAndAChunkedVocabularyDraft
   c.width = 256, c.window = 2, c.gamma = 3, c.blocks = 2;
   c.experts = 40, c.top_k = 2, c.expert_hidden = 2304;
   ASSERT_FALSE(moe_materialises_every_expert(c.experts + 1, c.expert_hidden, c.width));
-  constexpr int64_t T = 3;
-  const int64_t F = 3 * c.backbone_width;
-  const DsparkDrafter d(c, F, 8);
-  DraftChoice choice;
-  choice.seed = 8, choice.position = uint32_t(T + 1);
-  const DrafterCheck r =
-      check_drafter(d, seeded_features(T, F, 8), 4101, 0, c.gamma, choice, RunOptions{});
-  ASSERT_FALSE(r.checks.empty());
-  EXPECT_EQ(first_failure(r.checks), "");
-  EXPECT_TRUE(same_traffic(r.run.launches,
-                           sim::predict_drafter(c, F, T, c.gamma, choice, drafted_p(r.run))));
+  expect_seeded_drafter_drafts_as_the_reference(c, 3 * c.backbone_width, 4101, 8);
 }
 
 // ---------------------------------------------------------------- the training step (issue 15)
