@@ -300,6 +300,17 @@ TrainingOutputs training_outputs(const DsparkConfig& cfg, const reference::Train
           text};
 }
 
+// A golden drafter or training case's dspark section: the case trains and decodes at the
+// section's own sizes, which its budget counts only without "decode" sizes (the generators write
+// none).
+DsparkConfig golden_dspark_config(const JsonFields& config) {
+  const JsonFields section = config.object("dspark");
+  if (section.has("decode"))
+    throw_bad_input("{}: a golden case runs at the section's own sizes; no decode sizes",
+                    section.where("decode"));
+  return parse_dspark_config(section);
+}
+
 BuiltCase build_dspark_training(const DsparkConfig& cfg, uint64_t seed) {
   reference::DrafterTraining t;
   t.prompts = 4;  // a regression check of the step's result, not of its quality: a small set
@@ -326,7 +337,7 @@ BuiltCase build_dspark_training(const DsparkConfig& cfg, uint64_t seed) {
 CaseReport check_dspark_training(const LoadedCase& c, const JsonFields& config,
                                  const RunOptions& opt) {
   config.reject_unknown({"dspark", "training"});
-  const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
+  const DsparkConfig cfg = golden_dspark_config(config);
   const reference::DrafterTraining t = parse_training(config.object("training"));
   const DsparkTrainingCost cost =
       dspark_training_cost(cfg, t.prompts, t.prompt_tokens, t.steps, true);
@@ -396,7 +407,7 @@ CaseReport check_dspark_verify(const LoadedCase& c, const JsonFields& config,
 CaseReport check_dspark_drafter(const LoadedCase& c, const JsonFields& config,
                                 const RunOptions& opt) {
   config.reject_unknown({"dspark"});
-  const DsparkConfig cfg = parse_dspark_config(config.object("dspark"));
+  const DsparkConfig cfg = golden_dspark_config(config);
   const uint64_t seed = c.manifest.at("seed").get<uint64_t>();
   DrafterInputs in;
   for_each_tensor(in, [&](const std::string& name, auto& t) { load_tensor(c, name, t); });
@@ -640,10 +651,10 @@ Component dspark_component() {
     // cost. The seeded one (at the section's sizes) starts first: at the release's it is the
     // longest row after the end-to-end model's.
     if (model.dspark.decode)
-      jobs.push_back({"dspark drafter",
+      jobs.push_back({"dspark drafter seeded",
                       [&model, &opt] { return verify_seeded_drafter(model, opt); },
                       RowSizes::config, true});
-    jobs.push_back({"dspark drafter",
+    jobs.push_back({"dspark drafter trained",
                     [=, &model, &opt] { return verify_trained_drafter(model, drafter, opt); }});
     return jobs;
   };

@@ -121,23 +121,39 @@ inline bool dspark_holds_loras(const DsparkConfig& c) {
          double(kMoeMaterialisedValues);
 }
 
-// A drafter pass's memory (bytes): the weights held in double and float (the Markov heads, the
-// target features' projection, the stages' sites and routers, and their LoRAs and experts where
-// small) and the unembedding in float once fitted, else what a pass generates at a time (a
-// chunk of the unembedding, a stage's LoRAs in double; the routed experts of its gamma
-// positions in float for the kernel, one at a time in double for the reference).
+// Whether the drafter holds its unembedding from the start (the training's passes read it whole)
+// rather than generating it a chunk at a time until the training fits it.
+inline bool dspark_holds_unembed(const DsparkConfig& c) {
+  return double(c.vocab) * c.width <= double(kMoeMaterialisedValues);
+}
+
+// A drafter pass's memory (bytes), an upper bound: the weights held in double, in float and in
+// the float baseline's copy (the Markov heads, the target features' projection, the stages'
+// sites and routers, and their LoRAs and experts where small), the unembedding in float where
+// held or fitted and a chunk of it in double; then the larger of what the reference generates
+// at a time (a stage's LoRAs and an expert, in double) and what a kernel launch reads (the
+// routed experts of the gamma positions and the largest LoRA matrix, host and device copies).
 inline double dspark_drafter_bytes(const DsparkConfig& c, bool fitted) {
-  const double d = c.width, D = 512, V = c.vocab, expert = 3.0 * d * c.expert_hidden;
+  const double d = c.width, D = 512, V = c.vocab, H = c.heads * D,
+               expert = 3.0 * d * c.expert_hidden;
   const double lora = attention_projection_values(c.lora, c.heads, c.width);
-  const double held = V * 2 * c.markov_rank + 3.0 * c.backbone_width * d +
-                      c.blocks * (2 * 24 * 4 * d + D * d + c.experts * d);
-  const double unembed = fitted ? 4 * V * d : 12 * std::min<double>(V, kUnembedChunkRows) * d;
-  const double loras = dspark_holds_loras(c) ? 12 * c.blocks * lora : 8 * lora;
-  const double experts =
-      moe_materialises_every_expert(c.experts + 1, c.expert_hidden, c.width)
-          ? 12 * c.blocks * (c.experts + 1) * expert
-          : (4 * std::min<double>(c.experts + 1, c.gamma * c.top_k + 1) + 8) * expert;
-  return 12 * held + unembed + loras + experts;
+  double held = V * 2 * c.markov_rank + 3.0 * c.backbone_width * d +
+                c.blocks * (2 * 24 * 4 * d + D * d + c.experts * d);
+  double reference = 0, launch = 0;
+  if (dspark_holds_loras(c))
+    held += c.blocks * lora;
+  else
+    reference += 8 * lora,
+        launch += 8 * std::max({double(c.lora.q_rank) * H, double(c.lora.o_groups) * c.lora.o_rank *
+                                                               std::max(H / c.lora.o_groups, d)});
+  if (moe_materialises_every_expert(c.experts + 1, c.expert_hidden, c.width))
+    held += c.blocks * (c.experts + 1) * expert;
+  else
+    reference += 8 * expert,
+        launch += 8 * std::min<double>(c.experts + 1, c.gamma * c.top_k + 1) * expert;
+  const double unembed = (fitted || dspark_holds_unembed(c) ? 4 * V * d : 0) +
+                         8 * std::min<double>(V, kUnembedChunkRows) * d;
+  return 16 * held + unembed + std::max(reference, launch);
 }
 
 // The multiply-adds of one drafting position of the training step whose texts are `context`

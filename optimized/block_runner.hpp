@@ -22,7 +22,9 @@ namespace tandem {
 // routing renumbered into them (the kernel reads the same rows).
 class SeededExperts {
  public:
+  // The tables must outlive it (a model's or drafter's weights).
   SeededExperts(const std::vector<SeededMatrix>& w_in, const std::vector<SeededMatrix>& w_out);
+  SeededExperts(std::vector<SeededMatrix>&&, std::vector<SeededMatrix>&&) = delete;
   // in.w_in and in.w_out for the routing in.experts (renumbered when generated).
   void bind(MoeExpertInputs& in) const;
 

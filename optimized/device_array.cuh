@@ -161,6 +161,7 @@ inline void begin_run(const RunOptions& opt) {
 }
 inline LaunchLog end_run() {
 #if defined(TANDEM_EMU)
+  emu::set_hazard_watch(true);  // a launch outside a run (a test's own) is watched
   return emu::take_launch_log();
 #else
   CUDA_CHECK(cudaDeviceSynchronize());

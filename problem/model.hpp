@@ -43,9 +43,14 @@ struct Projection {
     const auto* s = std::get_if<SeededMatrix>(&w);
     return s ? Shape{s->rows, s->cols} : std::get<Tensor<float>>(w).shape;
   }
-  // Rows [first, first + count) as floats [count, cols].
+  // Rows [first, first + count) as floats [count, cols]; BadInput past the rows.
   Tensor<float> row_block(int64_t first, int64_t count) const {
-    if (const auto* s = std::get_if<SeededMatrix>(&w)) return s->row_block(first, count);
+    const Shape s = shape();
+    if (s.size() != 2 || first < 0 || count < 0 || first + count > s[0])
+      throw BadInput("projection rows [" + std::to_string(first) + ", " +
+                     std::to_string(first + count) + ") outside its " +
+                     std::to_string(s.empty() ? 0 : s[0]) + " rows");
+    if (const auto* seeded = std::get_if<SeededMatrix>(&w)) return seeded->row_block(first, count);
     const Tensor<float>& t = std::get<Tensor<float>>(w);
     const int64_t cols = t.dim(1);
     return Tensor<float>(

@@ -515,6 +515,14 @@ TEST(App, BadGoldenFilesExitTwoNamingFileAndField) {
          g.manifest["config"]["residual"]["sites"] = 1024;
        },
        {"config.residual.tokens x sites x d", "working memory"}},
+      {"drafter_decode_sizes",  // the case would train at its own sizes, which its budget skips
+       "dspark_drafter",
+       [](GoldenCopy& g) {
+         g.manifest["config"]["dspark"]["backbone_width"] = 19368;
+         g.manifest["config"]["dspark"]["decode"] = {
+             {"width", 8}, {"backbone_width", 4}, {"markov_rank", 1}};
+       },
+       {"config.dspark.decode", "own sizes"}},
       {"blob_dotdot",
        "dspark_verify_greedy",
        [](GoldenCopy& g) { g.manifest["blob"] = ".."; },

@@ -73,7 +73,8 @@ DsparkDrafter::DsparkDrafter(const DsparkConfig& c, int64_t feature_dim, uint64_
   const double a = 1 / std::sqrt(double(feature_dim));
   w_.main_proj = uniform({d, feature_dim}, 1, -a, a);
   w_.embed = seeded(V, d, 2, -1, 1);
-  w_.unembed = seeded(V, d, 4, -1, 1);
+  w_.unembed = dspark_holds_unembed(c) ? Projection(uniform({V, d}, 4, -1, 1))
+                                       : Projection(seeded(V, d, 4, -1, 1));
   w_.markov_in = uniform({V, r}, 5, -1, 1);
   w_.markov_out = uniform({r, V}, 6, -1 / std::sqrt(double(r)), 1 / std::sqrt(double(r)));
   w_.confidence = uniform({d + r}, 7, -1, 1);

@@ -211,14 +211,14 @@ TEST(ModelConfig, ErrorsNameTheField) {
   j["engram"]["multipliers"] = {{2, 3, 5, 7}, {1, 3, 5, 7}};
   expect_bad(j, {"engram.multipliers", "odd"});
   // Sizes each field allows whose memory is past the budget: the compression map of 2^31 ids
-  // (17 GB), a layer's Wkv at d 10248 (5.3 GB measured) beside 2^16 tokens' rows.
+  // (17 GB), a layer's Wkv at d 10248 (5.3 GB measured) beside 2^18 tokens' rows.
   j = tiny_json();
   j["engram"]["vocab"] = int64_t{1} << 31;
   expect_bad(j, {"engram.vocab", "17.2 GB"});
   j = tiny_json();
-  j["engram"]["d"] = 10248, j["engram"]["tokens"] = 1 << 16;
+  j["engram"]["d"] = 10248, j["engram"]["tokens"] = 1 << 18;
   expect_bad(j, {"engram.tokens x layer_ids x heads x d", "GB"});
-  // The dense rows' W [3d, d] at d 12288 (5.4 GB measured) fit the 6 GiB budget; 20 tokens
+  // The dense rows' W [3d, d] at d 12288 (5.4 GB measured) fit the 8 GiB budget; 20 tokens
   // through them imply 7.2e10 multiply-adds. The residual's [d, d] sublayer stand-ins of 1024 sites
   // at d 4096 (206 GB).
   j = tiny_json();
@@ -298,9 +298,9 @@ TEST(ModelConfig, LayerMixErrorsNameTheField) {
   expect_bad(mix([](auto& m) { m["heads"] = 116; }), {"model.heads", "59392 inputs", "58112"});
   expect_bad(mix([](auto& m) { m["index_n_heads"] = 65; }), {"model.index_n_heads"});
   auto many_queries = tiny_json();  // within every other row's budget, not the queries' RoPE's
-  many_queries["residual"]["d"] = 16, many_queries["residual"]["sites"] = 1;
-  many_queries["residual"]["tokens"] = 13000, many_queries["engram"]["d"] = 16;
-  many_queries["model"]["heads"] = 16, many_queries["model"]["ffn_hidden"] = 4;
+  many_queries["residual"]["d"] = 32, many_queries["residual"]["sites"] = 1;
+  many_queries["residual"]["tokens"] = 9000, many_queries["engram"]["d"] = 32;
+  many_queries["model"]["heads"] = 32, many_queries["model"]["ffn_hidden"] = 4;
   many_queries["model"]["blocks"] = 4, many_queries["engram"]["layer_ids"] = {1};
   many_queries["model"]["compress_ratios"] = {0, 2, 2, 1};
   many_queries["model"]["kv_source_layers"] = many_queries["model"]["index_source_layers"] = {1, 3};
