@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -158,17 +159,20 @@ ConfigComponents components_of_config(const nlohmann::json& j, const std::string
 
 VerifyRow run_row(const std::string& component, const std::string& label, const RunOptions& opt,
                   const std::function<VerifyRow()>& row) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyRow r;
   try {
-    return row();
+    r = row();
   } catch (const KernelFault& e) {  // a wrong result of the code under test: FAIL, go on
-    VerifyRow r;
+    r = VerifyRow{};
     r.component = component;
     r.name = label;
     r.backend = backend_name(opt.backend);
     r.worst_tensor = r.first_divergence = e.tensor();
     r.detail = e.what();
-    return r;
   }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
 }
 
 std::string render_table(const std::vector<VerifyRow>& rows) {
@@ -219,6 +223,7 @@ nlohmann::json to_json(const std::vector<VerifyRow>& rows, const std::string& mo
                      {"schedules", r.schedules},
                      {"bytes", r.bytes},
                      {"detail", r.detail},
+                     {"seconds", r.seconds},
                      {"launches", launches_json(r.launches)}});
     if (!r.acceptance.empty()) {  // what `tandem traffic --acceptance-from` reads
       cases.back()["acceptance_per_position"] = r.acceptance;

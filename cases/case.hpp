@@ -37,6 +37,7 @@ struct VerifyRow {
   // and the tokens a request's pass emitted on average (empty / 0 elsewhere).
   std::vector<double> acceptance;
   double tokens_per_pass = 0;
+  double seconds = 0;  // the row's wall-clock time (rows run side by side share the cores)
 };
 
 // Where a verify row's sizes come from: the config's sections, or the row's own fixed case (a

@@ -45,7 +45,7 @@ EngramInputs make_engram_inputs(const EngramConfig& cfg, const reference::Compre
   in.h = seeded_tensor({T, 4, d}, seed, 2, -2.0f, 2.0f);
   round_all_to(act, in.h.data);
   const float w = 1.0f / std::sqrt(float(E));
-  in.wkv = std::make_shared<const Tensor<float>>(seeded_tensor({5 * d, E}, seed, 3, -w, w));
+  in.wkv = std::make_shared<const Fp8CachedWeight>(seeded_tensor({5 * d, E}, seed, 3, -w, w));
   in.gate_w = seeded_tensor({4, d}, seed, 4, 0.75f, 1.25f);
   return in;
 }
@@ -146,7 +146,7 @@ EngramReference run_engram_reference(const EngramInputs& in) {
   EngramInputs q;
   q.cfg = p.in.cfg, q.act = p.in.act, q.compressed = p.in.compressed;
   q.h = Tensor<float>(p.in.h.shape), q.gate_w = Tensor<float>(p.in.gate_w.shape);
-  const auto q_wkv = std::make_shared<Tensor<float>>(p.in.wkv->shape);
+  const auto q_wkv = std::make_shared<Fp8CachedWeight>(Tensor<float>(p.in.wkv->shape));
   q.wkv = q_wkv;
   for (size_t k = 0; k < orders_d.size(); ++k) {
     const reference::GateOutputs b =
@@ -207,7 +207,7 @@ EngramInputs engram_inputs_from(const LoadedCase& c, const EngramConfig& cfg, Ac
   for_each_tensor(stored, [&](const std::string& name, auto& t) { load_tensor(c, name, t); });
   const reference::CompressionMap map = reference::compression_map_from(stored.map, cfg, src);
   EngramInputs in = std::move(stored.layer);
-  in.wkv = std::make_shared<const Tensor<float>>(std::move(stored.wkv));
+  in.wkv = std::make_shared<const Fp8CachedWeight>(std::move(stored.wkv));
   in.cfg = cfg;
   in.act = act;
   const auto layers = engram_tables(cfg);
@@ -333,7 +333,7 @@ VerifyRow verify_engram_checkpoint(const CheckpointLayer& l, const RunOptions& o
     std::copy_n(e.embed.ptr() + r * hd, hd, in.table.begin() + r * B);
     std::copy_n(e.embed_scale.ptr() + r * (hd / 32), hd / 32, in.table.begin() + r * B + hd);
   }
-  in.wkv = std::make_shared<const Tensor<float>>(dequantize(e.wkv));
+  in.wkv = std::make_shared<const Fp8CachedWeight>(e.wkv);  // its codes, as stored
   in.gate_w = Tensor<float>(e.q_weight.shape);
   for (int64_t i = 0; i < in.gate_w.size(); ++i)
     in.gate_w.data[i] = e.q_weight.data[i] * e.k_weight.data[i];

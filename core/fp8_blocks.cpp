@@ -47,6 +47,19 @@ Tensor<float> dequantize(const Fp8BlockMatrix& q) {
   return w;
 }
 
+Fp8CachedWeight::Fp8CachedWeight(Fp8BlockMatrix q) : Tensor<float>(dequantize(q)) {
+  const int block = q.block;
+  quantized_.emplace(block, std::move(q));
+}
+
+const Fp8BlockMatrix& Fp8CachedWeight::fp8_blocks(int block) const {
+  const std::lock_guard lock(mutex_);
+  auto it = quantized_.find(block);
+  if (it == quantized_.end())
+    it = quantized_.emplace(block, quantize_fp8_blocks(*this, block)).first;
+  return it->second;
+}
+
 void quantize_dequantize_fp8(std::span<float> x, int block) {
   check_block(block);
   for (size_t begin = 0; begin < x.size(); begin += size_t(block)) {

@@ -3,6 +3,9 @@
 // one ue8m0 scale per B x B weight block (V4.1 B = 32, V4 B = 128) and activations quantized per
 // B contiguous values, both with core/dtype.hpp's tile quantizer.
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <span>
 
 #include "core/tensor.hpp"
@@ -21,5 +24,24 @@ Fp8BlockMatrix quantize_fp8_blocks(const Tensor<float>& w, int block);
 Tensor<float> dequantize(const Fp8BlockMatrix& q);
 // x quantized per `block` contiguous values and dequantized again, in place (exact in float).
 void quantize_dequantize_fp8(std::span<float> x, int block);
+
+// A weight matrix that many runs read (Engram's Wkv, 629 MB at V4.1's widths: a model's runs and
+// both references, a verify row's 4 emulated runs) with its block-FP8 form made once per block
+// size, on first use, and kept: shared as const, its values never change.
+class Fp8CachedWeight : public Tensor<float> {
+ public:
+  explicit Fp8CachedWeight(Tensor<float> values) : Tensor<float>(std::move(values)) {}
+  // A checkpoint's block-FP8 linear: its values (dequantized), with `q` as their form at q.block
+  // (the codes and scales as stored).
+  explicit Fp8CachedWeight(Fp8BlockMatrix q);
+  Fp8CachedWeight(const Fp8CachedWeight&) = delete;
+  Fp8CachedWeight& operator=(const Fp8CachedWeight&) = delete;
+  // quantize_fp8_blocks(*this, block), or the stored form handed in for its block.
+  const Fp8BlockMatrix& fp8_blocks(int block) const;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::map<int, Fp8BlockMatrix> quantized_;  // by block; never erased (references kept)
+};
 
 }  // namespace tandem

@@ -56,7 +56,8 @@ void run_gate(const EngramInputs& in, DeviceArray<int64_t>& ids, DeviceArray<flo
   gate_w.upload(in.gate_w.data);
   // Wkv as stored: float values, or (FP8) the codes and block scales a checkpoint holds.
   DeviceArray<float> wkv_values(B ? 0 : in.wkv->data.size());
-  const Fp8BlockMatrix q = B ? quantize_fp8_blocks(*in.wkv, B) : Fp8BlockMatrix{};
+  const Fp8BlockMatrix none;
+  const Fp8BlockMatrix& q = B ? in.wkv->fp8_blocks(B) : none;
   DeviceArray<uint8_t> wkv_codes(q.codes.data.size()), wkv_scales(q.scales.data.size());
   if (B) {
     wkv_codes.upload(q.codes.data);

@@ -51,7 +51,8 @@ void validate_engram_inputs(const EngramInputs& in) {
   check_engram_wkv(in);
   if (in.gate_w.shape != Shape{4, d}) throw_bad_input("engram input 'gate_w': expected [4, {}]", d);
   // Weights are data: a non-finite one is bad input (the FP8 quantizer would clamp a NaN to -448).
-  for (const auto& [name, w] : {std::pair{"wkv", in.wkv.get()}, std::pair{"gate_w", &in.gate_w}})
+  for (const auto& [name, w] : {std::pair<const char*, const Tensor<float>*>{"wkv", in.wkv.get()},
+                                std::pair{"gate_w", &in.gate_w}})
     require_finite(*w, "engram input", name);
   if (c.wkv_fp8_block != 0 && c.wkv_fp8_block != 32 && c.wkv_fp8_block != 128)
     throw_bad_input("engram config: wkv_fp8_block is 32, 128 or 0, got {}", c.wkv_fp8_block);

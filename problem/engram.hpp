@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/engram_config.hpp"
+#include "core/fp8_blocks.hpp"
 #include "core/tensor.hpp"
 #include "problem/dtype.hpp"
 #include "problem/traffic.hpp"
@@ -34,8 +35,9 @@ struct EngramInputs {
   std::vector<int64_t> table_rows;
   Tensor<float> h;  // [T, 4, d] residual streams (values of act)
   // [5d, lookups * head_dim]: 4 keys, then the value. Shared, never copied: 629 MB at V4.1's
-  // widths, held once by the model's weights for every run and reference.
-  std::shared_ptr<const Tensor<float>> wkv;
+  // widths, held once by the model's weights for every run and reference, and quantized to
+  // block FP8 (cfg.wkv_fp8_block) once for all of them.
+  std::shared_ptr<const Fp8CachedWeight> wkv;
   Tensor<float> gate_w;  // [4, d]
 };
 

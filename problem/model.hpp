@@ -14,6 +14,7 @@
 
 #include "core/engram_config.hpp"
 #include "core/error.hpp"
+#include "core/fp8_blocks.hpp"
 #include "core/seeded_matrix.hpp"
 #include "core/tensor.hpp"
 #include "core/vision_config.hpp"  // kUnembedChunkRows
@@ -93,7 +94,7 @@ struct ModelWeights {
     std::vector<uint8_t> table;
     // [5d, lookups * head_dim] (629 MB at V4.1's widths: one copy, shared by every copy of the
     // weights), [4, d].
-    std::shared_ptr<const Tensor<float>> wkv;
+    std::shared_ptr<const Fp8CachedWeight> wkv;
     Tensor<float> gate_w;
   };
   struct Image {

@@ -245,7 +245,7 @@ TEST(EngramEmu, IdsPastTheCompressedVocabAndNonFiniteWeightsAreBadInput) {
   EngramInputs nan = in;
   Tensor<float> nan_wkv = *in.wkv;
   nan_wkv.data[size_t(nan_wkv.dim(1) + 5)] = NAN;
-  nan.wkv = std::make_shared<const Tensor<float>>(std::move(nan_wkv));
+  nan.wkv = std::make_shared<const Fp8CachedWeight>(std::move(nan_wkv));
   EngramInputs no_wkv = in;  // a missing Wkv: refused by the kernels' and the reference's runs
   no_wkv.wkv = nullptr;
   expect_bad_input([&] { run_engram_layer(no_wkv, {}); }, "engram input 'wkv': expected");

@@ -143,7 +143,7 @@ GateProblem float_gate_problem(const EngramInputs& in, const Tensor<float>& rows
   GateProblem p{in, rows};
   const int B = in.cfg.wkv_fp8_block;
   if (B == 0) return p;
-  p.in.wkv = std::make_shared<const Tensor<float>>(dequantize(quantize_fp8_blocks(*in.wkv, B)));
+  p.in.wkv = std::make_shared<const Fp8CachedWeight>(dequantize(in.wkv->fp8_blocks(B)));
   const int64_t E = rows.dim(1);
   for (int64_t t = 0; t < rows.dim(0); ++t)
     quantize_dequantize_fp8(std::span<float>(p.rows.ptr() + t * E, size_t(E)), B);

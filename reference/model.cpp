@@ -124,7 +124,7 @@ TinyModelWeights tiny_model_weights(const ModelConfig& m) {
     out.engram.push_back(
         {m.shape.block_of_layer(m.engram.layer_ids[i]), tables[i],
          synthetic_table(tables[i].rows, m.engram.row_bytes(), m.seed + i),
-         std::make_shared<const Tensor<float>>(w.floats({5 * d, lookup_width}, -k, k)),
+         std::make_shared<const Fp8CachedWeight>(w.floats({5 * d, lookup_width}, -k, k)),
          w.floats({4, d}, 0.75, 1.25)});
   }
   out.head = w.site(d);
