@@ -410,7 +410,7 @@ int cmd_info(std::ostream& out) {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   out << fmt::format(
       "allocator: GLIBC_TUNABLES={} (glibc.malloc.hugetlb=1: transparent huge "
-      "pages for blocks of 32 MiB or more)\n",
+      "pages for the heap; one arena, never trimmed, no block mapped alone)\n",
       tunables ? tunables : "(unset)");
   return 0;
 }

@@ -10,11 +10,12 @@
 
 namespace {
 
-// glibc serves every block of 32 MiB or more (a release-width run's weights, expert tables and
-// logits) with a fresh mapping, and on a VM each 4 KiB page of it then faults in as a hypervisor
-// exit: 40% of the release-width model row's time. The tunable glibc.malloc.hugetlb=1 has malloc
-// advise transparent huge pages on those mappings (THP mode "madvise", Debian's default, maps
-// only advised memory with them): a 2 MiB page per fault. Tunables are read when the process
+// A release-width run's heap grows to GBs (weights, expert tables, logits: core/malloc_tuning.cpp
+// keeps them all in the one heap), and on a VM each 4 KiB page of it faults in as a hypervisor
+// exit: 40% of the release-width model row's time when each block was mapped afresh. The tunable
+// glibc.malloc.hugetlb=1 has malloc advise transparent huge pages on the memory it takes from the
+// kernel (THP mode "madvise", Debian's default, maps only advised memory with them): a 2 MiB page
+// per fault. Tunables are read when the process
 // starts, so the program starts itself once more with it set (a GLIBC_TUNABLES that already
 // names it, 0 included, is kept as it is). If that exec fails, it runs as it is. Not restarted:
 // a privileged (setuid or capability) run, whose tunables glibc drops at start (it would restart

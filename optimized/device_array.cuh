@@ -22,7 +22,6 @@
 #include <optional>
 
 #include "core/error.hpp"
-#include "optimized/emu/device_pool.hpp"
 #endif
 
 namespace tandem::TANDEM_BACKEND_NS {
@@ -62,8 +61,8 @@ class DeviceArray {
 #if defined(TANDEM_EMU)
     static_assert(alignof(T) <= kDeviceGuardBytes && kDeviceGuardBytes % 16 == 0,
                   "the guard keeps the array's 16-byte alignment");
-    // The guards keep device_allocate's alignment (every fundamental type's) to 16 bytes.
-    raw_ = emu::device_allocate(bytes() + 2 * kDeviceGuardBytes);
+    // new std::byte[] is aligned for every fundamental type; the guards keep 16 bytes of it.
+    raw_.reset(new std::byte[bytes() + 2 * kDeviceGuardBytes]);
     memset(raw_.get(), 0xff, kDeviceGuardBytes);
     memset(raw_.get() + kDeviceGuardBytes + bytes(), 0xff, kDeviceGuardBytes);
     ptr_ = reinterpret_cast<T*>(raw_.get() + kDeviceGuardBytes);
@@ -143,7 +142,7 @@ class DeviceArray {
   size_t n_;
   T* ptr_ = nullptr;
 #if defined(TANDEM_EMU)
-  emu::DeviceBytes raw_;
+  std::unique_ptr<std::byte[]> raw_;
   mutable bool guard_reported_ = false;  // download threw for it: the destructor stays quiet
 #endif
 };

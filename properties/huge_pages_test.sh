@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `tandem` restarts itself once with glibc.malloc.hugetlb=1 added to GLIBC_TUNABLES (app/main.cpp:
-# transparent huge pages for glibc's mapped blocks of 32 MiB or more); `tandem info` names the
+# transparent huge pages for the memory glibc takes from the kernel); `tandem info` names the
 # tunables the running process started with. A setting the caller gave, 0 included, is kept.
 # Usage: huge_pages_test.sh TANDEM
 set -uo pipefail

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <boost/context/fiber.hpp>
 #include <boost/context/pooled_fixedsize_stack.hpp>
 #include <charconv>
@@ -32,7 +31,6 @@
 
 #include "core/device_limits.hpp"
 #include "core/error.hpp"
-#include "optimized/emu/device_pool.hpp"
 
 namespace tandem::emu {
 namespace ctx = boost::context;
@@ -1000,65 +998,6 @@ void set_block_workers(int n) {
     throw std::runtime_error(
         fmt::format("emu: {} block workers, expected 1 to {}", n, kMaxBlockWorkers));
   host.block_workers = n;
-}
-
-namespace {
-
-// Freed blocks by size class. Never destroyed: a DeviceArray may die after static destructors
-// (a test's static), and the leaked pointer keeps the blocks reachable for LeakSanitizer.
-struct DevicePool {
-  std::mutex mutex;
-  std::unordered_map<size_t, std::vector<std::byte*>> free;
-  size_t held = 0;
-};
-DevicePool& device_pool() {
-  static DevicePool& pool = *new DevicePool;
-  return pool;
-}
-
-// Eight classes a doubling from kPooledDeviceBytes on (at most 1/8 of a block unused); the
-// bytes themselves below it.
-size_t size_class(size_t bytes) {
-  if (bytes < kPooledDeviceBytes) return bytes;
-  const size_t step = std::bit_floor(bytes) / 8;
-  return (bytes + step - 1) / step * step;
-}
-
-}  // namespace
-
-void DeviceFree::operator()(std::byte* p) const {
-  if (capacity >= kPooledDeviceBytes) {
-    DevicePool& pool = device_pool();
-    const std::lock_guard lock(pool.mutex);
-    if (pool.held + capacity <= kDevicePoolBytes) {
-      pool.free[capacity].push_back(p);
-      pool.held += capacity;
-      return;
-    }
-  }
-  delete[] p;
-}
-
-DeviceBytes device_allocate(size_t bytes) {
-  const size_t capacity = size_class(bytes);
-  if (capacity >= kPooledDeviceBytes) {
-    DevicePool& pool = device_pool();
-    const std::lock_guard lock(pool.mutex);
-    if (auto it = pool.free.find(capacity); it != pool.free.end() && !it->second.empty()) {
-      std::byte* p = it->second.back();
-      it->second.pop_back();
-      pool.held -= capacity;
-      return DeviceBytes(p, DeviceFree{capacity});
-    }
-  }
-  // new std::byte[] is aligned for every fundamental type.
-  return DeviceBytes(new std::byte[capacity], DeviceFree{capacity});
-}
-
-size_t device_pool_bytes() {
-  DevicePool& pool = device_pool();
-  const std::lock_guard lock(pool.mutex);
-  return pool.held;
 }
 
 }  // namespace tandem::emu

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -13,7 +12,6 @@
 #include "core/device_limits.hpp"
 #include "core/error.hpp"
 #include "emu_test_kernels.hpp"
-#include "optimized/emu/device_pool.hpp"
 #include "optimized/emu/hazard.hpp"
 #include "optimized/emu/schedule.hpp"
 
@@ -492,25 +490,6 @@ TEST(EmuGuards, AWriteOutsideAnArrayIsAKernelFault) {
   EXPECT_PRED_FORMAT2(testing::IsSubstring, "array of 256 bytes (64 elements): byte -4 ",
                       message(-1));
   EXPECT_EQ(message(0), "no fault");
-}
-
-// The pool of freed device blocks: a block of kPooledDeviceBytes or more comes back for the next
-// array of its size, poisoned again (its old values would hide a forgotten write); a small one is
-// never kept.
-TEST(EmuDevicePool, AFreedLargeBlockIsReusedPoisoned) {
-  const size_t n = emu::kPooledDeviceBytes / sizeof(float) + 1000;
-  const emu_test::DeviceReuse big = emu_test::reuse_device_block(n);
-  ASSERT_GT(big.pool_after_free, big.pool_before);  // kept ...
-  EXPECT_LE(big.pool_after_free, emu::kDevicePoolBytes);
-  EXPECT_EQ(big.pool_after_reuse, big.pool_before);  // ... and taken back
-  EXPECT_TRUE(big.same_block);
-  ASSERT_EQ(big.contents.size(), n);
-  EXPECT_TRUE(
-      std::all_of(big.contents.begin(), big.contents.end(), [](float v) { return std::isnan(v); }));
-  const emu_test::DeviceReuse small = emu_test::reuse_device_block(1000);
-  EXPECT_EQ(small.pool_after_free, small.pool_before);
-  EXPECT_TRUE(std::all_of(small.contents.begin(), small.contents.end(),
-                          [](float v) { return std::isnan(v); }));
 }
 
 TEST(EmuGuardsDeathTest, AnArrayNeverDownloadedReportsAsItDies) {

@@ -347,21 +347,6 @@ std::vector<float> shifted_copy(const std::vector<float>& in, Overrun o, int shi
   return download ? device_out.download() : std::vector<float>{};
 }
 
-DeviceReuse reuse_device_block(size_t n) {
-  DeviceReuse r{emu::device_pool_bytes(), 0, 0, false, {}};
-  const float* freed = nullptr;
-  {
-    DeviceArray<float> a(std::vector<float>(n, 1.5f));
-    freed = a.data();
-  }
-  r.pool_after_free = emu::device_pool_bytes();
-  DeviceArray<float> b(n);
-  r.pool_after_reuse = emu::device_pool_bytes();
-  r.same_block = b.data() == freed;
-  r.contents = b.download();
-  return r;
-}
-
 std::vector<int> pattern_values(Pattern p, const emu::Schedule& s) {
   emu::set_schedule(s);
   std::vector<int> out(kHazardBlock, -1);

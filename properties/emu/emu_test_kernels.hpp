@@ -59,15 +59,6 @@ std::vector<float> shifted_copy(const std::vector<float>& in, Overrun o, int shi
                                 bool download = true);
 // A kernel where half the block waits at __syncthreads and half does not: must be reported.
 void divergent_barrier();
-// An array of n floats given values and freed, then a new array of n floats (the device pool's
-// reuse, optimized/emu/emu.hpp): the pool's bytes after the free and after the new array, whether
-// the new one got the freed block, and its contents as a kernel first sees them.
-struct DeviceReuse {
-  size_t pool_before, pool_after_free, pool_after_reuse;
-  bool same_block;
-  std::vector<float> contents;
-};
-DeviceReuse reuse_device_block(size_t n);
 
 // optimized/moe.cuh's moe_experts_weighted<float> for one token y [d] routed to `expert` alone
 // with weight 1, the weights given as raw pointers (w_in [> expert, H, d], w_out [> expert, d, H]:
