@@ -5,6 +5,8 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/fp8_blocks.hpp"
@@ -75,6 +77,36 @@ RC_GTEST_PROP(Fp8Blocks, ValuesOfCodesRoundTripAndEachBlockHasItsScale, ()) {
             ue8m0_decode(q.scales.data[(i / cols / block) * q.scales.dim(1) + (i % cols) / block]) /
                 1024);
   RC_ASSERT(dequantize(quantize_fp8_blocks(values, block)).data == values.data);
+}
+
+// A shared weight's block-FP8 form: quantized once per block size and the same object after (from
+// any thread); a stored form handed in (a checkpoint's, here with a scale twice the quantizer's
+// choice) is what it gives back for its block, codes as stored, and its values are the codes'.
+TEST(Fp8CachedWeight, QuantizesOncePerBlockAndKeepsAStoredForm) {
+  Tensor<float> w({70, 40});
+  for (int64_t i = 0; i < w.size(); ++i) w.data[i] = float((i * 37) % 101 - 50) / 8;
+  const Fp8CachedWeight seeded(w);
+  EXPECT_EQ(seeded.data, w.data);
+  std::vector<const Fp8BlockMatrix*> got(4);
+  {
+    std::vector<std::jthread> threads;
+    for (size_t t = 0; t < got.size(); ++t)
+      threads.emplace_back([&, t] { got[t] = &seeded.fp8_blocks(32); });
+  }
+  for (const Fp8BlockMatrix* g : got) EXPECT_EQ(g, got[0]);
+  EXPECT_EQ(got[0]->codes.data, quantize_fp8_blocks(w, 32).codes.data);
+  EXPECT_EQ(seeded.fp8_blocks(128).scales.data, quantize_fp8_blocks(w, 128).scales.data);
+
+  Fp8BlockMatrix stored = quantize_fp8_blocks(w, 32);
+  for (uint8_t& s : stored.scales.data) ++s;  // each block's scale doubled ...
+  for (uint8_t& c : stored.codes.data)        // ... and its codes halved where exact
+    if (const float v = e4m3_decode(c); e4m3_decode(e4m3_encode(v / 2)) == v / 2)
+      c = e4m3_encode(v / 2);
+  const Fp8CachedWeight checkpoint(stored);
+  EXPECT_EQ(checkpoint.data, dequantize(stored).data);
+  EXPECT_EQ(checkpoint.fp8_blocks(32).scales.data, stored.scales.data);
+  EXPECT_EQ(checkpoint.fp8_blocks(32).codes.data, stored.codes.data);
+  EXPECT_NE(quantize_fp8_blocks(checkpoint, 32).scales.data, stored.scales.data);
 }
 
 TEST(Fp8Blocks, OtherBlockSizesAreBadInput) {
