@@ -27,7 +27,8 @@ void quantize_dequantize_fp8(std::span<float> x, int block);
 
 // A weight matrix that many runs read (Engram's Wkv, 629 MB at V4.1's widths: a model's runs and
 // both references, a verify row's 4 emulated runs) with its block-FP8 form made once per block
-// size, on first use, and kept: shared as const, its values never change.
+// size, on first use, and kept: shared as const, its values do not change (a writer of its values
+// must do so before the first fp8_blocks, which would keep the old form).
 class Fp8CachedWeight : public Tensor<float> {
  public:
   explicit Fp8CachedWeight(Tensor<float> values) : Tensor<float>(std::move(values)) {}
